@@ -1,0 +1,41 @@
+/* The diskstats collector: samples /proc/diskstats into a ring per device, exports the kernel's
+ * counters and iostat's derived gauges over the window, and the device facts. Main thread only. */
+#pragma once
+
+#include <regex.h>
+
+#include "devices.h"
+#include "metrics.h"
+#include "util.h"
+
+struct diskstats_config {
+        int procfs_fd;           /* borrowed; /proc/diskstats and /proc/uptime below it */
+        struct devsrc *devsrc;   /* borrowed; identity lookups */
+        const regex_t *include;  /* borrowed, may be NULL: only matching names */
+        const regex_t *exclude;  /* borrowed, may be NULL: matching names dropped */
+        usec_t interval, window; /* sampling period, derived-gauge window */
+        usec_t identity_refresh; /* re-read device facts this often (0: never) */
+};
+
+struct diskstats;
+
+/* Creates the collector. The config's borrowed objects must outlive it (or the next
+ * diskstats_reconfigure). Never fails. */
+struct diskstats *diskstats_new(const struct diskstats_config *cfg);
+struct diskstats *diskstats_free(struct diskstats *d);
+
+/* Applies a new config (SIGHUP); the rings are kept when interval and window are unchanged. */
+void diskstats_reconfigure(struct diskstats *d, const struct diskstats_config *cfg);
+
+/* Reads /proc/diskstats once at monotonic time now. Returns 0 or -errno (the file could not be
+ * read; the previous data stays). */
+int diskstats_sample(struct diskstats *d, usec_t now);
+
+/* Writes the families for the latest sample into out. */
+void diskstats_export(struct diskstats *d, struct mset *out);
+
+/* Marks one device's facts (or all, when name is NULL) to be read again at the next sample. */
+void diskstats_invalidate(struct diskstats *d, const char *name);
+
+/* Number of monitored (included) devices at the last sample. */
+size_t diskstats_device_count(const struct diskstats *d);

@@ -1,0 +1,544 @@
+/* diskpulse: flags, lifecycle and wiring. The sd-event main loop owns the timers, signals and
+ * the hotplug monitor; collectors run on it and publish snapshots that HTTP threads serve. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include "devices.h"
+#include "diskstats.h"
+#include "expo.h"
+#include "fsroot.h"
+#include "http.h"
+#include "listen.h"
+#include "log.h"
+#include "options.h"
+#include "process.h"
+#include "registry.h"
+#include "snapshot.h"
+
+#ifndef DISKPULSE_VERSION
+#define DISKPULSE_VERSION "0.0.0"
+#endif
+#ifndef DISKPULSE_REVISION
+#define DISKPULSE_REVISION "unknown"
+#endif
+
+struct collector_stat {
+        double duration;
+        bool success;
+        bool ran;
+};
+
+struct daemon {
+        struct dp_options opts;
+        int argc;
+        char **argv;
+        int procfs_fd, sysfs_fd, udev_fd;
+        regex_t include, exclude;
+        bool have_include, have_exclude;
+        struct devsrc *devsrc;
+        struct diskstats *diskstats;
+        struct publisher *pub;
+        struct http_server *http;
+        sd_event *event;
+        sd_event_source *tick, *monitor;
+        usec_t start_time;
+        usec_t next_tick;
+        struct collector_stat stats[COLLECTOR_MAX];
+        unsigned rounds;
+};
+
+static int compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc, bool *has_inc,
+                           regex_t *exc, bool *has_exc)
+{
+        char err[160];
+        const char *exclude = o->device_exclude;
+
+        /* node_exporter's rule: the default exclude applies only when no include is given. */
+        if (!exclude && !o->device_include)
+                exclude = DEFAULT_DEVICE_EXCLUDE;
+        *has_inc = *has_exc = false;
+        (void)d;
+        if (o->device_include) {
+                if (options_regex(o->device_include, inc, err, sizeof err) < 0)
+                        return -EINVAL;
+                *has_inc = true;
+        }
+        if (exclude && *exclude) {
+                if (options_regex(exclude, exc, err, sizeof err) < 0) {
+                        if (*has_inc)
+                                regfree(inc);
+                        return -EINVAL;
+                }
+                *has_exc = true;
+        }
+        return 0;
+}
+
+static void diskstats_config_from(struct daemon *d, struct diskstats_config *c)
+{
+        memset(c, 0, sizeof(*c));
+        c->procfs_fd = d->procfs_fd;
+        c->devsrc = d->devsrc;
+        c->include = d->have_include ? &d->include : NULL;
+        c->exclude = d->have_exclude ? &d->exclude : NULL;
+        c->interval = d->opts.ds_interval;
+        c->window = d->opts.ds_window;
+        c->identity_refresh = 60 * USEC_PER_SEC;
+}
+
+static void self_export(struct daemon *d, struct mset *out)
+{
+        struct mfamily *f;
+
+        mset_gauge(out, "diskpulse_build_info",
+                   "A metric with a constant '1' value labeled by version and revision.", 1.0,
+                   "version", DISKPULSE_VERSION, "revision", DISKPULSE_REVISION, NULL);
+        f = mset_family(out, "diskpulse_collector_duration_seconds",
+                        "How long the collector's last round took.", MT_GAUGE);
+        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+                if (d->stats[i].ran)
+                        mfamily_add(out, f, "", d->stats[i].duration, "collector",
+                                    collector_defs[i].name, NULL);
+        f = mset_family(out, "diskpulse_collector_success",
+                        "Whether the collector's last round succeeded.", MT_GAUGE);
+        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+                if (d->stats[i].ran)
+                        mfamily_add(out, f, "", d->stats[i].success ? 1.0 : 0.0, "collector",
+                                    collector_defs[i].name, NULL);
+        process_export(out, d->start_time);
+}
+
+/* One round: every enabled collector, then the self metrics; returns the new snapshot. */
+static struct snapshot *collect_round(struct daemon *d)
+{
+        struct mset *sets[COLLECTOR_MAX + 1];
+        size_t n = 0;
+
+        if (d->diskstats) {
+                struct collector_stat *st = &d->stats[COLLECTOR_DISKSTATS];
+                usec_t t0 = now_monotonic();
+                int r = diskstats_sample(d->diskstats, t0);
+                static struct ratelimit rl = {.interval = 600 * USEC_PER_SEC};
+
+                if (r < 0 && ratelimit_ok(&rl, t0))
+                        log_errno(LOG_LEVEL_ERROR, r, "cannot read diskstats", "procfs",
+                                  d->opts.procfs, NULL);
+                sets[n] = mset_new();
+                diskstats_export(d->diskstats, sets[n++]);
+                st->duration = (double)(now_monotonic() - t0) / (double)USEC_PER_SEC;
+                st->success = r >= 0;
+                st->ran = true;
+        }
+        sets[n] = mset_new();
+        self_export(d, sets[n++]);
+        d->rounds++;
+        return snapshot_new(sets, n, now_realtime());
+}
+
+static void notify_status(struct daemon *d)
+{
+        char buf[160];
+        size_t devs = d->diskstats ? diskstats_device_count(d->diskstats) : 0;
+
+        snprintf(buf, sizeof buf, "STATUS=Monitoring %zu device%s", devs, devs == 1 ? "" : "s");
+        sd_notify(0, buf);
+}
+
+static int on_tick(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        struct daemon *d = userdata;
+        usec_t now = now_monotonic();
+
+        (void)usec;
+        publisher_publish(d->pub, collect_round(d));
+        publisher_beat(d->pub, now);
+        if (d->rounds % 60 == 1)
+                notify_status(d);
+        /* Keep the cadence (no drift); after a stall, start again from now. */
+        d->next_tick += d->opts.ds_interval;
+        if (d->next_tick <= now)
+                d->next_tick = now + d->opts.ds_interval;
+        sd_event_source_set_time(s, d->next_tick);
+        return 0;
+}
+
+/* Runs the next round soon (a device came or went). */
+static void tick_soon(struct daemon *d)
+{
+        usec_t soon = now_monotonic() + 50 * USEC_PER_MSEC;
+
+        if (d->tick && d->next_tick > soon) {
+                d->next_tick = soon;
+                sd_event_source_set_time(d->tick, soon);
+        }
+}
+
+static int on_monitor(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+        struct daemon *d = userdata;
+        struct dev_event ev;
+        int r;
+
+        (void)s;
+        (void)fd;
+        (void)revents;
+        while ((r = d->devsrc->ops->receive(d->devsrc, &ev)) > 0) {
+                log_debug("device event", "action", ev.action, "device", ev.name);
+                if (d->diskstats)
+                        diskstats_invalidate(d->diskstats, ev.name);
+        }
+        tick_soon(d);
+        return 0;
+}
+
+static int open_roots(struct daemon *d, const struct dp_options *o)
+{
+        struct {
+                const char *flag, *path;
+                int *fd;
+        } roots[] = {
+                {"path.procfs", o->procfs, &d->procfs_fd},
+                {"path.sysfs", o->sysfs, &d->sysfs_fd},
+        };
+
+        for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
+                int fd = root_open(roots[i].path);
+                if (fd < 0)
+                        return log_errno(LOG_LEVEL_ERROR, fd, "cannot open root directory", "flag",
+                                         roots[i].flag, "path", roots[i].path, NULL);
+                *roots[i].fd = fd;
+        }
+        /* A host without udev has no database: identity then comes from sysfs alone. */
+        d->udev_fd = root_open(o->udev_data);
+        if (d->udev_fd < 0)
+                log_debug("no udev database", "path", o->udev_data);
+        return 0;
+}
+
+static void setup_collectors(struct daemon *d)
+{
+        bool live = strcmp(d->opts.sysfs, "/sys") == 0 &&
+                    strcmp(d->opts.udev_data, "/run/udev/data") == 0 && !d->opts.once;
+
+        d->devsrc = live ? devsrc_udev_new(d->sysfs_fd) : NULL;
+        if (!d->devsrc)
+                d->devsrc = devsrc_files_new(d->sysfs_fd, d->udev_fd);
+        if (d->opts.collector[COLLECTOR_DISKSTATS]) {
+                struct diskstats_config c;
+                diskstats_config_from(d, &c);
+                d->diskstats = diskstats_new(&c);
+        }
+}
+
+static void swap_str(char **a, char **b)
+{
+        char *t = *a;
+        *a = *b;
+        *b = t;
+}
+
+static bool str_differs(const char *a, const char *b)
+{
+        return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+/* SIGHUP: read flags and config again; apply what can change while running. */
+static void reload(struct daemon *d)
+{
+        struct dp_options n;
+        char err[512];
+        regex_t inc, exc;
+        bool has_inc, has_exc, restart = false;
+
+        if (options_parse(d->argc, d->argv, &n, err, sizeof err) < 0) {
+                log_error("reload failed, keeping the running configuration", "reason", err);
+                return;
+        }
+        if (compile_filters(d, &n, &inc, &has_inc, &exc, &has_exc) < 0) {
+                log_error("reload failed: bad device filter, keeping the running configuration");
+                options_free(&n);
+                return;
+        }
+        restart = n.n_listen != d->opts.n_listen || str_differs(n.procfs, d->opts.procfs) ||
+                  str_differs(n.sysfs, d->opts.sysfs) ||
+                  str_differs(n.udev_data, d->opts.udev_data) ||
+                  str_differs(n.state_dir, d->opts.state_dir) ||
+                  n.systemd_socket != d->opts.systemd_socket ||
+                  n.max_connections != d->opts.max_connections;
+        for (size_t i = 0; !restart && i < n.n_listen; i++)
+                restart = strcmp(n.listen[i], d->opts.listen[i]) != 0;
+        if (restart)
+                log_warn("listen addresses, connection limit and paths change only on restart");
+
+        if (d->have_include)
+                regfree(&d->include);
+        if (d->have_exclude)
+                regfree(&d->exclude);
+        d->include = inc;
+        d->exclude = exc;
+        d->have_include = has_inc;
+        d->have_exclude = has_exc;
+        swap_str(&d->opts.device_include, &n.device_include);
+        swap_str(&d->opts.device_exclude, &n.device_exclude);
+        d->opts.ds_interval = n.ds_interval;
+        d->opts.ds_window = n.ds_window;
+        d->opts.log_level = n.log_level;
+        d->opts.log_format = n.log_format;
+        log_setup(n.log_level, n.log_format);
+
+        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+                d->opts.collector[i] = n.collector[i];
+        if (d->opts.collector[COLLECTOR_DISKSTATS]) {
+                struct diskstats_config c;
+                diskstats_config_from(d, &c);
+                if (d->diskstats)
+                        diskstats_reconfigure(d->diskstats, &c);
+                else
+                        d->diskstats = diskstats_new(&c);
+        } else {
+                d->diskstats = diskstats_free(d->diskstats);
+                d->stats[COLLECTOR_DISKSTATS].ran = false;
+        }
+        options_free(&n);
+        d->next_tick = now_monotonic();
+        if (d->tick)
+                sd_event_source_set_time(d->tick, d->next_tick);
+        log_info("configuration reloaded");
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+        struct daemon *d = userdata;
+
+        (void)s;
+        if (si->ssi_signo == SIGHUP) {
+                sd_notify(0, "RELOADING=1");
+                reload(d);
+                sd_notify(0, "READY=1");
+                notify_status(d);
+                return 0;
+        }
+        log_info("shutting down", "signal", strsignal((int)si->ssi_signo));
+        sd_notify(0, "STOPPING=1");
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+static int get_listen_fds(struct daemon *d, int **fds, size_t *n)
+{
+        int k = sd_listen_fds(1);
+
+        if (k < 0)
+                return log_errno(LOG_LEVEL_ERROR, k, "cannot take systemd's sockets", NULL);
+        if (k > 0 || d->opts.systemd_socket) {
+                if (k == 0) {
+                        log_error("--web.systemd-socket given but systemd passed no socket");
+                        return -EBADF;
+                }
+                for (int i = 0; i < k; i++) {
+                        int fd = SD_LISTEN_FDS_START + i;
+                        if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+                                log_error("systemd passed a file that is not a listening stream "
+                                          "socket");
+                                return -EBADF;
+                        }
+                        *fds = xrealloc(*fds, (*n + 1) * sizeof(int));
+                        (*fds)[(*n)++] = fd;
+                }
+                return 0;
+        }
+        for (size_t i = 0; i < d->opts.n_listen; i++) {
+                const char *why;
+                int r = listen_open(d->opts.listen[i], fds, n, &why);
+                if (r < 0) {
+                        log_error("cannot listen", "flag", "web.listen-address", "address",
+                                  d->opts.listen[i], "reason", why);
+                        return r;
+                }
+        }
+        return 0;
+}
+
+static void ensure_state_dir(const char *dir)
+{
+        char path[4096];
+
+        if (!strscpy(path, dir, sizeof path))
+                return;
+        for (char *p = path + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = 0;
+                (void)mkdir(path, 0755);
+                *p = '/';
+        }
+        if (mkdir(path, 0750) < 0 && errno != EEXIST)
+                log_errno(LOG_LEVEL_WARN, errno, "cannot create the state directory", "path", dir,
+                          NULL);
+}
+
+static int run_once(struct daemon *d)
+{
+        struct snapshot *snap = collect_round(d);
+        struct mset *const *sets;
+        size_t n = snapshot_sets(snap, &sets);
+        int r = expo_write_text(stdout, sets, n);
+
+        if (fflush(stdout) != 0 && r == 0)
+                r = -EIO;
+        snapshot_unref(snap);
+        if (r < 0)
+                return log_errno(LOG_LEVEL_ERROR, r, "cannot write the metrics", NULL);
+        return 0;
+}
+
+static int run_daemon(struct daemon *d)
+{
+        _cleanup_free_ int *fds = NULL;
+        size_t nfds = 0;
+        int r, err = 0;
+        struct http_config hc = {
+                .max_connections = d->opts.max_connections,
+                .timeout_sec = 10,
+                .health_stale = 2 * d->opts.ds_interval + 10 * USEC_PER_SEC,
+                .version = DISKPULSE_VERSION,
+                .revision = DISKPULSE_REVISION,
+        };
+
+        r = get_listen_fds(d, &fds, &nfds);
+        if (r < 0)
+                return r;
+        ensure_state_dir(d->opts.state_dir);
+
+        r = sd_event_default(&d->event);
+        if (r < 0)
+                return log_errno(LOG_LEVEL_ERROR, r, "cannot create the event loop", NULL);
+        if ((r = sd_event_add_signal(d->event, NULL, SIGTERM, on_signal, d)) < 0 ||
+            (r = sd_event_add_signal(d->event, NULL, SIGINT, on_signal, d)) < 0 ||
+            (r = sd_event_add_signal(d->event, NULL, SIGHUP, on_signal, d)) < 0)
+                return log_errno(LOG_LEVEL_ERROR, r, "cannot watch signals", NULL);
+        (void)sd_event_set_watchdog(d->event, true);
+
+        if (d->devsrc->ops->monitor_fd(d->devsrc) >= 0) {
+                r = sd_event_add_io(d->event, &d->monitor, d->devsrc->ops->monitor_fd(d->devsrc),
+                                    EPOLLIN, on_monitor, d);
+                if (r < 0)
+                        log_errno(LOG_LEVEL_WARN, r, "no hotplug events; rescanning each interval",
+                                  NULL);
+        }
+
+        /* The first round runs before serving, so no scrape ever sees an empty page. */
+        publisher_publish(d->pub, collect_round(d));
+        publisher_beat(d->pub, now_monotonic());
+        d->next_tick = now_monotonic() + d->opts.ds_interval;
+        r = sd_event_add_time(d->event, &d->tick, CLOCK_MONOTONIC, d->next_tick, USEC_PER_MSEC,
+                              on_tick, d);
+        if (r < 0)
+                return log_errno(LOG_LEVEL_ERROR, r, "cannot arm the sampling timer", NULL);
+        sd_event_source_set_enabled(d->tick, SD_EVENT_ON);
+
+        d->http = http_server_new(fds, nfds, &hc, d->pub, &err);
+        if (!d->http)
+                return log_errno(LOG_LEVEL_ERROR, err, "cannot start the HTTP server", NULL);
+        for (size_t i = 0; i < nfds; i++) {
+                char where[80];
+                log_info("listening", "address", listen_describe(fds[i], where, sizeof where));
+        }
+        sd_notify(0, "READY=1");
+        notify_status(d);
+        log_info("diskpulse started", "version", DISKPULSE_VERSION);
+
+        r = sd_event_loop(d->event);
+        d->http = http_server_free(d->http);
+        if (r < 0)
+                return log_errno(LOG_LEVEL_ERROR, r, "event loop failed", NULL);
+        return 0;
+}
+
+static void daemon_done(struct daemon *d)
+{
+        d->http = http_server_free(d->http);
+        d->tick = sd_event_source_unref(d->tick);
+        d->monitor = sd_event_source_unref(d->monitor);
+        d->event = sd_event_unref(d->event);
+        d->diskstats = diskstats_free(d->diskstats);
+        d->devsrc = devsrc_free(d->devsrc);
+        d->pub = publisher_free(d->pub);
+        if (d->have_include)
+                regfree(&d->include);
+        if (d->have_exclude)
+                regfree(&d->exclude);
+        if (d->procfs_fd >= 0)
+                close(d->procfs_fd);
+        if (d->sysfs_fd >= 0)
+                close(d->sysfs_fd);
+        if (d->udev_fd >= 0)
+                close(d->udev_fd);
+        options_free(&d->opts);
+}
+
+int main(int argc, char **argv)
+{
+        struct daemon d = {.argc = argc, .argv = argv, .procfs_fd = -1, .sysfs_fd = -1,
+                           .udev_fd = -1};
+        char err[512];
+        sigset_t mask;
+        int r;
+
+        d.start_time = now_realtime();
+        log_setup(LOG_LEVEL_INFO, LOG_FORMAT_LOGFMT);
+        r = options_parse(argc, argv, &d.opts, err, sizeof err);
+        if (r < 0) {
+                fprintf(stderr, "diskpulse: %s\n", err);
+                return 2;
+        }
+        if (d.opts.help) {
+                options_help(stdout);
+                options_free(&d.opts);
+                return 0;
+        }
+        if (d.opts.version) {
+                printf("diskpulse version %s (revision %s)\n", DISKPULSE_VERSION,
+                       DISKPULSE_REVISION);
+                options_free(&d.opts);
+                return 0;
+        }
+        if (compile_filters(&d, &d.opts, &d.include, &d.have_include, &d.exclude,
+                            &d.have_exclude) < 0) {
+                fprintf(stderr, "diskpulse: invalid device filter\n");
+                options_free(&d.opts);
+                return 2;
+        }
+        if (d.opts.check_config) {
+                options_dump(&d.opts, stdout);
+                printf("# configuration OK\n");
+                daemon_done(&d);
+                return 0;
+        }
+        log_setup(d.opts.log_level, d.opts.log_format);
+
+        /* Signals are handled by the event loop: block them before any thread starts. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        d.pub = publisher_new();
+        r = open_roots(&d, &d.opts);
+        if (r >= 0) {
+                setup_collectors(&d);
+                r = d.opts.once ? run_once(&d) : run_daemon(&d);
+        }
+        daemon_done(&d);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,551 @@
+/* Flags and the config file: one table, defaults < config file < command line. */
+#include "options.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fsroot.h"
+#include "listen.h"
+
+enum opt_kind { OPT_BOOL, OPT_STRING, OPT_STRV, OPT_DURATION, OPT_UINT, OPT_LOGLEVEL, OPT_LOGFMT,
+                OPT_REGEX, OPT_COLLECTOR };
+
+struct opt_def {
+        const char *name;
+        enum opt_kind kind;
+        size_t offset;
+        bool cli_only;
+        const char *arg;
+        const char *help;
+};
+
+#define OFF(f) offsetof(struct dp_options, f)
+
+static const struct opt_def opts[] = {
+        {"web.listen-address", OPT_STRV, OFF(listen), false, "[HOST]:PORT",
+         "address to serve metrics on; repeatable (default :9477)"},
+        {"web.systemd-socket", OPT_BOOL, OFF(systemd_socket), false, NULL,
+         "use the sockets passed by systemd (also used whenever LISTEN_FDS is set)"},
+        {"web.max-connections", OPT_UINT, OFF(max_connections), false, "N",
+         "connections served at once per listening socket; more are refused (default 64)"},
+        {"config.file", OPT_STRING, OFF(config_file), true, "FILE",
+         "config file of \"name = value\" lines; every flag can be set there, flags win"},
+        {"path.procfs", OPT_STRING, OFF(procfs), false, "DIR", "procfs root (default /proc)"},
+        {"path.sysfs", OPT_STRING, OFF(sysfs), false, "DIR", "sysfs root (default /sys)"},
+        {"path.udev.data", OPT_STRING, OFF(udev_data), false, "DIR",
+         "udev database (default /run/udev/data)"},
+        {"path.dev", OPT_STRING, OFF(dev), false, "DIR", "device nodes (default /dev)"},
+        {"collector.diskstats.device-include", OPT_REGEX, OFF(device_include), false, "RE",
+         "monitor only devices whose name matches (POSIX ERE)"},
+        {"collector.diskstats.device-exclude", OPT_REGEX, OFF(device_exclude), false, "RE",
+         "skip devices whose name matches (default: partitions, loop, ram, fd)"},
+        {"diskstats.interval", OPT_DURATION, OFF(ds_interval), false, "DUR",
+         "sampling period of /proc/diskstats (default 1s)"},
+        {"diskstats.window", OPT_DURATION, OFF(ds_window), false, "DUR",
+         "window of the derived, iostat-like gauges (default 10s)"},
+        {"state.directory", OPT_STRING, OFF(state_dir), false, "DIR",
+         "persisted state (default $STATE_DIRECTORY or /var/lib/diskpulse)"},
+        {"log.level", OPT_LOGLEVEL, OFF(log_level), false, "LEVEL",
+         "debug, info, warn or error (default info)"},
+        {"log.format", OPT_LOGFMT, OFF(log_format), false, "FORMAT",
+         "logfmt or json (default logfmt)"},
+        {"once", OPT_BOOL, OFF(once), true, NULL,
+         "collect one round, print the metrics to stdout and exit"},
+        {"check-config", OPT_BOOL, OFF(check_config), true, NULL,
+         "check flags and config file, print the effective config and exit"},
+        {"version", OPT_BOOL, OFF(version), true, NULL, "print the version and exit"},
+        {"help", OPT_BOOL, OFF(help), true, NULL, "print this help and exit"},
+};
+
+#define N_OPTS (ARRAY_SIZE(opts) + COLLECTOR_MAX)
+
+static void fail(char *err, size_t errsz, const char *fmt, ...) _printf_(3, 4);
+static void fail(char *err, size_t errsz, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errsz, fmt, ap);
+        va_end(ap);
+}
+
+int options_regex(const char *pattern, regex_t *ret, char *err, size_t errsz)
+{
+        size_t n = strlen(pattern), o = 0;
+        _cleanup_free_ char *ere = xmalloc(n * 5 + 1);
+        bool bracket = false;
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                char c = pattern[i];
+                if (c == '\\' && i + 1 < n) {
+                        if (pattern[i + 1] == 'd') {
+                                const char *rep = bracket ? "0-9" : "[0-9]";
+                                memcpy(ere + o, rep, strlen(rep));
+                                o += strlen(rep);
+                        } else {
+                                ere[o++] = c;
+                                ere[o++] = pattern[i + 1];
+                        }
+                        i++;
+                        continue;
+                }
+                if (c == '[' && !bracket) {
+                        bracket = true;
+                        ere[o++] = c;
+                        /* "[]" and "[^]" start with a literal ] */
+                        if (i + 1 < n && pattern[i + 1] == '^')
+                                ere[o++] = pattern[++i];
+                        if (i + 1 < n && pattern[i + 1] == ']')
+                                ere[o++] = pattern[++i];
+                        continue;
+                }
+                if (c == ']' && bracket)
+                        bracket = false;
+                ere[o++] = c;
+        }
+        ere[o] = 0;
+        r = regcomp(ret, ere, REG_EXTENDED | REG_NOSUB);
+        if (r != 0) {
+                char msg[128];
+                regerror(r, ret, msg, sizeof msg);
+                fail(err, errsz, "%s", msg);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static void set_string(char **dst, const char *v)
+{
+        free(*dst);
+        *dst = xstrdup(v);
+}
+
+/* Applies one value; idx indexes opts[] or, past it, the collector flags. */
+static int apply(struct dp_options *o, size_t idx, const char *value, bool negated,
+                 const char *where, char *err, size_t errsz)
+{
+        const struct opt_def *d = idx < ARRAY_SIZE(opts) ? &opts[idx] : NULL;
+        const char *name = d ? d->name : collector_defs[idx - ARRAY_SIZE(opts)].name;
+        char *base = (char *)o;
+        int r;
+
+        if (!d) {
+                bool b = !negated;
+                if (value && parse_bool(value, &b) < 0)
+                        goto bad_bool;
+                if (negated && value)
+                        goto bad_bool;
+                o->collector[idx - ARRAY_SIZE(opts)] = b;
+                return 0;
+        bad_bool:
+                fail(err, errsz, "%sinvalid value for collector.%s: \"%s\" (expected true or false)",
+                     where, name, value);
+                return -EINVAL;
+        }
+
+        if (d->kind == OPT_BOOL) {
+                bool b = !negated;
+                if (value && (negated || parse_bool(value, &b) < 0)) {
+                        fail(err, errsz, "%sinvalid value for %s: \"%s\" (expected true or false)",
+                             where, d->name, value);
+                        return -EINVAL;
+                }
+                *(bool *)(base + d->offset) = b;
+                return 0;
+        }
+        if (negated) {
+                fail(err, errsz, "%s--no-%s: only on/off flags can be negated", where, d->name);
+                return -EINVAL;
+        }
+        if (!value) {
+                fail(err, errsz, "%s%s needs a value", where, d->name);
+                return -EINVAL;
+        }
+        switch (d->kind) {
+        case OPT_STRING:
+                if (!*value) {
+                        fail(err, errsz, "%sinvalid value for %s: empty", where, d->name);
+                        return -EINVAL;
+                }
+                set_string((char **)(base + d->offset), value);
+                return 0;
+        case OPT_STRV: {
+                char host[256], port[8];
+                if (listen_parse(value, host, sizeof host, port, sizeof port) < 0) {
+                        fail(err, errsz,
+                             "%sinvalid value for %s: \"%s\" (expected [HOST]:PORT, e.g. :9477 or "
+                             "[::1]:9477)",
+                             where, d->name, value);
+                        return -EINVAL;
+                }
+                o->listen = xrealloc(o->listen, (o->n_listen + 1) * sizeof(char *));
+                o->listen[o->n_listen++] = xstrdup(value);
+                return 0;
+        }
+        case OPT_DURATION: {
+                usec_t u;
+                r = parse_duration(value, &u);
+                if (r < 0 || u == 0) {
+                        fail(err, errsz,
+                             "%sinvalid value for %s: \"%s\" (expected a positive duration such "
+                             "as 500ms, 10s, 5m, 1h)",
+                             where, d->name, value);
+                        return -EINVAL;
+                }
+                *(usec_t *)(base + d->offset) = u;
+                return 0;
+        }
+        case OPT_UINT: {
+                uint64_t v;
+                if (parse_u64(value, &v) < 0 || v == 0 || v > 65535) {
+                        fail(err, errsz,
+                             "%sinvalid value for %s: \"%s\" (expected a number from 1 to 65535)",
+                             where, d->name, value);
+                        return -EINVAL;
+                }
+                *(unsigned *)(base + d->offset) = (unsigned)v;
+                return 0;
+        }
+        case OPT_LOGLEVEL:
+                if (log_level_from_string(value, (enum log_level *)(base + d->offset)) < 0) {
+                        fail(err, errsz,
+                             "%sinvalid value for %s: \"%s\" (expected debug, info, warn or "
+                             "error)",
+                             where, d->name, value);
+                        return -EINVAL;
+                }
+                return 0;
+        case OPT_LOGFMT:
+                if (log_format_from_string(value, (enum log_format *)(base + d->offset)) < 0) {
+                        fail(err, errsz,
+                             "%sinvalid value for %s: \"%s\" (expected logfmt or json)", where,
+                             d->name, value);
+                        return -EINVAL;
+                }
+                return 0;
+        case OPT_REGEX: {
+                regex_t re;
+                char msg[160];
+                if (options_regex(value, &re, msg, sizeof msg) < 0) {
+                        fail(err, errsz, "%sinvalid value for %s: \"%s\" (%s)", where, d->name,
+                             value, msg);
+                        return -EINVAL;
+                }
+                regfree(&re);
+                set_string((char **)(base + d->offset), value);
+                return 0;
+        }
+        default:
+                return -EINVAL;
+        }
+}
+
+/* Finds an option by name; sets *negated for "no-" forms. Returns its index or -1. */
+static int lookup(const char *name, size_t len, bool allow_no, bool *negated)
+{
+        *negated = false;
+        for (int pass = 0; pass < 2; pass++) {
+                for (size_t i = 0; i < N_OPTS; i++) {
+                        char full[96];
+                        if (i < ARRAY_SIZE(opts))
+                                snprintf(full, sizeof full, "%s", opts[i].name);
+                        else
+                                snprintf(full, sizeof full, "collector.%s",
+                                         collector_defs[i - ARRAY_SIZE(opts)].name);
+                        if (strlen(full) == len && strncmp(full, name, len) == 0)
+                                return (int)i;
+                }
+                if (!allow_no || len < 3 || strncmp(name, "no-", 3) != 0)
+                        return -1;
+                name += 3;
+                len -= 3;
+                *negated = true;
+        }
+        return -1;
+}
+
+static bool is_bool_opt(size_t idx)
+{
+        return idx >= ARRAY_SIZE(opts) || opts[idx].kind == OPT_BOOL;
+}
+
+static char *trim(char *s)
+{
+        char *e;
+        while (*s == ' ' || *s == '\t')
+                s++;
+        e = s + strlen(s);
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+                *--e = 0;
+        return s;
+}
+
+/* Config file: "name = value" lines, '#' comments, repeated names for repeatable options. */
+static int parse_config(struct dp_options *o, const char *path, const bool *from_cli, char *err,
+                        size_t errsz)
+{
+        _cleanup_free_ char *buf = NULL;
+        bool listen_reset = false;
+        size_t len;
+        char *line;
+        unsigned lineno = 0;
+        int r;
+
+        r = read_file_at(AT_FDCWD, path, 1 << 20, &buf, &len);
+        if (r < 0) {
+                fail(err, errsz, "cannot read config file %s: %s", path, strerror(-r));
+                return r;
+        }
+        if (strlen(buf) != len) {
+                fail(err, errsz, "config file %s: contains a NUL byte", path);
+                return -EINVAL;
+        }
+        for (char *next = buf; next && next < buf + len;) {
+                char *nl = strchr(next, '\n');
+                char where[300], *eq, *key, *value;
+                bool negated;
+                int idx;
+
+                if (nl)
+                        *nl = 0;
+                line = next;
+                next = nl ? nl + 1 : NULL;
+                lineno++;
+                snprintf(where, sizeof where, "%s:%u: ", path, lineno);
+                key = trim(line);
+                if (!*key || *key == '#')
+                        continue;
+                eq = strchr(key, '=');
+                if (!eq) {
+                        fail(err, errsz, "%sexpected \"name = value\", got \"%s\"", where, key);
+                        return -EINVAL;
+                }
+                *eq = 0;
+                value = trim(eq + 1);
+                key = trim(key);
+                if (strncmp(key, "--", 2) == 0)
+                        key += 2;
+                if (value[0] == '"' && strlen(value) >= 2 && value[strlen(value) - 1] == '"') {
+                        value[strlen(value) - 1] = 0;
+                        value++;
+                }
+                idx = lookup(key, strlen(key), false, &negated);
+                if (idx < 0) {
+                        fail(err, errsz, "%sunknown option \"%s\"", where, key);
+                        return -EINVAL;
+                }
+                if ((size_t)idx < ARRAY_SIZE(opts) && opts[idx].cli_only) {
+                        fail(err, errsz, "%s%s can only be given on the command line", where, key);
+                        return -EINVAL;
+                }
+                if (from_cli[idx])
+                        continue; /* flags win */
+                if ((size_t)idx < ARRAY_SIZE(opts) && opts[idx].kind == OPT_STRV && !listen_reset) {
+                        for (size_t i = 0; i < o->n_listen; i++)
+                                free(o->listen[i]);
+                        o->n_listen = 0;
+                        listen_reset = true;
+                }
+                r = apply(o, (size_t)idx, value, false, where, err, errsz);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static void set_defaults(struct dp_options *o)
+{
+        const char *sd = getenv("STATE_DIRECTORY");
+
+        memset(o, 0, sizeof(*o));
+        o->max_connections = 64;
+        o->procfs = xstrdup("/proc");
+        o->sysfs = xstrdup("/sys");
+        o->udev_data = xstrdup("/run/udev/data");
+        o->dev = xstrdup("/dev");
+        o->ds_interval = USEC_PER_SEC;
+        o->ds_window = 10 * USEC_PER_SEC;
+        /* systemd's StateDirectory= may list several, separated by ':'; the first is ours. */
+        if (sd && *sd && *sd == '/') {
+                o->state_dir = xstrdup(sd);
+                char *colon = strchr(o->state_dir, ':');
+                if (colon)
+                        *colon = 0;
+        } else {
+                o->state_dir = xstrdup("/var/lib/diskpulse");
+        }
+        o->log_level = LOG_LEVEL_INFO;
+        o->log_format = LOG_FORMAT_LOGFMT;
+        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+                o->collector[i] = collector_defs[i].default_enabled;
+}
+
+static int validate(struct dp_options *o, char *err, size_t errsz)
+{
+        char a[32], b[32];
+
+        if (o->ds_interval < 10 * USEC_PER_MSEC || o->ds_interval > 3600 * USEC_PER_SEC) {
+                fail(err, errsz, "invalid value for diskstats.interval: %s (expected 10ms to 1h)",
+                     format_duration(o->ds_interval, a, sizeof a));
+                return -EINVAL;
+        }
+        if (o->ds_window < o->ds_interval) {
+                fail(err, errsz,
+                     "invalid value for diskstats.window: %s is shorter than diskstats.interval %s",
+                     format_duration(o->ds_window, a, sizeof a),
+                     format_duration(o->ds_interval, b, sizeof b));
+                return -EINVAL;
+        }
+        if (o->ds_window / o->ds_interval > 3600) {
+                fail(err, errsz,
+                     "invalid value for diskstats.window: %s holds more than 3600 samples of %s",
+                     format_duration(o->ds_window, a, sizeof a),
+                     format_duration(o->ds_interval, b, sizeof b));
+                return -EINVAL;
+        }
+        if (o->n_listen == 0) {
+                o->listen = xcalloc(1, sizeof(char *));
+                o->listen[0] = xstrdup(":9477");
+                o->n_listen = 1;
+        }
+        return 0;
+}
+
+int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size_t errsz)
+{
+        bool from_cli[N_OPTS] = {false};
+        struct dp_options o;
+        int r;
+
+        set_defaults(&o);
+        for (int i = 1; i < argc; i++) {
+                const char *arg = argv[i], *eq, *value = NULL;
+                char where[16] = "";
+                bool negated;
+                size_t nlen;
+                int idx;
+
+                if (strcmp(arg, "-h") == 0)
+                        arg = "--help";
+                if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
+                        fail(err, errsz, "unexpected argument \"%s\" (flags start with --)", arg);
+                        goto fail;
+                }
+                arg += 2;
+                eq = strchr(arg, '=');
+                nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+                idx = lookup(arg, nlen, true, &negated);
+                if (idx < 0) {
+                        fail(err, errsz, "unknown flag --%.*s (see --help)", (int)nlen, arg);
+                        goto fail;
+                }
+                if (eq)
+                        value = eq + 1;
+                else if (!is_bool_opt((size_t)idx) && !negated) {
+                        if (i + 1 >= argc) {
+                                fail(err, errsz, "flag --%.*s needs a value", (int)nlen, arg);
+                                goto fail;
+                        }
+                        value = argv[++i];
+                }
+                if ((size_t)idx < ARRAY_SIZE(opts) && opts[idx].kind == OPT_STRV &&
+                    !from_cli[idx]) {
+                        for (size_t k = 0; k < o.n_listen; k++)
+                                free(o.listen[k]);
+                        o.n_listen = 0;
+                }
+                from_cli[idx] = true;
+                r = apply(&o, (size_t)idx, value, negated, where, err, errsz);
+                if (r < 0)
+                        goto fail;
+        }
+        if (o.help || o.version) {
+                *ret = o;
+                return 0;
+        }
+        if (o.config_file) {
+                r = parse_config(&o, o.config_file, from_cli, err, errsz);
+                if (r < 0)
+                        goto fail_r;
+        }
+        r = validate(&o, err, errsz);
+        if (r < 0)
+                goto fail_r;
+        *ret = o;
+        return 0;
+fail:
+        r = -EINVAL;
+fail_r:
+        options_free(&o);
+        return r;
+}
+
+void options_free(struct dp_options *o)
+{
+        for (size_t i = 0; i < o->n_listen; i++)
+                free(o->listen[i]);
+        free(o->listen);
+        free(o->config_file);
+        free(o->procfs);
+        free(o->sysfs);
+        free(o->udev_data);
+        free(o->dev);
+        free(o->device_include);
+        free(o->device_exclude);
+        free(o->state_dir);
+        memset(o, 0, sizeof(*o));
+}
+
+void options_help(FILE *out)
+{
+        fputs("Usage: diskpulse [FLAGS]\n\n"
+              "Watches block devices and serves Prometheus metrics.\n\nFlags:\n",
+              out);
+        for (size_t i = 0; i < ARRAY_SIZE(opts); i++) {
+                char left[80];
+                const struct opt_def *d = &opts[i];
+                if (d->kind == OPT_BOOL)
+                        snprintf(left, sizeof left, "--%s", d->name);
+                else
+                        snprintf(left, sizeof left, "--%s=%s", d->name, d->arg);
+                fprintf(out, "  %-44s %s\n", left, d->help);
+        }
+        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+                char left[80];
+                snprintf(left, sizeof left, "--[no-]collector.%s", collector_defs[i].name);
+                fprintf(out, "  %-44s %s (default %s)\n", left, collector_defs[i].help,
+                        collector_defs[i].default_enabled ? "on" : "off");
+        }
+        fputs("\nDurations take ms, s, m, h (e.g. 500ms, 1m30s). Every flag can be set in the "
+              "--config.file\nas \"name = value\" (without the leading --); flags win.\n",
+              out);
+}
+
+void options_dump(const struct dp_options *o, FILE *out)
+{
+        char a[32];
+
+        for (size_t i = 0; i < o->n_listen; i++)
+                fprintf(out, "web.listen-address = %s\n", o->listen[i]);
+        fprintf(out, "web.systemd-socket = %s\n", o->systemd_socket ? "true" : "false");
+        fprintf(out, "web.max-connections = %u\n", o->max_connections);
+        fprintf(out, "path.procfs = %s\npath.sysfs = %s\npath.udev.data = %s\npath.dev = %s\n",
+                o->procfs, o->sysfs, o->udev_data, o->dev);
+        if (o->device_include)
+                fprintf(out, "collector.diskstats.device-include = %s\n", o->device_include);
+        fprintf(out, "collector.diskstats.device-exclude = %s\n",
+                o->device_exclude ? o->device_exclude
+                                  : (o->device_include ? "" : DEFAULT_DEVICE_EXCLUDE));
+        fprintf(out, "diskstats.interval = %s\n", format_duration(o->ds_interval, a, sizeof a));
+        fprintf(out, "diskstats.window = %s\n", format_duration(o->ds_window, a, sizeof a));
+        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+                fprintf(out, "collector.%s = %s\n", collector_defs[i].name,
+                        o->collector[i] ? "true" : "false");
+        fprintf(out, "state.directory = %s\n", o->state_dir);
+        fprintf(out, "log.level = %s\n",
+                (const char *[]){"debug", "info", "warn", "error"}[o->log_level]);
+        fprintf(out, "log.format = %s\n", o->log_format == LOG_FORMAT_JSON ? "json" : "logfmt");
+}

@@ -1,0 +1,45 @@
+/* Flags and the config file (SPEC §2): one table, defaults < config file < command line. */
+#pragma once
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "log.h"
+#include "registry.h"
+#include "util.h"
+
+#define DEFAULT_DEVICE_EXCLUDE "^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\\d+n\\d+p)\\d+$"
+
+struct dp_options {
+        char **listen; /* --web.listen-address, repeatable */
+        size_t n_listen;
+        bool systemd_socket;
+        unsigned max_connections;
+        char *config_file;
+        char *procfs, *sysfs, *udev_data, *dev;
+        char *device_include, *device_exclude; /* NULL: not set */
+        usec_t ds_interval, ds_window;
+        bool collector[COLLECTOR_MAX];
+        char *state_dir;
+        enum log_level log_level;
+        enum log_format log_format;
+        bool once, check_config, version, help;
+};
+
+/* Parses argv and the config file it names. On failure returns -EINVAL (or -errno when the
+ * config file cannot be read) and writes a message naming the flag or line and the value into
+ * err. The caller owns *ret: options_free(). */
+int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size_t errsz);
+void options_free(struct dp_options *o);
+
+/* Prints --help. */
+void options_help(FILE *out);
+
+/* Compiles a POSIX extended regular expression; `\d` is accepted for [0-9] as node_exporter's
+ * Go syntax uses it. Returns 0 or -EINVAL with the reason in err. */
+int options_regex(const char *pattern, regex_t *ret, char *err, size_t errsz);
+
+/* Lists the options as config-file lines (--check-config shows the effective config). */
+void options_dump(const struct dp_options *o, FILE *out);

@@ -1,0 +1,16 @@
+/* Reading files below a root directory fd (--path.procfs, --path.sysfs, --path.udev.data), so
+ * the same code reads the host or a fixture tree. */
+#pragma once
+
+#include <stddef.h>
+
+/* Opens a root directory (O_PATH|O_DIRECTORY|O_CLOEXEC). Returns the fd or -errno. */
+int root_open(const char *path);
+
+/* Reads a small attribute file with one read() into buf (NUL-terminated, trailing newlines
+ * stripped). Returns the length, -errno, or -EFBIG when it does not fit. */
+int read_attr_at(int dirfd, const char *path, char *buf, size_t size);
+
+/* Reads a whole file of any size into *ret_buf (malloc'd, NUL-terminated), at most max bytes.
+ * Returns 0 and sets *ret_len, or -errno (-EFBIG past max); *ret_buf untouched on failure. */
+int read_file_at(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len);

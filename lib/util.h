@@ -1,0 +1,74 @@
+/* Small helpers shared by every floor: cleanup attributes, time in microseconds, parsing. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef uint64_t usec_t;
+
+#define USEC_PER_SEC  ((usec_t)1000000ULL)
+#define USEC_PER_MSEC ((usec_t)1000ULL)
+#define NSEC_PER_USEC ((uint64_t)1000ULL)
+#define USEC_INFINITY ((usec_t)UINT64_MAX)
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define _unused_      __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _cleanup_(f)  __attribute__((cleanup(f)))
+
+static inline void freep(void *p)
+{
+        free(*(void **)p);
+}
+
+static inline void closep(int *fd)
+{
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+
+#define _cleanup_free_  _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+
+/* Current CLOCK_MONOTONIC / CLOCK_REALTIME / CLOCK_BOOTTIME in microseconds. Any thread. */
+usec_t now_monotonic(void);
+usec_t now_realtime(void);
+usec_t now_boottime(void);
+
+/* Parses a duration such as "250ms", "10s", "5m", "1h", "1m30s" (no bare numbers).
+ * Returns 0 and sets *ret_usec, or -EINVAL (syntax, unknown unit) / -ERANGE (overflow). */
+int parse_duration(const char *s, usec_t *ret_usec);
+
+/* Formats a duration in the largest exact unit ("10s", "250ms", "1h"); returns buf. */
+const char *format_duration(usec_t u, char *buf, size_t size);
+
+/* Parses an unsigned decimal integer with optional binary suffix (K, M, G = 1024^n; "B"
+ * accepted). Returns 0, -EINVAL or -ERANGE. */
+int parse_size(const char *s, uint64_t *ret);
+
+/* Parses a whole string as an unsigned 64-bit decimal. Returns 0, -EINVAL or -ERANGE. */
+int parse_u64(const char *s, uint64_t *ret);
+
+/* Parses a boolean ("true/false", "yes/no", "on/off", "1/0"). Returns 0 or -EINVAL. */
+int parse_bool(const char *s, bool *ret);
+
+/* Copies at most size-1 bytes and always terminates; returns true when nothing was cut. */
+bool strscpy(char *dst, const char *src, size_t size);
+
+/* Returns a malloc'd copy or aborts on out-of-memory (the daemon cannot go on without it). */
+char *xstrdup(const char *s);
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+
+/* Grows *array (of elements of size elsz) so that it has room for need elements. Aborts on OOM. */
+void grow_array(void **array, size_t *cap, size_t need, size_t elsz);
+
+#define GROW(array, cap, need) grow_array((void **)&(array), &(cap), (need), sizeof(*(array)))

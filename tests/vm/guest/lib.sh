@@ -1,0 +1,219 @@
+# Guest helpers for the diskpulse VM scenarios: results and QMP over the host channel, daemon and metrics.
+# Sourced by /init; scenarios run in a subshell of it and use these functions directly.
+
+VM_CHAN=/dev/ttyS1          # second serial port, served by vmtest.py on the host
+VM_STATE=/tmp/vmtest
+DAEMON=/bin/diskpulse
+DAEMON_ADDR=127.0.0.1:9477
+DAEMON_LOG=/tmp/diskpulse.log
+DAEMON_PID=
+METRICS=/tmp/metrics        # the last scrape
+VM_TAB=$(printf '\t')
+
+# --- host channel: one request line out, one answer line back ---------------------------------
+
+vm_open() {
+	mkdir -p "$VM_STATE"
+	stty -F "$VM_CHAN" 115200 raw -echo
+	exec 3<>"$VM_CHAN"
+	vm_send hello "$(now)"
+}
+
+# vm_send VERB ARGS...: newlines in ARGS become spaces; the host's answer lands in $VM_REPLY.
+vm_send() {
+	printf '%s' "$*" | tr '\r\n' '  ' >&3
+	printf '\n' >&3
+	VM_REPLY=
+	IFS= read -r -t 120 VM_REPLY <&3
+}
+
+vm_finish() {
+	if [ -e "$VM_STATE/failed" ] && [ -s "$DAEMON_LOG" ]; then
+		echo "----- $DAEMON_LOG (last 40 lines) -----"
+		tail -n 40 "$DAEMON_LOG"
+	fi
+	vm_send done "$1"
+}
+
+# --- results -------------------------------------------------------------------------------
+
+note() { echo "vmtest: $*"; }
+# ok NAME / fail NAME WHY: one result each (NAME may contain spaces; a tab separates it from WHY).
+ok() { echo "ok $1"; vm_send "ok $1"; }
+fail() { echo "FAIL $1: ${2:-}"; touch "$VM_STATE/failed"; vm_send "fail $1$VM_TAB${2:-}"; }
+# skip REASON: the whole scenario is skipped (exit code 77 on the host).
+skip() { echo "SKIP $*"; vm_send "skip scenario$VM_TAB$*"; exit 77; }
+# check NAME COMMAND...: ok when COMMAND succeeds.
+check() {
+	_name=$1
+	shift
+	if "$@"; then ok "$_name"; else fail "$_name" "failed: $*"; fi
+}
+# expect NAME ACTUAL OP EXPECTED: numeric comparison, OP one of == != > >= < <=.
+expect() {
+	if num_cmp "$2" "$3" "$4"; then ok "$1"; else fail "$1" "got '$2', expected $3 $4"; fi
+}
+num_cmp() {
+	awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN {
+		num = "^[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$"
+		if (a !~ num || b !~ num) exit 1
+		a += 0; b += 0
+		if (op == "==") r = a == b; else if (op == "!=") r = a != b
+		else if (op == ">") r = a > b; else if (op == ">=") r = a >= b
+		else if (op == "<") r = a < b; else if (op == "<=") r = a <= b
+		else r = 0
+		exit !r }'
+}
+need() { command -v "$1" >/dev/null || skip "$1 is not in the initramfs"; }
+
+# --- time and polling ------------------------------------------------------------------------
+
+now() { cut -d' ' -f1 /proc/uptime; }
+# wait_for SECONDS COMMAND...: poll every 0.2 s until COMMAND succeeds; 1 on timeout.
+wait_for() {
+	_end=$(awk -v t="$1" '{ print $1 + t }' /proc/uptime)
+	shift
+	until "$@"; do
+		num_cmp "$(now)" '>=' "$_end" && return 1
+		sleep 0.2
+	done
+}
+
+# --- QMP, executed by the host ---------------------------------------------------------------
+
+# qmp JSON: prints the one-line reply; succeeds when it holds "return".
+qmp() {
+	vm_send qmp "$1"
+	printf '%s\n' "$VM_REPLY"
+	case $VM_REPLY in *'"return"'*) return 0 ;; esac
+	return 1
+}
+# qmp_event NAME [SECONDS]: waits for the next QMP event NAME (default 10 s), prints it.
+qmp_event() {
+	vm_send event "$1" "${2:-10}"
+	printf '%s\n' "$VM_REPLY"
+	case $VM_REPLY in *'"event"'*) return 0 ;; esac
+	return 1
+}
+# hmp COMMAND: human monitor command (no double quotes in COMMAND); prints its text output.
+hmp() {
+	qmp "{\"execute\":\"human-monitor-command\",\"arguments\":{\"command-line\":\"$*\"}}" >"$VM_STATE/hmp" || {
+		cat "$VM_STATE/hmp"
+		return 1
+	}
+	sed -e 's/^{"return": "//' -e 's/"}$//' -e 's/\\r\\n/\n/g' "$VM_STATE/hmp"
+}
+
+# --- devices ---------------------------------------------------------------------------------
+
+block_present() { [ -e "/sys/block/$1" ]; }
+block_absent() { [ ! -e "/sys/block/$1" ]; }
+# nvme_by_serial SERIAL: prints the namespace block device (nvmeXnY) of the controller with SERIAL.
+nvme_by_serial() {
+	for _c in /sys/class/nvme/nvme*; do
+		[ "$(tr -d ' ' <"$_c/serial" 2>/dev/null)" = "$1" ] || continue
+		for _b in /sys/block/nvme*; do
+			case "$(readlink -f "$_b")" in "$(readlink -f "$_c")"/*)
+				basename "$_b"
+				return 0
+				;;
+			esac
+		done
+	done
+	return 1
+}
+# diskstat DEV N: field N of DEV in /proc/diskstats (1 reads completed ... 5 writes completed,
+# 7 sectors written, 9 in flight; see FACTS.md).
+diskstat() { awk -v d="$1" -v n="$2" '$3 == d { print $(n + 3); f = 1 } END { exit !f }' /proc/diskstats; }
+
+# --- the daemon ------------------------------------------------------------------------------
+
+daemon_supports() { "$DAEMON" --help 2>&1 | grep -q -e "$1"; }
+daemon_alive() { [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; }
+# daemon_start [FLAGS...]: starts $DAEMON on $DAEMON_ADDR with state in /tmp/state and waits for
+# /metrics; reports ok/fail "daemon-start" and returns non-zero when it did not come up.
+daemon_start() {
+	[ -x "$DAEMON" ] || skip "no diskpulse binary in the initramfs (build it with --daemon)"
+	mkdir -p /tmp/state
+	echo "+ $DAEMON $*" >>"$DAEMON_LOG"
+	"$DAEMON" --state.directory=/tmp/state --web.listen-address="$DAEMON_ADDR" "$@" >>"$DAEMON_LOG" 2>&1 3>&- &
+	DAEMON_PID=$!
+	if wait_for 30 _daemon_up; then
+		ok daemon-start
+	else
+		fail daemon-start "no /metrics on $DAEMON_ADDR within 30 s (alive: $(daemon_alive && echo yes || echo no))"
+		return 1
+	fi
+}
+_daemon_up() { daemon_alive && scrape; }
+# daemon_stop: SIGTERM, wait up to 5 s (then SIGKILL); returns the daemon's exit status.
+daemon_stop() {
+	daemon_alive || return 1
+	kill -TERM "$DAEMON_PID"
+	wait_for 5 eval '! daemon_alive' || kill -KILL "$DAEMON_PID"
+	wait "$DAEMON_PID"
+	_rc=$?
+	DAEMON_PID=
+	return $_rc
+}
+
+# --- metrics ---------------------------------------------------------------------------------
+
+# scrape [PATH]: GET http://$DAEMON_ADDR/PATH (default /metrics) into $METRICS.
+scrape() {
+	rm -f "$METRICS.new"
+	# (busybox-static 1.35's wget -T segfaults, hence timeout)
+	timeout 10 wget -q -O "$METRICS.new" "http://$DAEMON_ADDR${1:-/metrics}" 2>/dev/null &&
+		mv "$METRICS.new" "$METRICS"
+}
+# metric 'NAME{label="value",...}' [FILE]: prints the value of the first sample of NAME that has
+# all the given labels (others may be present) in the last scrape; non-zero when there is none.
+metric() { _metric_awk 0 "$1" "${2:-$METRICS}"; }
+# metric_count 'NAME{...}' [FILE]: number of matching samples.
+metric_count() { _metric_awk 1 "$1" "${2:-$METRICS}"; }
+# metric_label 'NAME{...}' LABEL [FILE]: prints LABEL's value on the first matching sample.
+metric_label() { _metric_awk 0 "$1" "${3:-$METRICS}" "$2"; }
+_metric_awk() {
+	awk -v count="$1" -v sel="$2" -v want_label="${4:-}" '
+	BEGIN {
+		b = index(sel, "{"); name = b ? substr(sel, 1, b - 1) : sel
+		nwant = 0
+		if (b) { body = substr(sel, b + 1); sub(/}$/, "", body); nwant = split(body, want, ",") }
+	}
+	/^#/ || substr($0, 1, length(name)) != name { next }
+	{
+		c = substr($0, length(name) + 1, 1)
+		if (c == "{") {
+			e = 0; s = $0
+			while ((i = index(substr(s, e + 1), "}")) > 0) e += i
+			labels = "," substr($0, length(name) + 2, e - length(name) - 2) ","
+			rest = substr($0, e + 1)
+		} else if (c == " ") { labels = ","; rest = substr($0, length(name) + 1) }
+		else next
+		for (i = 1; i <= nwant; i++) if (index(labels, "," want[i] ",") == 0) next
+		n++
+		if (count) next
+		if (want_label != "") {
+			p = index(labels, "," want_label "=\"")
+			if (!p) exit 1
+			v = substr(labels, p + length(want_label) + 3); print substr(v, 1, index(v, "\"") - 1)
+		} else { split(rest, f, " "); print f[1] }
+		exit 0
+	}
+	END { if (count) print n + 0; else if (!n) exit 1 }' "$3"
+}
+# check_metric 'NAME{...}' OP [VALUE]: ok/fail on the last scrape; OP is present, absent or a
+# numeric comparison (== != > >= < <=) with VALUE.
+check_metric() {
+	case $2 in
+	present) if metric "$1" >/dev/null; then ok "$1 present"; else fail "$1 present" "no such sample"; fi ;;
+	absent)
+		_n=$(metric_count "$1")
+		if [ "$_n" = 0 ]; then ok "$1 absent"; else fail "$1 absent" "$_n samples match"; fi
+		;;
+	*)
+		_v=$(metric "$1") || { fail "$1 $2 $3" "no such sample"; return; }
+		expect "$1 $2 $3" "$_v" "$2" "$3"
+		;;
+	esac
+}

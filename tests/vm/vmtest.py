@@ -1,0 +1,519 @@
+#!/usr/bin/env python3
+# Host side of the diskpulse VM tests: builds the guest initramfs and runs one scenario under QEMU/TCG.
+"""Usage:
+  vmtest.py build --out DIR/initramfs.cpio [--daemon BIN]
+  vmtest.py run [--initramfs FILE | --daemon BIN] [-v] scenarios/NAME.sh
+
+Exit codes of `run`: 0 pass, 1 fail, 77 skip (missing prerequisite or the scenario skipped itself).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import selectors
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SKIP = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+SBIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+# Loaded at guest boot in this order; crypto first because busybox modprobe ignores softdeps.
+BASE_MODULES = ["crc32c_generic", "crct10dif_generic", "crc64_rocksoft_generic",
+                "nvme", "ahci", "sd_mod", "ext4"]
+# Shipped for scenarios to modprobe.
+EXTRA_MODULES = ["scsi_debug", "null_blk", "dm-mod", "dm-delay", "dm-flakey", "loop", "sg"]
+TOOLS = ["smartctl", "mkfs.ext4", "dmsetup", "sdparm"]
+UDEV_RULES = ["50-udev-default.rules", "60-block.rules", "60-persistent-storage.rules",
+              "60-persistent-storage-dm.rules", "55-dm.rules", "95-dm-notify.rules"]
+UDEV_HELPERS = ["/lib/udev/ata_id", "/lib/udev/scsi_id"]
+DEFAULT_TIMEOUT = 120
+
+
+def say(msg):
+    print(f"vmtest: {msg}", flush=True)
+
+
+def skip(reason):
+    say(f"SKIP: {reason}")
+    sys.exit(SKIP)
+
+
+def version_key(ver):
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", ver)]
+
+
+def find_kernel():
+    """Newest /boot/vmlinuz-VER that has /lib/modules/VER: (image path, VER) or (None, None)."""
+    found = [p[len("/boot/vmlinuz-"):] for p in glob.glob("/boot/vmlinuz-*")]
+    found = [v for v in found if os.path.isfile(f"/lib/modules/{v}/modules.dep")]
+    if not found:
+        return None, None
+    ver = max(found, key=version_key)
+    return f"/boot/vmlinuz-{ver}", ver
+
+
+def missing_prerequisite(need_qemu=True):
+    if os.geteuid() != 0:
+        return "not running as root"
+    if need_qemu and not shutil.which("qemu-system-x86_64"):
+        return "qemu-system-x86_64 not found (Debian package qemu-system-x86)"
+    if not find_kernel()[0]:
+        return "no /boot/vmlinuz-* with matching /lib/modules (Debian package linux-image-amd64)"
+    if not busybox_path():
+        return "static busybox not found (Debian package busybox-static)"
+    return None
+
+
+def busybox_path():
+    """A statically linked busybox (ldd refuses it), or None."""
+    for p in ("/bin/busybox", "/usr/bin/busybox"):
+        if os.path.isfile(p) and subprocess.run(["ldd", p], capture_output=True).returncode != 0:
+            return p
+    return None
+
+
+class Cpio:
+    """Collects entries and writes them in the newc format the kernel unpacks (parents first).
+    Like Debian 12 the tree is merged-/usr: /bin, /sbin, /lib, /lib64 are links into /usr."""
+    MERGED = ("bin", "sbin", "lib", "lib64")
+
+    def __init__(self, merged_usr=True):
+        self.entries = {}  # archive path -> (mode, source file or bytes)
+        if merged_usr:
+            for top in self.MERGED:
+                self.mkdir(f"usr/{top}")
+                self.entries[top] = (0o120777, f"usr/{top}".encode())
+
+    def _norm(self, path):
+        path = path.strip("/")
+        top, _, rest = path.partition("/")
+        return f"usr/{path}" if rest and top in self.MERGED and self.entries.get(top, (0,))[0] == 0o120777 else path
+
+    def mkdir(self, path):
+        path = self._norm(path)
+        while path and path not in self.entries:
+            self.entries[path] = (0o40755, b"")
+            path = os.path.dirname(path)
+
+    def add(self, path, data, mode=0o100644, replace=True):
+        path = self._norm(path)
+        if path in self.entries and not replace:
+            return
+        self.mkdir(os.path.dirname(path))
+        self.entries[path] = (mode, data)
+
+    def copy(self, src, path=None, replace=True):
+        mode = 0o100000 | (os.stat(src).st_mode & 0o7777)
+        self.add(path or src, os.path.realpath(src), mode, replace)
+
+    def symlink(self, path, target, replace=True):
+        self.add(path, target.encode(), 0o120777, replace)
+
+    def write(self, fileobj):
+        ino = 0
+        for path in sorted(self.entries, key=lambda p: (p.count("/"), p)) + ["TRAILER!!!"]:
+            mode, data = self.entries.get(path, (0, b""))
+            if isinstance(data, str):
+                with open(data, "rb") as f:
+                    data = f.read()
+            ino += 1
+            name = path.encode() + b"\0"
+            fields = [ino, mode, 0, 0, 2 if mode & 0o40000 else 1, 0, len(data), 0, 0, 0, 0, len(name), 0]
+            head = b"070701" + b"".join(b"%08X" % v for v in fields) + name
+            fileobj.write(head + b"\0" * (-len(head) % 4) + data + b"\0" * (-len(data) % 4))
+
+
+def add_elf(cpio, binary, dest):
+    """Copy an ELF binary and every shared library ldd reports for it (same absolute paths)."""
+    cpio.copy(binary, dest)
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    for lib in re.findall(r"(?:=>\s*|^\s*)(/\S+)\s+\(0x", out, re.M):
+        cpio.copy(lib, lib, replace=False)
+
+
+def add_modules(cpio, kver):
+    """Copy BASE_MODULES + EXTRA_MODULES with their dependency closure and filtered module indexes."""
+    root = f"/lib/modules/{kver}"
+    deps = {}
+    with open(f"{root}/modules.dep") as f:
+        for line in f:
+            mod, _, rest = line.partition(":")
+            deps[mod] = rest.split()
+    by_name = {os.path.basename(m).split(".ko")[0].replace("-", "_"): m for m in deps}
+    todo = [by_name[n.replace("-", "_")] for n in BASE_MODULES + EXTRA_MODULES if n.replace("-", "_") in by_name]
+    chosen = set()
+    while todo:
+        mod = todo.pop()
+        if mod not in chosen:
+            chosen.add(mod)
+            todo.extend(deps[mod])
+    for mod in chosen:
+        cpio.copy(f"{root}/{mod}", f"{root}/{mod}")
+    cpio.add(f"{root}/modules.dep", "".join(
+        f"{m}: {' '.join(deps[m])}\n".replace(": \n", ":\n") for m in sorted(chosen)).encode())
+    names = {os.path.basename(m).split(".ko")[0].replace("-", "_") for m in chosen}
+    with open(f"{root}/modules.alias") as f:
+        aliases = [l for l in f if l.startswith("alias ") and l.split()[-1].replace("-", "_") in names]
+    cpio.add(f"{root}/modules.alias", "".join(aliases).encode())
+    for extra in ("modules.builtin", "modules.builtin.modinfo", "modules.order", "modules.softdep"):
+        if os.path.isfile(f"{root}/{extra}"):
+            cpio.copy(f"{root}/{extra}", f"{root}/{extra}")
+    return len(chosen)
+
+
+def add_udev(cpio):
+    """systemd-udevd with the storage rules, so the guest has /run/udev/data like a real host."""
+    udevd, udevadm = "/lib/systemd/systemd-udevd", shutil.which("udevadm", path=SBIN_PATH)
+    if not (os.path.isfile(udevd) and udevadm):
+        return False
+    add_elf(cpio, udevd, udevd)
+    add_elf(cpio, udevadm, "/bin/udevadm")
+    for helper in UDEV_HELPERS:
+        if os.path.isfile(helper):
+            add_elf(cpio, helper, helper)
+    for rule in UDEV_RULES:
+        if os.path.isfile(f"/lib/udev/rules.d/{rule}"):
+            cpio.copy(f"/lib/udev/rules.d/{rule}")
+    return True
+
+
+def build(out, daemon=None):
+    kernel, kver = find_kernel()
+    cpio = Cpio()
+    for d in ("proc", "sys", "dev", "tmp", "run", "root", "mnt", "etc"):
+        cpio.mkdir(d)
+    if daemon:
+        add_elf(cpio, daemon, "/bin/diskpulse")
+    tools = []
+    for tool in TOOLS:
+        path = shutil.which(tool, path=SBIN_PATH)
+        if path:
+            add_elf(cpio, path, f"/usr/sbin/{tool}")
+            tools.append(tool)
+    udev = add_udev(cpio)
+    nmods = add_modules(cpio, kver)
+    busybox = busybox_path()
+    cpio.copy(busybox, "/bin/busybox")
+    applets = subprocess.run([busybox, "--list-full"], capture_output=True, text=True).stdout.split()
+    for applet in applets:
+        if applet != "bin/busybox":
+            cpio.symlink(applet, "/bin/busybox", replace=False)
+    cpio.copy(os.path.join(HERE, "guest", "init"), "/init")
+    cpio.copy(os.path.join(HERE, "guest", "lib.sh"), "/lib/vmtest/lib.sh")
+    cpio.add("/etc/vmtest/modules", " ".join(BASE_MODULES).encode())
+    cpio.add("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
+    cpio.add("/etc/group", b"root:x:0:\ndisk:x:6:\nnogroup:x:65534:\n")
+    cpio.add("/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out + ".tmp", "wb") as f:
+        cpio.write(f)
+    os.replace(out + ".tmp", out)
+    meta = {"kernel": kernel, "kver": kver, "daemon": daemon, "tools": tools, "udev": udev}
+    with open(out + ".json", "w") as f:
+        json.dump(meta, f)
+    say(f"built {out} ({os.path.getsize(out) >> 20} MiB, kernel {kver}, {nmods} modules, "
+        f"daemon {'yes' if daemon else 'no'}, tools {' '.join(tools) or 'none'}, udev {'yes' if udev else 'no'})")
+    return meta
+
+
+def parse_scenario(path):
+    """Header comments: `# qemu: ARGS`, `# disk: ID SIZE`, `# timeout: SEC`, `# append: ARGS`, `# defaults: no`."""
+    spec = {"qemu": [], "disk": [], "timeout": DEFAULT_TIMEOUT, "append": "", "defaults": True}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"#\s*(qemu|disk|timeout|append|defaults):\s*(.*?)\s*$", line)
+            if not m:
+                continue
+            key, val = m.groups()
+            if key == "qemu":
+                spec["qemu"] += shlex.split(val)
+            elif key == "disk":
+                spec["disk"].append(tuple(val.split()[:2]))
+            elif key == "timeout":
+                spec["timeout"] = int(val)
+            elif key == "append":
+                spec["append"] += " " + val
+            else:
+                spec["defaults"] = val.lower() not in ("no", "false", "0")
+    return spec
+
+
+class Qmp:
+    """Line-oriented QMP client on an accepted socket; events are kept for `event` requests."""
+
+    def __init__(self, sock):
+        self.sock, self.buf, self.events = sock, b"", []
+        self.read()  # greeting
+        self.command({"execute": "qmp_capabilities"})
+
+    def read(self, deadline=None):
+        while b"\n" not in self.buf:
+            self.sock.settimeout(None if deadline is None else max(0.01, deadline - time.monotonic()))
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                return None
+            if not chunk:
+                raise EOFError("QMP connection closed")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return json.loads(line)
+
+    def command(self, cmd):
+        self.sock.sendall(json.dumps(cmd).encode() + b"\n")
+        while True:
+            msg = self.read(time.monotonic() + 30)
+            if msg is None:
+                return {"error": {"class": "HarnessTimeout", "desc": "no QMP reply within 30 s"}}
+            if "event" in msg:
+                self.events.append(msg)
+            else:
+                return msg
+
+    def wait_event(self, name, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            for ev in self.events:
+                if ev["event"] == name:
+                    self.events.remove(ev)
+                    return ev
+            msg = self.read(deadline)
+            if msg is None:
+                return {"error": {"class": "HarnessTimeout", "desc": f"no {name} event within {timeout} s"}}
+            if "event" in msg:
+                self.events.append(msg)
+
+
+def accept(server, proc, deadline):
+    server.settimeout(0.2)
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            return server.accept()[0]
+        except socket.timeout:
+            pass
+    raise RuntimeError("QEMU did not connect its sockets")
+
+
+def printable(text):
+    """Console text without terminal control sequences (SeaBIOS resets the terminal) or CRs."""
+    return re.sub(r"\x1b(\[[0-9;?]*[A-Za-z]|[c78])|\r", "", text)
+
+
+def tail(path, lines):
+    try:
+        with open(path, errors="replace") as f:
+            return printable("".join(f.readlines()[-lines:]))
+    except OSError:
+        return ""
+
+
+def follow(path, stop):
+    """Stream the console file to stdout until stop is set (verbose mode)."""
+    while not os.path.exists(path) and not stop.is_set():
+        time.sleep(0.1)
+    with open(path, errors="replace") as f:
+        while not stop.is_set():
+            data = f.read()
+            sys.stdout.write(printable(data)) if data else time.sleep(0.1)
+            sys.stdout.flush()
+        sys.stdout.write(printable(f.read()))
+
+
+def run(args):
+    reason = missing_prerequisite()
+    if reason:
+        skip(reason)
+    name = os.path.basename(args.scenario)[:-3] if args.scenario.endswith(".sh") else os.path.basename(args.scenario)
+    spec = parse_scenario(args.scenario)
+    timeout = args.timeout or spec["timeout"]
+    work = tempfile.mkdtemp(prefix=f"vmtest-{name}-")
+    try:
+        return run_in(args, name, spec, timeout, work)
+    finally:
+        if args.keep:
+            say(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_in(args, name, spec, timeout, work):
+    initramfs = args.initramfs
+    if not initramfs:
+        initramfs = os.path.join(work, "base.cpio")
+        build(initramfs, args.daemon)
+    elif not os.path.isfile(initramfs + ".json"):
+        say(f"FAIL: {initramfs} was not built by vmtest.py build (no .json next to it)")
+        return 1
+    with open(initramfs + ".json") as f:
+        meta = json.load(f)
+    # The scenario travels as a second cpio archive appended to the shared one.
+    initrd = os.path.join(work, "initrd.cpio")
+    shutil.copyfile(initramfs, initrd)
+    extra = Cpio(merged_usr=False)
+    extra.copy(args.scenario, "/scenario.sh")
+    with open(initrd, "ab") as f:
+        extra.write(f)
+
+    disks = [("nvme0disk", "64M"), ("sata0disk", "64M")] if spec["defaults"] else []
+    qemu = ["qemu-system-x86_64", "-accel", "tcg", "-m", "1024", "-nographic", "-nodefaults",
+            "-no-user-config", "-no-reboot", "-kernel", meta["kernel"], "-initrd", initrd,
+            "-append", f"console=ttyS0 rdinit=/init panic=-1 loglevel=4 vmtest.name={name}"
+            + (" vmtest.wait=nvme0n1,sda" if spec["defaults"] else "") + spec["append"],
+            "-serial", f"file:{work}/console.log",
+            "-chardev", f"socket,id=ctl,path={work}/ctl.sock", "-serial", "chardev:ctl",
+            "-chardev", f"socket,id=qmp,path={work}/qmp.sock", "-mon", "chardev=qmp,mode=control"]
+    for disk_id, size in disks + spec["disk"]:
+        img = f"{work}/{disk_id}.img"
+        with open(img, "wb") as f:
+            f.truncate(parse_size(size))
+        qemu += ["-drive", f"if=none,id={disk_id},file={img},format=raw,cache=unsafe"]
+    if spec["defaults"]:
+        qemu += ["-device", "nvme,id=nvme0,serial=DPNVME0,drive=nvme0disk",
+                 "-device", "ahci,id=ahci",
+                 "-device", "ide-hd,id=sata0,bus=ahci.0,drive=sata0disk,serial=DPSATA0,rotation_rate=7200"]
+    qemu += spec["qemu"]
+
+    servers = {}
+    for chan in ("ctl", "qmp"):
+        servers[chan] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        servers[chan].bind(f"{work}/{chan}.sock")
+        servers[chan].listen(1)
+    console = f"{work}/console.log"
+    start = time.monotonic()
+    deadline = start + timeout
+    stop = threading.Event()
+    follower = threading.Thread(target=follow, args=(console, stop), daemon=True)
+    if args.verbose:
+        say("qemu: " + shlex.join(qemu))
+        follower.start()
+    qemu_err = open(f"{work}/qemu.stderr", "w+")
+    proc = subprocess.Popen(qemu, stdin=subprocess.DEVNULL, stdout=qemu_err, stderr=qemu_err)
+    results, verdict, boot_at = [], None, None
+    try:
+        ctl = accept(servers["ctl"], proc, deadline)
+        qmp = Qmp(accept(servers["qmp"], proc, deadline))
+        buf = b""
+        sel = selectors.DefaultSelector()
+        sel.register(ctl, selectors.EVENT_READ)
+        while verdict is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                verdict = ("fail", f"timeout after {timeout} s")
+                break
+            if proc.poll() is not None:
+                verdict = ("fail", f"QEMU exited with {proc.returncode} before the scenario finished")
+                break
+            if not sel.select(min(left, 0.5)):
+                continue
+            chunk = ctl.recv(65536)
+            if not chunk:
+                verdict = ("fail", "guest control channel closed")
+                break
+            buf += chunk
+            while b"\n" in buf and verdict is None:
+                line, _, buf = buf.partition(b"\n")
+                verb, _, rest = line.decode(errors="replace").strip("\r").partition(" ")
+                reply = "ack"
+                if verb == "hello":
+                    boot_at = time.monotonic() - start
+                    say(f"guest reached init after {boot_at:.1f} s")
+                elif verb == "qmp":
+                    try:
+                        reply = json.dumps(qmp.command(json.loads(rest)))
+                    except ValueError as e:
+                        reply = json.dumps({"error": {"class": "HarnessBadJSON", "desc": str(e)}})
+                elif verb == "event":
+                    ev_name, _, ev_timeout = rest.partition(" ")
+                    reply = json.dumps(qmp.wait_event(ev_name, float(ev_timeout or 10)))
+                elif verb in ("ok", "fail", "skip"):
+                    check, _, why = rest.partition("\t")
+                    results.append((verb, check, why))
+                    say(f"{verb.upper():4} {check}" + (f": {why}" if why else ""))
+                elif verb == "done":
+                    verdict = ("done", rest)
+                elif verb:
+                    reply = "unknown"
+                ctl.sendall(reply.encode() + b"\n")
+    except (RuntimeError, EOFError, OSError) as e:
+        verdict = ("fail", str(e))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        stop.set()
+        if follower.is_alive():
+            follower.join()
+    elapsed = time.monotonic() - start
+    fails = [r for r in results if r[0] == "fail"]
+    oks = [r for r in results if r[0] == "ok"]
+    skips = [r for r in results if r[0] == "skip"]
+    if verdict[0] == "done" and not fails:
+        if verdict[1] not in ("0", "77"):
+            fails.append(("fail", "scenario", f"exited with status {verdict[1]}"))
+        elif not oks and not skips:
+            fails.append(("fail", "scenario", "reported no results"))
+    if verdict[0] == "fail":
+        fails.append(("fail", "harness", verdict[1]))
+    timing = f"boot {boot_at:.1f} s, total {elapsed:.1f} s" if boot_at else f"total {elapsed:.1f} s"
+    if fails:
+        if not args.verbose:
+            print(f"----- guest console (last {args.tail} lines) -----")
+            print(tail(console, args.tail), end="")
+            err = tail(f"{work}/qemu.stderr", 20)
+            if err:
+                print(f"----- qemu stderr -----\n{err}", end="")
+            print("-----")
+        say(f"{name}: FAIL ({len(oks)} ok, {len(fails)} failed; {timing})")
+        for _, check, why in fails:
+            say(f"  failed: {check}: {why}")
+        return 1
+    if skips or verdict[1] == "77":
+        say(f"{name}: SKIP ({'; '.join(s[1] + ' ' + s[2] for s in skips)}; {timing})")
+        return SKIP
+    say(f"{name}: PASS ({len(oks)} checks; {timing})")
+    return 0
+
+
+def parse_size(text):
+    m = re.fullmatch(r"(\d+)([KMG]?)", text.upper())
+    if not m:
+        raise SystemExit(f"vmtest: bad disk size {text!r}")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build the shared guest initramfs")
+    b.add_argument("--out", required=True)
+    b.add_argument("--daemon", help="diskpulse binary to install as /bin/diskpulse")
+    r = sub.add_parser("run", help="boot a guest and run one scenario")
+    r.add_argument("scenario")
+    r.add_argument("--initramfs", help="prebuilt by `build` (else built into the temp dir)")
+    r.add_argument("--daemon", help="diskpulse binary, when no --initramfs is given")
+    r.add_argument("--timeout", type=int, help="seconds (default: scenario header or %d)" % DEFAULT_TIMEOUT)
+    r.add_argument("--tail", type=int, default=80, help="console lines shown on failure")
+    r.add_argument("--keep", action="store_true", help="keep the temp dir (console.log, images)")
+    r.add_argument("-v", "--verbose", action="store_true", help="stream the guest console")
+    args = ap.parse_args()
+    if args.cmd == "build":
+        reason = missing_prerequisite(need_qemu=False)
+        if reason:
+            skip(reason)
+        if args.daemon and not os.access(args.daemon, os.X_OK):
+            say(f"FAIL: daemon binary {args.daemon} is not executable")
+            return 1
+        build(args.out, args.daemon)
+        return 0
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
