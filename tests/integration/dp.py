@@ -1,0 +1,151 @@
+"""Shared helpers of the end-to-end tests: run the real daemon, scrape it, parse and check pages."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+import expocheck  # noqa: E402
+
+SKIP = 77
+FIXTURES = os.path.join(HERE, "..", "fixtures")
+GOLDEN = os.path.join(HERE, "..", "golden")
+
+_failures = []
+
+
+def skip(reason):
+    print("SKIP: " + reason)
+    sys.exit(SKIP)
+
+
+def check(cond, what):
+    """Records one assertion; prints it. The test fails at finish() if any failed."""
+    print(("ok     " if cond else "FAILED ") + what)
+    if not cond:
+        _failures.append(what)
+    return cond
+
+
+def finish():
+    if _failures:
+        print("%d check(s) failed" % len(_failures))
+        sys.exit(1)
+    print("all checks passed")
+    sys.exit(0)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse(text):
+    """Parses an exposition into {(name, frozenset(labels.items())): value}; checks it strictly."""
+    errors = expocheck.check(text)
+    if errors:
+        raise AssertionError("invalid exposition: %s" % errors[:5])
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$", line)
+        labels = {}
+        if m.group(3):
+            for k, v in re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(3)):
+                labels[k] = v.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(4))
+    return out
+
+
+def value(metrics, name, **labels):
+    """The value of the one series of name whose labels include labels, or None."""
+    want = set(labels.items())
+    found = [v for (n, ls), v in metrics.items() if n == name and want <= set(ls)]
+    return found[0] if len(found) == 1 else None
+
+
+def series(metrics, name):
+    return {ls: v for (n, ls), v in metrics.items() if n == name}
+
+
+def http_get(url, method="GET", timeout=5, headers=None):
+    """Returns (status, headers dict, body bytes)."""
+    req = urllib.request.Request(url, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+class Daemon:
+    """The real binary on a random loopback port."""
+
+    def __init__(self, binary, *args, port=None, env=None):
+        self.port = port or free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.args = [binary, "--web.listen-address=127.0.0.1:%d" % self.port] + list(args)
+        e = dict(os.environ)
+        e.update(env or {})
+        self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "diskpulse-test-%d.log" % self.port), "w+")
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=e)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("daemon exited with %s:\n%s" % (self.proc.returncode, self.output()))
+            try:
+                if http_get(self.url + "/-/healthy", timeout=1)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("daemon did not become healthy:\n" + self.output())
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def scrape_text(self):
+        status, _, body = http_get(self.url + "/metrics")
+        assert status == 200, status
+        return body.decode("utf-8")
+
+    def scrape(self):
+        return parse(self.scrape_text())
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout=10):
+        """Sends SIGTERM; returns (exit status, seconds it took)."""
+        t = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        return rc, time.monotonic() - t
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc.poll() is None:
+            self.stop()
+        self.log.close()
+
+
+def run_once(binary, *args):
+    """Runs --once; returns (exit status, stdout, stderr)."""
+    p = subprocess.run([binary, "--once"] + list(args), capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr

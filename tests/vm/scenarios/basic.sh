@@ -1,0 +1,83 @@
+# The daemon serves diskstats of nvme0n1 and sda in the guest; counters and gauges follow real writes.
+# timeout: 120
+WINDOW=5
+daemon_start --diskstats.interval=1s --diskstats.window=${WINDOW}s --log.level=debug || exit 1
+DEVS="nvme0n1 sda"
+
+# Identity and facts, compared with sysfs (and udev's database, which the guest's udevd fills).
+for dev in $DEVS; do
+	check_metric "diskpulse_disk_writes_completed_total{device=\"$dev\"}" present
+	check_metric "diskpulse_disk_info{device=\"$dev\"}" == 1
+	majmin=$(cat /sys/block/$dev/dev)
+	check "$dev info major:minor" [ "$(metric_label "diskpulse_disk_info{device=\"$dev\"}" major):$(
+		metric_label "diskpulse_disk_info{device=\"$dev\"}" minor)" = "$majmin" ]
+	rot=$(metric_label "diskpulse_disk_info{device=\"$dev\"}" rotational)
+	case "$(cat /sys/block/$dev/queue/rotational)$rot" in
+	11 | 1true | 00 | 0false) ok "$dev info rotational" ;;
+	*) fail "$dev info rotational" "label '$rot', sysfs $(cat /sys/block/$dev/queue/rotational)" ;;
+	esac
+	if [ -e "/run/udev/data/b$majmin" ]; then
+		want=$(sed -n 's/^E:ID_SERIAL_SHORT=//p' "/run/udev/data/b$majmin")
+		got=$(metric_label "diskpulse_disk_info{device=\"$dev\"}" serial)
+		check "$dev info serial from udev ($want)" [ "$got" = "$want" ]
+	fi
+done
+expected=$(ls /sys/block | grep -cvE '^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme[0-9]+n[0-9]+p)[0-9]+$')
+check_metric diskpulse_disk_devices == "$expected"
+
+# check_counters DEV WHEN: the daemon's write counters lie between two readings of /proc/diskstats
+# taken around a scrape that follows a full sampling interval.
+check_counters() {
+	w0=$(diskstat $1 5) s0=$(diskstat $1 7)
+	sleep 1.5
+	scrape || fail "scrape $2" "no /metrics"
+	w1=$(diskstat $1 5) s1=$(diskstat $1 7)
+	w=$(metric "diskpulse_disk_writes_completed_total{device=\"$1\"}")
+	b=$(metric "diskpulse_disk_written_bytes_total{device=\"$1\"}")
+	if num_cmp "$w" '>=' "$w0" && num_cmp "$w" '<=' "$w1"; then ok "$1 writes_completed = kernel ($2)"
+	else fail "$1 writes_completed = kernel ($2)" "metric $w, /proc/diskstats $w0..$w1"; fi
+	if num_cmp "$b" '>=' $((s0 * 512)) && num_cmp "$b" '<=' $((s1 * 512)); then ok "$1 written_bytes = kernel ($2)"
+	else fail "$1 written_bytes = kernel ($2)" "metric $b, /proc/diskstats $((s0 * 512))..$((s1 * 512))"; fi
+}
+for dev in $DEVS; do check_counters $dev idle; done
+for dev in $DEVS; do
+	eval "before_w_$dev=\$(metric 'diskpulse_disk_writes_completed_total{device=\"$dev\"}')"
+	eval "before_b_$dev=\$(metric 'diskpulse_disk_written_bytes_total{device=\"$dev\"}')"
+	eval "kern_w_$dev=\$(diskstat $dev 5) kern_s_$dev=\$(diskstat $dev 7)"
+done
+
+# 4 MiB of direct writes to each disk, then scrape well inside the window.
+t0=$(now)
+for dev in $DEVS; do dd if=/dev/urandom of=/dev/$dev bs=64k count=64 oflag=direct 2>/dev/null; done
+note "dd took $(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }') s"
+for dev in $DEVS; do check_counters $dev "after dd"; done
+for dev in $DEVS; do
+	eval "w0=\$before_w_$dev b0=\$before_b_$dev kw=\$kern_w_$dev ks=\$kern_s_$dev"
+	dw=$(($(diskstat $dev 5) - kw)) db=$((($(diskstat $dev 7) - ks) * 512))
+	expect "$dev writes_completed moved by >= 64" "$(metric "diskpulse_disk_writes_completed_total{device=\"$dev\"}")" '>=' $((w0 + 64))
+	expect "$dev written_bytes moved by >= 4 MiB" "$(metric "diskpulse_disk_written_bytes_total{device=\"$dev\"}")" '>=' $((b0 + 4194304))
+	# All of the dd lies inside the window: the rates are the kernel's deltas over about WINDOW s.
+	iops=$(metric "diskpulse_disk_write_iops{device=\"$dev\"}")
+	bps=$(metric "diskpulse_disk_write_bytes_per_second{device=\"$dev\"}")
+	expect "$dev write_iops >= half of $dw/${WINDOW}s" "$iops" '>=' "$(awk -v d=$dw -v w=$WINDOW 'BEGIN { print d / w / 2 }')"
+	expect "$dev write_iops <= twice $dw/${WINDOW}s" "$iops" '<=' "$(awk -v d=$dw -v w=$WINDOW 'BEGIN { print d / w * 2 }')"
+	expect "$dev write_bytes_per_second >= half of $db/${WINDOW}s" "$bps" '>=' "$(awk -v d=$db -v w=$WINDOW 'BEGIN { print d / w / 2 }')"
+	expect "$dev write_bytes_per_second <= twice $db/${WINDOW}s" "$bps" '<=' "$(awk -v d=$db -v w=$WINDOW 'BEGIN { print d / w * 2 }')"
+done
+
+# Once the writes have left the window the write gauges fall back to exactly 0; none is ever negative.
+sleep $((WINDOW + 2))
+scrape || fail "scrape after the window" "no /metrics"
+for dev in $DEVS; do
+	check_metric "diskpulse_disk_write_iops{device=\"$dev\"}" == 0
+	check_metric "diskpulse_disk_write_bytes_per_second{device=\"$dev\"}" == 0
+	for g in read_iops read_bytes_per_second write_await_seconds utilization_ratio queue_depth; do
+		check_metric "diskpulse_disk_$g{device=\"$dev\"}" '>=' 0
+	done
+done
+
+# SIGTERM ends it promptly and cleanly.
+t0=$(now)
+daemon_stop
+expect "exit status after SIGTERM" $? == 0
+expect "seconds to exit after SIGTERM" "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')" '<=' 2
