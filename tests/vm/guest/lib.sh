@@ -159,13 +159,14 @@ daemon_stop() {
 
 # --- metrics ---------------------------------------------------------------------------------
 
-# scrape [PATH]: GET http://$DAEMON_ADDR/PATH (default /metrics) into $METRICS.
-scrape() {
-	rm -f "$METRICS.new"
-	# (busybox-static 1.35's wget -T segfaults, hence timeout)
-	timeout 10 wget -q -O "$METRICS.new" "http://$DAEMON_ADDR${1:-/metrics}" 2>/dev/null &&
-		mv "$METRICS.new" "$METRICS"
+# http_get PATH FILE: GET http://$DAEMON_ADDR/PATH into FILE (kept only on success).
+# (busybox-static 1.35's wget -T segfaults, hence timeout)
+http_get() {
+	rm -f "$2.new"
+	timeout 10 wget -q -O "$2.new" "http://$DAEMON_ADDR$1" 2>/dev/null && mv "$2.new" "$2"
 }
+# scrape: GET /metrics into $METRICS, which the metric helpers read.
+scrape() { http_get /metrics "$METRICS"; }
 # metric 'NAME{label="value",...}' [FILE]: prints the value of the first sample of NAME that has
 # all the given labels (others may be present) in the last scrape; non-zero when there is none.
 metric() { _metric_awk 0 "$1" "${2:-$METRICS}"; }
@@ -202,6 +203,8 @@ _metric_awk() {
 	}
 	END { if (count) print n + 0; else if (!n) exit 1 }' "$3"
 }
+# label_count 'LABEL="VALUE"' [FILE]: number of samples of any metric that carry this label.
+label_count() { grep -v '^#' "${2:-$METRICS}" | grep -c -e "[{,]$1[,}]"; }
 # check_metric 'NAME{...}' OP [VALUE]: ok/fail on the last scrape; OP is present, absent or a
 # numeric comparison (== != > >= < <=) with VALUE.
 check_metric() {

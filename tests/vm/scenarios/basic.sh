@@ -25,35 +25,39 @@ done
 expected=$(ls /sys/block | grep -cvE '^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme[0-9]+n[0-9]+p)[0-9]+$')
 check_metric diskpulse_disk_devices == "$expected"
 
-# check_counters DEV WHEN: the daemon's write counters lie between two readings of /proc/diskstats
-# taken around a scrape that follows a full sampling interval.
+# snapshot TAG: /proc/diskstats write counters of every disk into TAG_w_DEV (writes), TAG_s_DEV (sectors).
+snapshot() { for dev in $DEVS; do eval "$1_w_$dev=$(diskstat $dev 5) $1_s_$dev=$(diskstat $dev 7)"; done; }
+# check_counters WHEN: the daemon's write counters lie between two readings of /proc/diskstats
+# taken around a scrape that follows more than one sampling interval.
 check_counters() {
-	w0=$(diskstat $1 5) s0=$(diskstat $1 7)
+	snapshot lo
 	sleep 1.5
-	scrape || fail "scrape $2" "no /metrics"
-	w1=$(diskstat $1 5) s1=$(diskstat $1 7)
-	w=$(metric "diskpulse_disk_writes_completed_total{device=\"$1\"}")
-	b=$(metric "diskpulse_disk_written_bytes_total{device=\"$1\"}")
-	if num_cmp "$w" '>=' "$w0" && num_cmp "$w" '<=' "$w1"; then ok "$1 writes_completed = kernel ($2)"
-	else fail "$1 writes_completed = kernel ($2)" "metric $w, /proc/diskstats $w0..$w1"; fi
-	if num_cmp "$b" '>=' $((s0 * 512)) && num_cmp "$b" '<=' $((s1 * 512)); then ok "$1 written_bytes = kernel ($2)"
-	else fail "$1 written_bytes = kernel ($2)" "metric $b, /proc/diskstats $((s0 * 512))..$((s1 * 512))"; fi
+	scrape || fail "scrape $1" "no /metrics"
+	snapshot hi
+	for dev in $DEVS; do
+		eval "w0=\$lo_w_$dev w1=\$hi_w_$dev b0=\$((lo_s_$dev * 512)) b1=\$((hi_s_$dev * 512))"
+		w=$(metric "diskpulse_disk_writes_completed_total{device=\"$dev\"}")
+		b=$(metric "diskpulse_disk_written_bytes_total{device=\"$dev\"}")
+		if num_cmp "$w" '>=' "$w0" && num_cmp "$w" '<=' "$w1"; then ok "$dev writes_completed = kernel ($1)"
+		else fail "$dev writes_completed = kernel ($1)" "metric $w, /proc/diskstats $w0..$w1"; fi
+		if num_cmp "$b" '>=' "$b0" && num_cmp "$b" '<=' "$b1"; then ok "$dev written_bytes = kernel ($1)"
+		else fail "$dev written_bytes = kernel ($1)" "metric $b, /proc/diskstats $b0..$b1"; fi
+	done
 }
-for dev in $DEVS; do check_counters $dev idle; done
+check_counters idle
 for dev in $DEVS; do
 	eval "before_w_$dev=\$(metric 'diskpulse_disk_writes_completed_total{device=\"$dev\"}')"
 	eval "before_b_$dev=\$(metric 'diskpulse_disk_written_bytes_total{device=\"$dev\"}')"
-	eval "kern_w_$dev=\$(diskstat $dev 5) kern_s_$dev=\$(diskstat $dev 7)"
 done
 
-# 4 MiB of direct writes to each disk, then scrape well inside the window.
+# 4 MiB of direct writes to each disk, then one scrape well inside the window.
+snapshot pre
 t0=$(now)
 for dev in $DEVS; do dd if=/dev/urandom of=/dev/$dev bs=64k count=64 oflag=direct 2>/dev/null; done
 note "dd took $(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }') s"
-for dev in $DEVS; do check_counters $dev "after dd"; done
+check_counters "after dd"
 for dev in $DEVS; do
-	eval "w0=\$before_w_$dev b0=\$before_b_$dev kw=\$kern_w_$dev ks=\$kern_s_$dev"
-	dw=$(($(diskstat $dev 5) - kw)) db=$((($(diskstat $dev 7) - ks) * 512))
+	eval "w0=\$before_w_$dev b0=\$before_b_$dev dw=\$((hi_w_$dev - pre_w_$dev)) db=\$(((hi_s_$dev - pre_s_$dev) * 512))"
 	expect "$dev writes_completed moved by >= 64" "$(metric "diskpulse_disk_writes_completed_total{device=\"$dev\"}")" '>=' $((w0 + 64))
 	expect "$dev written_bytes moved by >= 4 MiB" "$(metric "diskpulse_disk_written_bytes_total{device=\"$dev\"}")" '>=' $((b0 + 4194304))
 	# All of the dd lies inside the window: the rates are the kernel's deltas over about WINDOW s.
@@ -74,6 +78,7 @@ for dev in $DEVS; do
 	for g in read_iops read_bytes_per_second write_await_seconds utilization_ratio queue_depth; do
 		check_metric "diskpulse_disk_$g{device=\"$dev\"}" '>=' 0
 	done
+	check_metric "diskpulse_disk_utilization_ratio{device=\"$dev\"}" '<=' 1
 done
 
 # SIGTERM ends it promptly and cleanly.
