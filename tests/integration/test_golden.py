@@ -132,7 +132,8 @@ def main():
                                                        "golden", "got", n=1))
         metrics = dp.parse(out)
         check_values(case, fixture, args, metrics)
-        dp.check((dp.value(metrics, "process_cpu_seconds_total") or -1) >= 0, "%s: process_cpu_seconds_total" % case)
+        cpu = dp.value(metrics, "process_cpu_seconds_total")
+        dp.check(cpu is not None and cpu >= 0, "%s: process_cpu_seconds_total" % case)
         for fam in ("process_resident_memory_bytes", "process_open_fds", "process_max_fds",
                     "process_start_time_seconds", "process_virtual_memory_bytes"):
             dp.check(dp.value(metrics, fam) is not None and dp.value(metrics, fam) > 0, "%s: %s > 0" % (case, fam))
