@@ -14,6 +14,7 @@ import re
 import selectors
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -330,7 +331,7 @@ def run(args):
     reason = missing_prerequisite()
     if reason:
         skip(reason)
-    name = os.path.basename(args.scenario)[:-3] if args.scenario.endswith(".sh") else os.path.basename(args.scenario)
+    name = os.path.splitext(os.path.basename(args.scenario))[0]
     spec = parse_scenario(args.scenario)
     timeout = args.timeout or spec["timeout"]
     work = tempfile.mkdtemp(prefix=f"vmtest-{name}-")
@@ -501,8 +502,11 @@ def main():
     r.add_argument("--timeout", type=int, help="seconds (default: scenario header or %d)" % DEFAULT_TIMEOUT)
     r.add_argument("--tail", type=int, default=80, help="console lines shown on failure")
     r.add_argument("--keep", action="store_true", help="keep the temp dir (console.log, images)")
-    r.add_argument("-v", "--verbose", action="store_true", help="stream the guest console")
+    r.add_argument("-v", "--verbose", action="store_true", default=bool(os.environ.get("VMTEST_VERBOSE")),
+                   help="stream the guest console (also with VMTEST_VERBOSE=1)")
     args = ap.parse_args()
+    # ctest's timeout sends SIGTERM: unwind so that QEMU is killed and the temp dir removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if args.cmd == "build":
         reason = missing_prerequisite(need_qemu=False)
         if reason:
