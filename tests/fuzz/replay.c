@@ -115,6 +115,9 @@ int main(int argc, char **argv)
                 if (r < 0) {
                         fprintf(stderr, "%s: cannot read %s/%s: %s\n", argv[0], argv[1], names[i],
                                 strerror(-r));
+                        for (size_t k = i; k < n; k++)
+                                free(names[k]);
+                        free(names);
                         closedir(d);
                         return 1;
                 }

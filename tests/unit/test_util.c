@@ -1,0 +1,327 @@
+/* Unit tests of lib/util.c: durations, sizes, integers, booleans, bounded string copies. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "util.h"
+
+static void test_parse_duration_good(void **state)
+{
+        static const struct {
+                const char *s;
+                usec_t want;
+        } cases[] = {
+                {"500ms", 500 * USEC_PER_MSEC},
+                {"10s", 10 * USEC_PER_SEC},
+                {"5m", 5 * 60 * USEC_PER_SEC},
+                {"1h", 3600 * USEC_PER_SEC},
+                {"1m30s", 90 * USEC_PER_SEC},
+                {"1us", 1},
+                {"0s", 0},
+                {"1h1m1s1ms1us", 3661 * USEC_PER_SEC + USEC_PER_MSEC + 1},
+                /* "m" must not swallow the "m" of "ms". */
+                {"2ms", 2 * USEC_PER_MSEC},
+                {"1d", 86400 * USEC_PER_SEC},
+                {"007s", 7 * USEC_PER_SEC},
+        };
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                usec_t u = 12345;
+                int r = parse_duration(cases[i].s, &u);
+                if (r != 0 || u != cases[i].want)
+                        fail_msg("parse_duration(\"%s\") = %d, %llu; want 0, %llu", cases[i].s, r,
+                                 (unsigned long long)u, (unsigned long long)cases[i].want);
+        }
+}
+
+static void test_parse_duration_bad(void **state)
+{
+        static const struct {
+                const char *s;
+                int want;
+        } cases[] = {
+                {"", -EINVAL},
+                {"10", -EINVAL},
+                {"s", -EINVAL},
+                {"-1s", -EINVAL},
+                {"10x", -EINVAL},
+                {"1.5s", -EINVAL},
+                {" 1s", -EINVAL},
+                {"1s ", -EINVAL},
+                {"1m30", -EINVAL},
+                {"ms", -EINVAL},
+                {"1S", -EINVAL},
+                /* 2^64 as a number */
+                {"18446744073709551616us", -ERANGE},
+                /* fits as a number, not once multiplied */
+                {"18446744073709551615s", -ERANGE},
+                {"5124095577h", -ERANGE}, /* 5124095577 h = 18446744077200000000 us > 2^64-1 */
+                /* each part fits, the sum does not */
+                {"18446744073709551615us1us", -ERANGE},
+        };
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                usec_t u = 4242;
+                int r = parse_duration(cases[i].s, &u);
+                if (r != cases[i].want || u != 4242)
+                        fail_msg("parse_duration(\"%s\") = %d (u=%llu); want %d, output untouched",
+                                 cases[i].s, r, (unsigned long long)u, cases[i].want);
+        }
+        assert_int_equal(parse_duration(NULL, &(usec_t){0}), -EINVAL);
+}
+
+static void test_parse_duration_max(void **state)
+{
+        usec_t u = 0;
+        (void)state;
+
+        assert_int_equal(parse_duration("18446744073709551615us", &u), 0);
+        assert_true(u == UINT64_MAX);
+        /* 5124095576 h = 18446744073600000000 us, just under 2^64 */
+        assert_int_equal(parse_duration("5124095576h", &u), 0);
+        assert_true(u == 18446744073600000000ULL);
+}
+
+static void test_format_duration(void **state)
+{
+        static const struct {
+                usec_t u;
+                const char *want;
+        } cases[] = {
+                {0, "0s"},
+                {1, "1us"},
+                {1500, "1500us"},
+                {250 * USEC_PER_MSEC, "250ms"},
+                {10 * USEC_PER_SEC, "10s"},
+                {90 * USEC_PER_SEC, "90s"},
+                {120 * USEC_PER_SEC, "2m"},
+                {3600 * USEC_PER_SEC, "1h"},
+                {7200 * USEC_PER_SEC + USEC_PER_MSEC, "7200001ms"},
+                {UINT64_MAX, "18446744073709551615us"},
+        };
+        char buf[32];
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+                assert_string_equal(format_duration(cases[i].u, buf, sizeof buf), cases[i].want);
+}
+
+static void test_format_duration_roundtrip(void **state)
+{
+        static const usec_t values[] = {
+                0,      1,          999,         1000,          1001,       999999,
+                1000000, 1500000,   59000000,    60000000,      61000000,   3599999999,
+                3600000000ULL,      86400000000ULL,             123456789012345ULL, UINT64_MAX,
+        };
+        char buf[32];
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(values); i++) {
+                usec_t back = 1;
+                format_duration(values[i], buf, sizeof buf);
+                assert_int_equal(parse_duration(buf, &back), 0);
+                if (back != values[i])
+                        fail_msg("%llu -> \"%s\" -> %llu", (unsigned long long)values[i], buf,
+                                 (unsigned long long)back);
+        }
+        /* A too small buffer is cut, still terminated. */
+        assert_string_equal(format_duration(123456 * USEC_PER_SEC, buf, 4), "123");
+}
+
+static void test_parse_size(void **state)
+{
+        static const struct {
+                const char *s;
+                int r;
+                uint64_t want;
+        } cases[] = {
+                {"0", 0, 0},
+                {"4096", 0, 4096},
+                {"4096B", 0, 4096},
+                {"4K", 0, 4096},
+                {"4k", 0, 4096},
+                {"4KiB", 0, 4096},
+                {"4KB", 0, 4096},
+                {"1M", 0, 1048576},
+                {"1MiB", 0, 1048576},
+                {"2G", 0, 2147483648ULL},
+                {"18446744073709551615", 0, UINT64_MAX},
+                {"17179869183G", 0, 17179869183ULL << 30},
+                {"", -EINVAL, 0},
+                {"K", -EINVAL, 0},
+                {"4X", -EINVAL, 0},
+                {"4 K", -EINVAL, 0},
+                {"-4", -EINVAL, 0},
+                {"4Ki", 0, 4096},
+                {"4iB", -EINVAL, 0},
+                {"4KBB", -EINVAL, 0},
+                {"18446744073709551616", -ERANGE, 0},
+                {"17179869184G", -ERANGE, 0},
+                {"16777216T", -EINVAL, 0},
+                {"1234567890123456789012345678901234567890", -ERANGE, 0},
+        };
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                uint64_t v = 777;
+                int r = parse_size(cases[i].s, &v);
+                uint64_t want = cases[i].r == 0 ? cases[i].want : 777;
+                if (r != cases[i].r || v != want)
+                        fail_msg("parse_size(\"%s\") = %d, %llu; want %d, %llu", cases[i].s, r,
+                                 (unsigned long long)v, cases[i].r, (unsigned long long)want);
+        }
+        assert_int_equal(parse_size(NULL, &(uint64_t){0}), -EINVAL);
+}
+
+static void test_parse_u64(void **state)
+{
+        static const struct {
+                const char *s;
+                int r;
+                uint64_t want;
+        } cases[] = {
+                {"0", 0, 0},
+                {"42", 0, 42},
+                {"0042", 0, 42},
+                {"18446744073709551615", 0, UINT64_MAX},
+                {"18446744073709551616", -ERANGE, 0},
+                {"18446744073709551620", -ERANGE, 0},
+                {"99999999999999999999", -ERANGE, 0},
+                {"", -EINVAL, 0},
+                {"-1", -EINVAL, 0},
+                {"+1", -EINVAL, 0},
+                {" 1", -EINVAL, 0},
+                {"1 ", -EINVAL, 0},
+                {"1a", -EINVAL, 0},
+                {"0x10", -EINVAL, 0},
+        };
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                uint64_t v = 777;
+                int r = parse_u64(cases[i].s, &v);
+                uint64_t want = cases[i].r == 0 ? cases[i].want : 777;
+                if (r != cases[i].r || v != want)
+                        fail_msg("parse_u64(\"%s\") = %d, %llu; want %d, %llu", cases[i].s, r,
+                                 (unsigned long long)v, cases[i].r, (unsigned long long)want);
+        }
+        assert_int_equal(parse_u64(NULL, &(uint64_t){0}), -EINVAL);
+}
+
+static void test_parse_bool(void **state)
+{
+        static const char *const yes[] = {"1", "true", "yes", "on", "TRUE", "Yes", "ON"};
+        static const char *const no[] = {"0", "false", "no", "off", "FALSE", "No", "Off"};
+        static const char *const bad[] = {"", "2", "y", "n", "truee", " true", "enable", "-1"};
+        bool b;
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+                b = false;
+                assert_int_equal(parse_bool(yes[i], &b), 0);
+                assert_true(b);
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(no); i++) {
+                b = true;
+                assert_int_equal(parse_bool(no[i], &b), 0);
+                assert_false(b);
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                b = true;
+                if (parse_bool(bad[i], &b) != -EINVAL)
+                        fail_msg("parse_bool(\"%s\") accepted", bad[i]);
+                assert_true(b);
+        }
+}
+
+static void test_strscpy(void **state)
+{
+        char buf[8];
+        (void)state;
+
+        memset(buf, 'X', sizeof buf);
+        assert_true(strscpy(buf, "abc", sizeof buf));
+        assert_string_equal(buf, "abc");
+
+        /* exactly size-1 fits */
+        assert_true(strscpy(buf, "1234567", sizeof buf));
+        assert_string_equal(buf, "1234567");
+
+        /* one more is cut and still terminated */
+        memset(buf, 'X', sizeof buf);
+        assert_false(strscpy(buf, "12345678", sizeof buf));
+        assert_string_equal(buf, "1234567");
+
+        assert_false(strscpy(buf, "a much longer string", sizeof buf));
+        assert_string_equal(buf, "a much ");
+
+        assert_true(strscpy(buf, "", sizeof buf));
+        assert_string_equal(buf, "");
+
+        /* size 1: only the terminator */
+        buf[0] = 'X';
+        assert_false(strscpy(buf, "a", 1));
+        assert_int_equal(buf[0], 0);
+        assert_true(strscpy(buf, "", 1));
+
+        /* size 0 writes nothing */
+        buf[0] = 'Q';
+        assert_false(strscpy(buf, "a", 0));
+        assert_true(strscpy(buf, "", 0));
+        assert_int_equal(buf[0], 'Q');
+}
+
+static void test_grow_array(void **state)
+{
+        int *a = NULL;
+        size_t cap = 0;
+        (void)state;
+
+        GROW(a, cap, 1);
+        assert_non_null(a);
+        assert_true(cap >= 1);
+        GROW(a, cap, 1000);
+        assert_true(cap >= 1000);
+        for (int i = 0; i < 1000; i++)
+                a[i] = i;
+        size_t before = cap;
+        GROW(a, cap, 10);
+        assert_int_equal(cap, before);
+        assert_int_equal(a[999], 999);
+        free(a);
+}
+
+static void test_clocks(void **state)
+{
+        usec_t a = now_monotonic(), b = now_monotonic();
+        (void)state;
+
+        assert_true(b >= a);
+        /* after 2020-01-01 */
+        assert_true(now_realtime() > 1577836800ULL * USEC_PER_SEC);
+        assert_true(now_boottime() > 0);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_parse_duration_good),
+                cmocka_unit_test(test_parse_duration_bad),
+                cmocka_unit_test(test_parse_duration_max),
+                cmocka_unit_test(test_format_duration),
+                cmocka_unit_test(test_format_duration_roundtrip),
+                cmocka_unit_test(test_parse_size),
+                cmocka_unit_test(test_parse_u64),
+                cmocka_unit_test(test_parse_bool),
+                cmocka_unit_test(test_strscpy),
+                cmocka_unit_test(test_grow_array),
+                cmocka_unit_test(test_clocks),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
