@@ -236,7 +236,9 @@ def parse_scenario(path):
             if key == "qemu":
                 spec["qemu"] += shlex.split(val)
             elif key == "disk":
-                spec["disk"].append(tuple(val.split()[:2]))
+                if len(val.split()) != 2:
+                    raise SystemExit(f"vmtest: {path}: want '# disk: ID SIZE', got {line.strip()!r}")
+                spec["disk"].append(tuple(val.split()))
             elif key == "timeout":
                 spec["timeout"] = int(val)
             elif key == "append":
@@ -432,7 +434,8 @@ def run_in(args, name, spec, timeout, work):
                         reply = json.dumps({"error": {"class": "HarnessBadJSON", "desc": str(e)}})
                 elif verb == "event":
                     ev_name, _, ev_timeout = rest.partition(" ")
-                    reply = json.dumps(qmp.wait_event(ev_name, float(ev_timeout or 10)))
+                    ev_timeout = float(ev_timeout) if re.fullmatch(r"\d+(\.\d*)?", ev_timeout) else 10
+                    reply = json.dumps(qmp.wait_event(ev_name, ev_timeout))
                 elif verb in ("ok", "fail", "skip"):
                     check, _, why = rest.partition("\t")
                     results.append((verb, check, why))
@@ -448,6 +451,9 @@ def run_in(args, name, spec, timeout, work):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+        qemu_err.close()
+        for server in servers.values():
+            server.close()
         stop.set()
         if follower.is_alive():
             follower.join()

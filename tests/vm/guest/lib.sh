@@ -101,7 +101,7 @@ hmp() {
 		cat "$VM_STATE/hmp"
 		return 1
 	}
-	sed -e 's/^{"return": "//' -e 's/"}$//' -e 's/\\r\\n/\n/g' "$VM_STATE/hmp"
+	sed -e 's/^{"return": "//' -e 's/"}$//' -e 's/\\r\\n/\n/g' -e 's/\\"/"/g' "$VM_STATE/hmp"
 }
 
 # --- devices ---------------------------------------------------------------------------------
