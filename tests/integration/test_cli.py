@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Command line and config file: help, version, every bad value refused with a message naming it,
+the config file and its precedence, --check-config, --once on this host, SIGHUP reload, logs."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import dp
+
+BIN = sys.argv[1]
+TMP = tempfile.mkdtemp(prefix="diskpulse-cli-")
+
+
+def run(*args, timeout=20):
+    return subprocess.run([BIN] + list(args), capture_output=True, text=True, timeout=timeout)
+
+
+def write(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def help_and_version():
+    r = run("--version")
+    dp.check(r.returncode == 0 and re.match(r"^diskpulse version \d+\.\d+\.\d+ \(revision \S+\)\n$", r.stdout),
+             "--version: %r" % r.stdout)
+    r = run("--help")
+    dp.check(r.returncode == 0, "--help exits 0")
+    for flag in ("--web.listen-address", "--web.systemd-socket", "--web.max-connections", "--config.file",
+                 "--path.procfs", "--path.sysfs", "--path.udev.data", "--path.dev",
+                 "--collector.diskstats.device-include", "--collector.diskstats.device-exclude",
+                 "--diskstats.interval", "--diskstats.window", "--[no-]collector.diskstats", "--state.directory",
+                 "--log.level", "--log.format", "--once", "--check-config", "--version", "--help"):
+        dp.check(flag in r.stdout, "--help lists %s" % flag)
+
+
+def bad_values():
+    cases = [
+        (["--diskstats.interval=abc"], "diskstats.interval", "abc"),
+        (["--diskstats.interval=0s"], "diskstats.interval", "0s"),
+        (["--diskstats.interval=5ms"], "diskstats.interval", "5ms"),
+        (["--diskstats.window=500ms"], "diskstats.window", "500ms"),
+        (["--diskstats.interval", "10x"], "diskstats.interval", "10x"),
+        (["--web.listen-address=nohost"], "web.listen-address", "nohost"),
+        (["--web.listen-address=:99999"], "web.listen-address", ":99999"),
+        (["--web.listen-address=[::1]9477"], "web.listen-address", "[::1]9477"),
+        (["--web.max-connections=0"], "web.max-connections", "0"),
+        (["--web.max-connections=many"], "web.max-connections", "many"),
+        (["--log.level=loud"], "log.level", "loud"),
+        (["--log.format=xml"], "log.format", "xml"),
+        (["--collector.diskstats.device-include=("], "device-include", "("),
+        (["--collector.diskstats.device-exclude=[z-a]"], "device-exclude", "[z-a]"),
+        (["--collector.diskstats=maybe"], "collector.diskstats", "maybe"),
+        (["--no-diskstats.interval"], "diskstats.interval", ""),
+        (["--bogus"], "bogus", ""),
+        (["--bogus=1"], "bogus", ""),
+        (["positional"], "positional", ""),
+        (["--diskstats.interval"], "diskstats.interval", ""),
+        (["--path.procfs="], "path.procfs", ""),
+    ]
+    for args, name, value in cases:
+        r = run("--check-config", *args)
+        msg = r.stderr.strip()
+        dp.check(r.returncode != 0 and name in msg and value in msg and r.stdout == "",
+                 "%s refused: %r" % (" ".join(args), msg))
+    r = run("--once", "--path.procfs=/nonexistent-root")
+    dp.check(r.returncode != 0 and "/nonexistent-root" in r.stderr and "path.procfs" in r.stderr,
+             "a missing procfs root is refused: %r" % r.stderr.strip()[-200:])
+
+
+def config_file():
+    cfg = write("good.conf", """# diskpulse test config
+web.listen-address = 127.0.0.1:1234
+web.listen-address = [::1]:1234
+
+diskstats.interval = 2s
+diskstats.window = "30s"
+--log.level = debug
+collector.diskstats.device-exclude = ^loop[0-9]+$
+web.max-connections = 10
+""")
+    r = run("--config.file=" + cfg, "--check-config")
+    out = r.stdout
+    dp.check(r.returncode == 0 and "configuration OK" in out, "--check-config accepts a good file")
+    for line in ("web.listen-address = 127.0.0.1:1234", "web.listen-address = [::1]:1234", "diskstats.interval = 2s",
+                 "diskstats.window = 30s", "log.level = debug", "web.max-connections = 10",
+                 "collector.diskstats.device-exclude = ^loop[0-9]+$"):
+        dp.check(line in out, "config applied: %s" % line)
+    dp.check(":9477" not in out, "listen addresses in the file replace the default")
+    r = run("--config.file=" + cfg, "--check-config", "--diskstats.interval=3s", "--web.listen-address=:1")
+    dp.check("diskstats.interval = 3s" in r.stdout and "web.listen-address = :1\n" in r.stdout
+             and "1234" not in r.stdout, "flags win over the file")
+    for text, where, what in (
+        ("diskstats.interval = 2s\nbogus.key = 1\n", ":2:", "bogus.key"),
+        ("\n\n# c\ndiskstats.window = 1x\n", ":4:", "1x"),
+        ("log.level\n", ":1:", "name = value"),
+        ("once = true\n", ":1:", "once"),
+        ("web.listen-address = nohost\n", ":1:", "nohost"),
+    ):
+        path = write("bad.conf", text)
+        r = run("--config.file=" + path, "--check-config")
+        dp.check(r.returncode != 0 and path + where in r.stderr and what in r.stderr,
+                 "bad config line refused with file:line: %r" % r.stderr.strip())
+    r = run("--config.file=" + os.path.join(TMP, "missing.conf"), "--check-config")
+    dp.check(r.returncode != 0 and "missing.conf" in r.stderr, "an unreadable config file is refused")
+
+
+def once_on_this_host():
+    r = run("--once")
+    dp.check(r.returncode == 0, "--once on this host exits 0 (%s)" % r.stderr.strip()[-200:])
+    m = dp.parse(r.stdout)
+    exclude = re.compile(r"^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$")
+    want = sorted({l.split()[2] for l in open("/proc/diskstats") if not exclude.search(l.split()[2])})
+    got = sorted(dict(ls)["device"] for ls in dp.series(m, "diskpulse_disk_info"))
+    dp.check(got == want, "--once lists this host's devices %s" % got)
+    r = run("--once", "--no-collector.diskstats")
+    m = dp.parse(r.stdout)
+    dp.check(r.returncode == 0 and not dp.series(m, "diskpulse_disk_info")
+             and dp.value(m, "diskpulse_collector_success", collector="diskstats") is None,
+             "--no-collector.diskstats turns it off")
+
+
+def reload_on_sighup():
+    cfg = write("reload.conf", "collector.diskstats.device-include = ^no-such-device$\n")
+    with dp.Daemon(BIN, "--config.file=" + cfg) as d:
+        dp.check(dp.value(d.scrape(), "diskpulse_disk_devices") == 0, "before reload: no device included")
+        write("reload.conf", "collector.diskstats.device-include = .\nlog.level = debug\n")
+        d.signal(signal.SIGHUP)
+        n = 0
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and not n:
+            n = dp.value(d.scrape(), "diskpulse_disk_devices")
+            time.sleep(0.1)
+        dp.check(n and n > 0, "SIGHUP re-reads the config: %s devices" % n)
+        write("reload.conf", "diskstats.interval = nonsense\n")
+        d.signal(signal.SIGHUP)
+        time.sleep(0.5)
+        dp.check(d.proc.poll() is None and dp.value(d.scrape(), "diskpulse_disk_devices") == n,
+                 "a bad config on SIGHUP keeps the running one and serving")
+        dp.check("nonsense" in d.output() and "reload failed" in d.output(), "the bad reload is logged")
+        rc, took = d.stop()
+        dp.check(rc == 0 and took < 1, "SIGTERM after reloads: exit %d in %.3f s" % (rc, took))
+
+
+def json_logs():
+    with dp.Daemon(BIN, "--log.format=json", "--log.level=debug") as d:
+        d.stop()
+        lines = [l for l in d.output().splitlines() if l.strip()]
+    ok = True
+    for l in lines:
+        try:
+            obj = json.loads(l)
+            ok = ok and {"ts", "level", "msg"} <= obj.keys()
+        except ValueError:
+            ok = False
+    dp.check(lines and ok, "--log.format=json writes one JSON object per line (%d lines)" % len(lines))
+
+
+help_and_version()
+bad_values()
+config_file()
+once_on_this_host()
+reload_on_sighup()
+json_logs()
+dp.finish()
