@@ -36,7 +36,8 @@ int udev_data_parse(const char *buf, size_t len,
                         bad = true;
                         continue;
                 }
-                cb(line + 2, (size_t)(eq - line - 2), eq + 1, (size_t)(line + l - eq - 1), userdata);
+                cb(line + 2, (size_t)(eq - line - 2), eq + 1, (size_t)(line + l - eq - 1),
+                   userdata);
                 n++;
         }
         return bad ? -EINVAL : n;
@@ -203,10 +204,10 @@ static void files_free(struct devsrc *src)
 }
 
 static const struct devsrc_ops files_ops = {
-        .lookup = files_lookup,
-        .monitor_fd = files_monitor_fd,
-        .receive = files_receive,
-        .free = files_free,
+    .lookup = files_lookup,
+    .monitor_fd = files_monitor_fd,
+    .receive = files_receive,
+    .free = files_free,
 };
 
 struct devsrc *devsrc_files_new(int sysfs_fd, int udev_fd)

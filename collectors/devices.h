@@ -14,7 +14,7 @@ struct device_info {
         char wwn[DEV_STR_MAX];
         char path[DEV_STR_MAX];
         char revision[DEV_STR_MAX];
-        int rotational;        /* 1, 0, or -1 unknown */
+        int rotational;       /* 1, 0, or -1 unknown */
         char write_cache[16]; /* "write back", "write through" or "" unknown */
 };
 

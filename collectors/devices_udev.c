@@ -87,10 +87,10 @@ static void udev_free(struct devsrc *src)
 }
 
 static const struct devsrc_ops udev_ops = {
-        .lookup = udev_lookup,
-        .monitor_fd = udev_monitor_fd_get,
-        .receive = udev_receive,
-        .free = udev_free,
+    .lookup = udev_lookup,
+    .monitor_fd = udev_monitor_fd_get,
+    .receive = udev_receive,
+    .free = udev_free,
 };
 
 struct devsrc *devsrc_udev_new(int sysfs_fd)

@@ -187,10 +187,10 @@ static int on_entry(const struct ds_entry *e, void *userdata)
 
         if (!dev->identity_valid ||
             (d->cfg.identity_refresh && c->now - dev->identity_time >= d->cfg.identity_refresh)) {
-                int r = d->cfg.devsrc ? d->cfg.devsrc->ops->lookup(d->cfg.devsrc, dev->name,
-                                                                   dev->major, dev->minor,
-                                                                   &dev->info)
-                                      : -ENODEV;
+                int r = d->cfg.devsrc
+                            ? d->cfg.devsrc->ops->lookup(d->cfg.devsrc, dev->name, dev->major,
+                                                         dev->minor, &dev->info)
+                            : -ENODEV;
                 if (r < 0) {
                         memset(&dev->info, 0, sizeof dev->info);
                         dev->info.rotational = -1;
@@ -316,41 +316,40 @@ struct counter_def {
 };
 
 static const struct counter_def counters[] = {
-        {DS_READS, "diskpulse_disk_reads_completed_total",
-         "The total number of reads completed successfully.", 0, MT_COUNTER},
-        {DS_READS_MERGED, "diskpulse_disk_reads_merged_total",
-         "The total number of reads merged with adjacent ones.", 0, MT_COUNTER},
-        {DS_READ_SECTORS, "diskpulse_disk_read_bytes_total",
-         "The total number of bytes read successfully.", 512, MT_COUNTER},
-        {DS_READ_MS, "diskpulse_disk_read_time_seconds_total",
-         "The total number of seconds spent by all reads.", 1000, MT_COUNTER},
-        {DS_WRITES, "diskpulse_disk_writes_completed_total",
-         "The total number of writes completed successfully.", 0, MT_COUNTER},
-        {DS_WRITES_MERGED, "diskpulse_disk_writes_merged_total",
-         "The total number of writes merged with adjacent ones.", 0, MT_COUNTER},
-        {DS_WRITE_SECTORS, "diskpulse_disk_written_bytes_total",
-         "The total number of bytes written successfully.", 512, MT_COUNTER},
-        {DS_WRITE_MS, "diskpulse_disk_write_time_seconds_total",
-         "The total number of seconds spent by all writes.", 1000, MT_COUNTER},
-        {DS_IO_NOW, "diskpulse_disk_io_now", "The number of I/Os currently in progress.", 0,
-         MT_GAUGE},
-        {DS_IO_MS, "diskpulse_disk_io_time_seconds_total",
-         "Total seconds spent doing I/Os (the device was busy).", 1000, MT_COUNTER},
-        {DS_IO_WEIGHTED_MS, "diskpulse_disk_io_time_weighted_seconds_total",
-         "The weighted number of seconds spent doing I/Os (request time summed over requests).",
-         1000, MT_COUNTER},
-        {DS_DISCARDS, "diskpulse_disk_discards_completed_total",
-         "The total number of discards completed successfully.", 0, MT_COUNTER},
-        {DS_DISCARDS_MERGED, "diskpulse_disk_discards_merged_total",
-         "The total number of discards merged with adjacent ones.", 0, MT_COUNTER},
-        {DS_DISCARD_SECTORS, "diskpulse_disk_discarded_bytes_total",
-         "The total number of bytes discarded successfully.", 512, MT_COUNTER},
-        {DS_DISCARD_MS, "diskpulse_disk_discard_time_seconds_total",
-         "The total number of seconds spent by all discards.", 1000, MT_COUNTER},
-        {DS_FLUSHES, "diskpulse_disk_flush_requests_total",
-         "The total number of flush requests completed successfully.", 0, MT_COUNTER},
-        {DS_FLUSH_MS, "diskpulse_disk_flush_time_seconds_total",
-         "The total number of seconds spent by all flush requests.", 1000, MT_COUNTER},
+    {DS_READS, "diskpulse_disk_reads_completed_total",
+     "The total number of reads completed successfully.", 0, MT_COUNTER},
+    {DS_READS_MERGED, "diskpulse_disk_reads_merged_total",
+     "The total number of reads merged with adjacent ones.", 0, MT_COUNTER},
+    {DS_READ_SECTORS, "diskpulse_disk_read_bytes_total",
+     "The total number of bytes read successfully.", 512, MT_COUNTER},
+    {DS_READ_MS, "diskpulse_disk_read_time_seconds_total",
+     "The total number of seconds spent by all reads.", 1000, MT_COUNTER},
+    {DS_WRITES, "diskpulse_disk_writes_completed_total",
+     "The total number of writes completed successfully.", 0, MT_COUNTER},
+    {DS_WRITES_MERGED, "diskpulse_disk_writes_merged_total",
+     "The total number of writes merged with adjacent ones.", 0, MT_COUNTER},
+    {DS_WRITE_SECTORS, "diskpulse_disk_written_bytes_total",
+     "The total number of bytes written successfully.", 512, MT_COUNTER},
+    {DS_WRITE_MS, "diskpulse_disk_write_time_seconds_total",
+     "The total number of seconds spent by all writes.", 1000, MT_COUNTER},
+    {DS_IO_NOW, "diskpulse_disk_io_now", "The number of I/Os currently in progress.", 0, MT_GAUGE},
+    {DS_IO_MS, "diskpulse_disk_io_time_seconds_total",
+     "Total seconds spent doing I/Os (the device was busy).", 1000, MT_COUNTER},
+    {DS_IO_WEIGHTED_MS, "diskpulse_disk_io_time_weighted_seconds_total",
+     "The weighted number of seconds spent doing I/Os (request time summed over requests).", 1000,
+     MT_COUNTER},
+    {DS_DISCARDS, "diskpulse_disk_discards_completed_total",
+     "The total number of discards completed successfully.", 0, MT_COUNTER},
+    {DS_DISCARDS_MERGED, "diskpulse_disk_discards_merged_total",
+     "The total number of discards merged with adjacent ones.", 0, MT_COUNTER},
+    {DS_DISCARD_SECTORS, "diskpulse_disk_discarded_bytes_total",
+     "The total number of bytes discarded successfully.", 512, MT_COUNTER},
+    {DS_DISCARD_MS, "diskpulse_disk_discard_time_seconds_total",
+     "The total number of seconds spent by all discards.", 1000, MT_COUNTER},
+    {DS_FLUSHES, "diskpulse_disk_flush_requests_total",
+     "The total number of flush requests completed successfully.", 0, MT_COUNTER},
+    {DS_FLUSH_MS, "diskpulse_disk_flush_time_seconds_total",
+     "The total number of seconds spent by all flush requests.", 1000, MT_COUNTER},
 };
 
 struct gauge_def {
@@ -361,34 +360,30 @@ struct gauge_def {
 
 #define G(field) offsetof(struct iostat_derived, field)
 static const struct gauge_def gauges[] = {
-        {"diskpulse_disk_read_await_seconds",
-         "Average time reads took to be served, queue included, over the window (iostat r_await).",
-         G(read_await)},
-        {"diskpulse_disk_write_await_seconds",
-         "Average time writes took to be served, queue included, over the window (iostat w_await).",
-         G(write_await)},
-        {"diskpulse_disk_discard_await_seconds",
-         "Average time discards took to be served over the window (iostat d_await).",
-         G(discard_await)},
-        {"diskpulse_disk_flush_await_seconds",
-         "Average time flush requests took to be served over the window (iostat f_await).",
-         G(flush_await)},
-        {"diskpulse_disk_utilization_ratio",
-         "Fraction of the window the device had I/O in flight (iostat %util / 100).",
-         G(utilization)},
-        {"diskpulse_disk_queue_depth",
-         "Average number of requests queued or in service over the window (iostat aqu-sz).",
-         G(queue_depth)},
-        {"diskpulse_disk_read_iops", "Reads completed per second over the window (iostat r/s).",
-         G(read_iops)},
-        {"diskpulse_disk_write_iops", "Writes completed per second over the window (iostat w/s).",
-         G(write_iops)},
-        {"diskpulse_disk_read_bytes_per_second",
-         "Bytes read per second over the window (iostat rkB/s x 1024).",
-         G(read_bytes_per_second)},
-        {"diskpulse_disk_write_bytes_per_second",
-         "Bytes written per second over the window (iostat wkB/s x 1024).",
-         G(write_bytes_per_second)},
+    {"diskpulse_disk_read_await_seconds",
+     "Average time reads took to be served, queue included, over the window (iostat r_await).",
+     G(read_await)},
+    {"diskpulse_disk_write_await_seconds",
+     "Average time writes took to be served, queue included, over the window (iostat w_await).",
+     G(write_await)},
+    {"diskpulse_disk_discard_await_seconds",
+     "Average time discards took to be served over the window (iostat d_await).", G(discard_await)},
+    {"diskpulse_disk_flush_await_seconds",
+     "Average time flush requests took to be served over the window (iostat f_await).",
+     G(flush_await)},
+    {"diskpulse_disk_utilization_ratio",
+     "Fraction of the window the device had I/O in flight (iostat %util / 100).", G(utilization)},
+    {"diskpulse_disk_queue_depth",
+     "Average number of requests queued or in service over the window (iostat aqu-sz).",
+     G(queue_depth)},
+    {"diskpulse_disk_read_iops", "Reads completed per second over the window (iostat r/s).",
+     G(read_iops)},
+    {"diskpulse_disk_write_iops", "Writes completed per second over the window (iostat w/s).",
+     G(write_iops)},
+    {"diskpulse_disk_read_bytes_per_second",
+     "Bytes read per second over the window (iostat rkB/s x 1024).", G(read_bytes_per_second)},
+    {"diskpulse_disk_write_bytes_per_second",
+     "Bytes written per second over the window (iostat wkB/s x 1024).", G(write_bytes_per_second)},
 };
 #undef G
 
@@ -409,8 +404,8 @@ void diskstats_export(struct diskstats *d, struct mset *out)
 
         {
                 struct mfamily *f = mset_family(
-                        out, "diskpulse_disk_info",
-                        "Facts about a monitored block device; identity lives only here.", MT_GAUGE);
+                    out, "diskpulse_disk_info",
+                    "Facts about a monitored block device; identity lives only here.", MT_GAUGE);
                 for (size_t i = 0; i < d->n; i++) {
                         struct ds_device *dev = d->devs[i];
                         char maj[16], min[16];
@@ -422,15 +417,16 @@ void diskstats_export(struct diskstats *d, struct mset *out)
                                     min, "model", dev->info.model, "serial", dev->info.serial,
                                     "wwn", dev->info.wwn, "path", dev->info.path, "revision",
                                     dev->info.revision, "rotational",
-                                    dev->info.rotational < 0 ? "" : dev->info.rotational ? "1" : "0",
+                                    dev->info.rotational < 0 ? ""
+                                    : dev->info.rotational   ? "1"
+                                                             : "0",
                                     NULL);
                 }
         }
         {
                 struct mfamily *f = mset_family(
-                        out, "diskpulse_disk_write_cache_info",
-                        "The kernel's write cache mode of the device (queue/write_cache).",
-                        MT_GAUGE);
+                    out, "diskpulse_disk_write_cache_info",
+                    "The kernel's write cache mode of the device (queue/write_cache).", MT_GAUGE);
                 for (size_t i = 0; i < d->n; i++)
                         if (lab[i] && d->devs[i]->info.write_cache[0])
                                 mfamily_add(out, f, "", 1.0, "device", d->devs[i]->name, "mode",
@@ -477,9 +473,9 @@ void diskstats_export(struct diskstats *d, struct mset *out)
                    (double)included, NULL);
         {
                 struct mfamily *f = mset_family(
-                        out, "diskpulse_diskstats_malformed_lines_total",
-                        "Lines of the diskstats file that could not be parsed and were skipped.",
-                        MT_COUNTER);
+                    out, "diskpulse_diskstats_malformed_lines_total",
+                    "Lines of the diskstats file that could not be parsed and were skipped.",
+                    MT_COUNTER);
                 mfamily_add_u64(out, f, "", d->bad_lines, NULL);
         }
         free(der);

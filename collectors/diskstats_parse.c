@@ -70,7 +70,8 @@ int ds_parse_line(const char *line, size_t len, struct ds_entry *ret)
                 return -EINVAL;
 
         memset(&e, 0, sizeof(e));
-        if ((r = parse_num(tok[0], tlen[0], &maj)) < 0 || (r = parse_num(tok[1], tlen[1], &min)) < 0)
+        if ((r = parse_num(tok[0], tlen[0], &maj)) < 0 ||
+            (r = parse_num(tok[1], tlen[1], &min)) < 0)
                 return r;
         if (maj > 0xFFFFFFFFu || min > 0xFFFFFFFFu)
                 return -ERANGE;

@@ -16,8 +16,7 @@ bool iostat_is_reset(const uint64_t prev[DS_NFIELDS], const uint64_t cur[DS_NFIE
 {
         uint64_t p = prev[DS_READS] + prev[DS_WRITES] + prev[DS_DISCARDS] + prev[DS_FLUSHES];
         uint64_t c = cur[DS_READS] + cur[DS_WRITES] + cur[DS_DISCARDS] + cur[DS_FLUSHES];
-        static const enum ds_field sect[] = {DS_READ_SECTORS, DS_WRITE_SECTORS,
-                                             DS_DISCARD_SECTORS};
+        static const enum ds_field sect[] = {DS_READ_SECTORS, DS_WRITE_SECTORS, DS_DISCARD_SECTORS};
 
         if (c >= p)
                 return false;

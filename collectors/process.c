@@ -43,9 +43,9 @@ void process_export(struct mset *out, usec_t start_time)
         if (read_attr_at(AT_FDCWD, "/proc/self/stat", buf, sizeof buf) > 0 &&
             process_parse_stat(buf, &ticks, &vsize, &rss) == 0) {
                 long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
-                struct mfamily *f = mset_family(out, "process_cpu_seconds_total",
-                                                "Total user and system CPU time spent in seconds.",
-                                                MT_COUNTER);
+                struct mfamily *f =
+                    mset_family(out, "process_cpu_seconds_total",
+                                "Total user and system CPU time spent in seconds.", MT_COUNTER);
                 mfamily_add(out, f, "", (double)ticks / (double)(hz > 0 ? hz : 100), NULL);
                 mset_gauge(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
                            (double)vsize, NULL);

@@ -56,8 +56,8 @@ struct daemon {
         unsigned rounds;
 };
 
-static int compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc, bool *has_inc,
-                           regex_t *exc, bool *has_exc)
+static int compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc,
+                           bool *has_inc, regex_t *exc, bool *has_exc)
 {
         char err[160];
         const char *exclude = o->device_exclude;
@@ -206,8 +206,8 @@ static int open_roots(struct daemon *d, const struct dp_options *o)
                 const char *flag, *path;
                 int *fd;
         } roots[] = {
-                {"path.procfs", o->procfs, &d->procfs_fd},
-                {"path.sysfs", o->sysfs, &d->sysfs_fd},
+            {"path.procfs", o->procfs, &d->procfs_fd},
+            {"path.sysfs", o->sysfs, &d->sysfs_fd},
         };
 
         for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
@@ -406,11 +406,11 @@ static int run_daemon(struct daemon *d)
         size_t nfds = 0;
         int r, err = 0;
         struct http_config hc = {
-                .max_connections = d->opts.max_connections,
-                .timeout_sec = 10,
-                .health_stale = 2 * d->opts.ds_interval + 10 * USEC_PER_SEC,
-                .version = DISKPULSE_VERSION,
-                .revision = DISKPULSE_REVISION,
+            .max_connections = d->opts.max_connections,
+            .timeout_sec = 10,
+            .health_stale = 2 * d->opts.ds_interval + 10 * USEC_PER_SEC,
+            .version = DISKPULSE_VERSION,
+            .revision = DISKPULSE_REVISION,
         };
 
         r = get_listen_fds(d, &fds, &nfds);
@@ -487,8 +487,8 @@ static void daemon_done(struct daemon *d)
 
 int main(int argc, char **argv)
 {
-        struct daemon d = {.argc = argc, .argv = argv, .procfs_fd = -1, .sysfs_fd = -1,
-                           .udev_fd = -1};
+        struct daemon d = {
+            .argc = argc, .argv = argv, .procfs_fd = -1, .sysfs_fd = -1, .udev_fd = -1};
         char err[512];
         sigset_t mask;
         int r;
@@ -511,8 +511,8 @@ int main(int argc, char **argv)
                 options_free(&d.opts);
                 return 0;
         }
-        if (compile_filters(&d, &d.opts, &d.include, &d.have_include, &d.exclude,
-                            &d.have_exclude) < 0) {
+        if (compile_filters(&d, &d.opts, &d.include, &d.have_include, &d.exclude, &d.have_exclude) <
+            0) {
                 fprintf(stderr, "diskpulse: invalid device filter\n");
                 options_free(&d.opts);
                 return 2;

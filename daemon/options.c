@@ -10,8 +10,17 @@
 #include "fsroot.h"
 #include "listen.h"
 
-enum opt_kind { OPT_BOOL, OPT_STRING, OPT_STRV, OPT_DURATION, OPT_UINT, OPT_LOGLEVEL, OPT_LOGFMT,
-                OPT_REGEX, OPT_COLLECTOR };
+enum opt_kind {
+        OPT_BOOL,
+        OPT_STRING,
+        OPT_STRV,
+        OPT_DURATION,
+        OPT_UINT,
+        OPT_LOGLEVEL,
+        OPT_LOGFMT,
+        OPT_REGEX,
+        OPT_COLLECTOR
+};
 
 struct opt_def {
         const char *name;
@@ -25,39 +34,38 @@ struct opt_def {
 #define OFF(f) offsetof(struct dp_options, f)
 
 static const struct opt_def opts[] = {
-        {"web.listen-address", OPT_STRV, OFF(listen), false, "[HOST]:PORT",
-         "address to serve metrics on; repeatable (default :9477)"},
-        {"web.systemd-socket", OPT_BOOL, OFF(systemd_socket), false, NULL,
-         "use the sockets passed by systemd (also used whenever LISTEN_FDS is set)"},
-        {"web.max-connections", OPT_UINT, OFF(max_connections), false, "N",
-         "connections served at once per listening socket; more are refused (default 64)"},
-        {"config.file", OPT_STRING, OFF(config_file), true, "FILE",
-         "config file of \"name = value\" lines; every flag can be set there, flags win"},
-        {"path.procfs", OPT_STRING, OFF(procfs), false, "DIR", "procfs root (default /proc)"},
-        {"path.sysfs", OPT_STRING, OFF(sysfs), false, "DIR", "sysfs root (default /sys)"},
-        {"path.udev.data", OPT_STRING, OFF(udev_data), false, "DIR",
-         "udev database (default /run/udev/data)"},
-        {"path.dev", OPT_STRING, OFF(dev), false, "DIR", "device nodes (default /dev)"},
-        {"collector.diskstats.device-include", OPT_REGEX, OFF(device_include), false, "RE",
-         "monitor only devices whose name matches (POSIX ERE)"},
-        {"collector.diskstats.device-exclude", OPT_REGEX, OFF(device_exclude), false, "RE",
-         "skip devices whose name matches (default: partitions, loop, ram, fd)"},
-        {"diskstats.interval", OPT_DURATION, OFF(ds_interval), false, "DUR",
-         "sampling period of /proc/diskstats (default 1s)"},
-        {"diskstats.window", OPT_DURATION, OFF(ds_window), false, "DUR",
-         "window of the derived, iostat-like gauges (default 10s)"},
-        {"state.directory", OPT_STRING, OFF(state_dir), false, "DIR",
-         "persisted state (default $STATE_DIRECTORY or /var/lib/diskpulse)"},
-        {"log.level", OPT_LOGLEVEL, OFF(log_level), false, "LEVEL",
-         "debug, info, warn or error (default info)"},
-        {"log.format", OPT_LOGFMT, OFF(log_format), false, "FORMAT",
-         "logfmt or json (default logfmt)"},
-        {"once", OPT_BOOL, OFF(once), true, NULL,
-         "collect one round, print the metrics to stdout and exit"},
-        {"check-config", OPT_BOOL, OFF(check_config), true, NULL,
-         "check flags and config file, print the effective config and exit"},
-        {"version", OPT_BOOL, OFF(version), true, NULL, "print the version and exit"},
-        {"help", OPT_BOOL, OFF(help), true, NULL, "print this help and exit"},
+    {"web.listen-address", OPT_STRV, OFF(listen), false, "[HOST]:PORT",
+     "address to serve metrics on; repeatable (default :9477)"},
+    {"web.systemd-socket", OPT_BOOL, OFF(systemd_socket), false, NULL,
+     "use the sockets passed by systemd (also used whenever LISTEN_FDS is set)"},
+    {"web.max-connections", OPT_UINT, OFF(max_connections), false, "N",
+     "connections served at once per listening socket; more are refused (default 64)"},
+    {"config.file", OPT_STRING, OFF(config_file), true, "FILE",
+     "config file of \"name = value\" lines; every flag can be set there, flags win"},
+    {"path.procfs", OPT_STRING, OFF(procfs), false, "DIR", "procfs root (default /proc)"},
+    {"path.sysfs", OPT_STRING, OFF(sysfs), false, "DIR", "sysfs root (default /sys)"},
+    {"path.udev.data", OPT_STRING, OFF(udev_data), false, "DIR",
+     "udev database (default /run/udev/data)"},
+    {"path.dev", OPT_STRING, OFF(dev), false, "DIR", "device nodes (default /dev)"},
+    {"collector.diskstats.device-include", OPT_REGEX, OFF(device_include), false, "RE",
+     "monitor only devices whose name matches (POSIX ERE)"},
+    {"collector.diskstats.device-exclude", OPT_REGEX, OFF(device_exclude), false, "RE",
+     "skip devices whose name matches (default: partitions, loop, ram, fd)"},
+    {"diskstats.interval", OPT_DURATION, OFF(ds_interval), false, "DUR",
+     "sampling period of /proc/diskstats (default 1s)"},
+    {"diskstats.window", OPT_DURATION, OFF(ds_window), false, "DUR",
+     "window of the derived, iostat-like gauges (default 10s)"},
+    {"state.directory", OPT_STRING, OFF(state_dir), false, "DIR",
+     "persisted state (default $STATE_DIRECTORY or /var/lib/diskpulse)"},
+    {"log.level", OPT_LOGLEVEL, OFF(log_level), false, "LEVEL",
+     "debug, info, warn or error (default info)"},
+    {"log.format", OPT_LOGFMT, OFF(log_format), false, "FORMAT", "logfmt or json (default logfmt)"},
+    {"once", OPT_BOOL, OFF(once), true, NULL,
+     "collect one round, print the metrics to stdout and exit"},
+    {"check-config", OPT_BOOL, OFF(check_config), true, NULL,
+     "check flags and config file, print the effective config and exit"},
+    {"version", OPT_BOOL, OFF(version), true, NULL, "print the version and exit"},
+    {"help", OPT_BOOL, OFF(help), true, NULL, "print this help and exit"},
 };
 
 #define N_OPTS (ARRAY_SIZE(opts) + COLLECTOR_MAX)
@@ -141,8 +149,9 @@ static int apply(struct dp_options *o, size_t idx, const char *value, bool negat
                 o->collector[idx - ARRAY_SIZE(opts)] = b;
                 return 0;
         bad_bool:
-                fail(err, errsz, "%sinvalid value for collector.%s: \"%s\" (expected true or false)",
-                     where, name, value);
+                fail(err, errsz,
+                     "%sinvalid value for collector.%s: \"%s\" (expected true or false)", where,
+                     name, value);
                 return -EINVAL;
         }
 
@@ -220,9 +229,8 @@ static int apply(struct dp_options *o, size_t idx, const char *value, bool negat
                 return 0;
         case OPT_LOGFMT:
                 if (log_format_from_string(value, (enum log_format *)(base + d->offset)) < 0) {
-                        fail(err, errsz,
-                             "%sinvalid value for %s: \"%s\" (expected logfmt or json)", where,
-                             d->name, value);
+                        fail(err, errsz, "%sinvalid value for %s: \"%s\" (expected logfmt or json)",
+                             where, d->name, value);
                         return -EINVAL;
                 }
                 return 0;

@@ -2,8 +2,8 @@
 #include "registry.h"
 
 const struct collector_def collector_defs[COLLECTOR_MAX] = {
-        [COLLECTOR_DISKSTATS] = {"diskstats",
-                                 "block device counters from /proc/diskstats, iostat's derived "
-                                 "gauges and device facts",
-                                 true},
+    [COLLECTOR_DISKSTATS] = {"diskstats",
+                             "block device counters from /proc/diskstats, iostat's derived "
+                             "gauges and device facts",
+                             true},
 };

@@ -167,16 +167,14 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
                                 html_escape(f, model);
                                 fputs("</td><td>", f);
                                 html_escape(f, serial);
-                                fprintf(f, "</td><td>%.3f</td><td>%.3f</td><td>%.1f%%</td></tr>\n",
-                                        1000 * device_value(sets, n,
-                                                            "diskpulse_disk_write_await_seconds",
-                                                            dev),
-                                        1000 * device_value(sets, n,
-                                                            "diskpulse_disk_flush_await_seconds",
-                                                            dev),
-                                        100 * device_value(sets, n,
-                                                           "diskpulse_disk_utilization_ratio",
-                                                           dev));
+                                fprintf(
+                                    f, "</td><td>%.3f</td><td>%.3f</td><td>%.1f%%</td></tr>\n",
+                                    1000 * device_value(sets, n,
+                                                        "diskpulse_disk_write_await_seconds", dev),
+                                    1000 * device_value(sets, n,
+                                                        "diskpulse_disk_flush_await_seconds", dev),
+                                    100 * device_value(sets, n, "diskpulse_disk_utilization_ratio",
+                                                       dev));
                                 shown++;
                         }
                 }
@@ -210,8 +208,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                               size_t *upload_data_size, void **req_cls)
 {
         struct http_server *s = cls;
-        bool known = strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0 ||
-                     strcmp(url, "/-/healthy") == 0;
+        bool known =
+            strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0 || strcmp(url, "/-/healthy") == 0;
 
         (void)version;
         (void)upload_data;
@@ -241,12 +239,11 @@ struct http_server *http_server_new(const int *fds, size_t n, const struct http_
         s->daemons = xcalloc(n ? n : 1, sizeof(*s->daemons));
         for (size_t i = 0; i < n; i++) {
                 struct MHD_Daemon *d = MHD_start_daemon(
-                        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, s,
-                        MHD_OPTION_LISTEN_SOCKET, fds[i], MHD_OPTION_CONNECTION_LIMIT,
-                        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                        (unsigned)cfg->timeout_sec, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                        (size_t)32768, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                        MHD_OPTION_END);
+                    MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, s,
+                    MHD_OPTION_LISTEN_SOCKET, fds[i], MHD_OPTION_CONNECTION_LIMIT,
+                    (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                    (unsigned)cfg->timeout_sec, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
+                    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
                 if (!d) {
                         *ret_err = errno ? -errno : -EIO;
                         for (size_t k = i; k < n; k++)

@@ -8,10 +8,10 @@
 #include "util.h"
 
 struct http_config {
-        unsigned max_connections;  /* per listening socket; beyond it new ones are refused */
-        unsigned timeout_sec;      /* idle connection timeout */
-        usec_t health_stale;       /* /-/healthy fails when the main loop is silent this long */
-        const char *version;       /* shown on / */
+        unsigned max_connections; /* per listening socket; beyond it new ones are refused */
+        unsigned timeout_sec;     /* idle connection timeout */
+        usec_t health_stale;      /* /-/healthy fails when the main loop is silent this long */
+        const char *version;      /* shown on / */
         const char *revision;
 };
 

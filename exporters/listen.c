@@ -59,7 +59,7 @@ static int open_one(const struct sockaddr *sa, socklen_t len, int family, int v6
         if (bind(fd, sa, len) < 0 || listen(fd, 128) < 0)
                 goto fail;
         return fd;
-fail: {
+fail : {
         int r = -errno;
         close(fd);
         return r;

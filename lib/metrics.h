@@ -45,9 +45,9 @@ const struct mfamily *mset_find(const struct mset *s, const char *name);
 /* Adds a sample. Labels are NULL-terminated name/value pairs (values are escaped and made valid
  * UTF-8 here). A NULL value skips its pair. */
 void mfamily_add(struct mset *s, struct mfamily *f, const char *suffix, double value, ...)
-        __attribute__((sentinel));
+    __attribute__((sentinel));
 void mfamily_add_u64(struct mset *s, struct mfamily *f, const char *suffix, uint64_t value, ...)
-        __attribute__((sentinel));
+    __attribute__((sentinel));
 /* Adds a sample with labels already rendered (`a="x"`), plus one extra escaped pair (extra_name
  * may be NULL). */
 void mfamily_add_raw(struct mset *s, struct mfamily *f, const char *suffix, const char *labels,
@@ -56,7 +56,7 @@ void mfamily_add_raw(struct mset *s, struct mfamily *f, const char *suffix, cons
 
 /* Shorthand: a one-sample family. */
 void mset_gauge(struct mset *s, const char *name, const char *help, double v, ...)
-        __attribute__((sentinel));
+    __attribute__((sentinel));
 
 /* Renders label pairs into an escaped `a="x",b="y"` string allocated in the set's arena. */
 char *mset_labels(struct mset *s, ...) __attribute__((sentinel));

@@ -56,9 +56,8 @@ int parse_duration(const char *s, usec_t *ret_usec)
                 const char *unit;
                 usec_t mult;
         } units[] = {
-                {"ms", USEC_PER_MSEC},       {"s", USEC_PER_SEC},
-                {"m", 60 * USEC_PER_SEC},    {"h", 3600 * USEC_PER_SEC},
-                {"d", 86400 * USEC_PER_SEC}, {"us", 1},
+            {"ms", USEC_PER_MSEC},      {"s", USEC_PER_SEC},         {"m", 60 * USEC_PER_SEC},
+            {"h", 3600 * USEC_PER_SEC}, {"d", 86400 * USEC_PER_SEC}, {"us", 1},
         };
         usec_t total = 0;
 

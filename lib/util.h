@@ -15,10 +15,10 @@ typedef uint64_t usec_t;
 #define NSEC_PER_USEC ((uint64_t)1000ULL)
 #define USEC_INFINITY ((usec_t)UINT64_MAX)
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define _unused_      __attribute__((unused))
+#define ARRAY_SIZE(a)  (sizeof(a) / sizeof((a)[0]))
+#define _unused_       __attribute__((unused))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
-#define _cleanup_(f)  __attribute__((cleanup(f)))
+#define _cleanup_(f)   __attribute__((cleanup(f)))
 
 static inline void freep(void *p)
 {

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds diskpulse and runs every test: format check, the whole suite with warnings as errors,
+# then the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh test
+bash scripts/format.sh --check
+jobs=$(nproc)
+status=0
+for preset in ci asan; do
+        echo "== $preset: configure and build"
+        cmake --preset "$preset" >/dev/null
+        cmake --build --preset "$preset" -j"$jobs"
+        echo "== $preset: tests"
+        ctest --preset "$preset" -j"$jobs" || status=1
+done
+exit $status
