@@ -27,12 +27,20 @@ check_metric diskpulse_disk_devices == "$expected"
 
 # snapshot TAG: /proc/diskstats write counters of every disk into TAG_w_DEV (writes), TAG_s_DEV (sectors).
 snapshot() { for dev in $DEVS; do eval "$1_w_$dev=$(diskstat $dev 5) $1_s_$dev=$(diskstat $dev 7)"; done; }
-# check_counters WHEN: the daemon's write counters lie between two readings of /proc/diskstats
-# taken around a scrape that follows more than one sampling interval.
+# caught_up: a fresh scrape shows every disk's write counters at least at the "lo" snapshot.
+caught_up() {
+	scrape || return 1
+	for dev in $DEVS; do
+		eval "w0=\$lo_w_$dev b0=\$((lo_s_$dev * 512))"
+		num_cmp "$(metric "diskpulse_disk_writes_completed_total{device=\"$dev\"}")" '>=' "$w0" &&
+			num_cmp "$(metric "diskpulse_disk_written_bytes_total{device=\"$dev\"}")" '>=' "$b0" || return 1
+	done
+}
+# check_counters WHEN: within 5 s the daemon's write counters reach /proc/diskstats as read
+# before the scrape, and do not exceed it as read after the scrape.
 check_counters() {
 	snapshot lo
-	sleep 1.5
-	scrape || fail "scrape $1" "no /metrics"
+	wait_for 5 caught_up || note "counters did not catch up with /proc/diskstats within 5 s"
 	snapshot hi
 	for dev in $DEVS; do
 		eval "w0=\$lo_w_$dev w1=\$hi_w_$dev b0=\$((lo_s_$dev * 512)) b1=\$((hi_s_$dev * 512))"
