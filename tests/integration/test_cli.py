@@ -108,6 +108,9 @@ web.max-connections = 10
         r = run("--config.file=" + path, "--check-config")
         dp.check(r.returncode != 0 and path + where in r.stderr and what in r.stderr,
                  "bad config line refused with file:line: %r" % r.stderr.strip())
+    example = os.path.join(dp.HERE, "..", "..", "etc", "diskpulse.conf")
+    r = run("--config.file=" + example, "--check-config")
+    dp.check(r.returncode == 0 and "configuration OK" in r.stdout, "the shipped example config is valid")
     r = run("--config.file=" + os.path.join(TMP, "missing.conf"), "--check-config")
     dp.check(r.returncode != 0 and "missing.conf" in r.stderr, "an unreadable config file is refused")
 

@@ -1,0 +1,311 @@
+/* Unit tests of the metric model: label escaping, UTF-8 repair, label lookup, name checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "metrics.h"
+#include "util.h"
+
+#define FFFD "\xEF\xBF\xBD"
+
+static int setup(void **state)
+{
+        *state = mset_new();
+        return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+        assert_null(mset_free(*state));
+        return 0;
+}
+
+/* The escaped form of a single label value v, as `k="..."`. */
+static const char *one(struct mset *s, const char *v)
+{
+        return mset_labels(s, "k", v, NULL);
+}
+
+static void test_escape_specials(void **state)
+{
+        struct mset *s = *state;
+
+        assert_string_equal(one(s, "plain"), "k=\"plain\"");
+        assert_string_equal(one(s, ""), "k=\"\"");
+        assert_string_equal(one(s, "a\\b"), "k=\"a\\\\b\"");
+        assert_string_equal(one(s, "say \"hi\""), "k=\"say \\\"hi\\\"\"");
+        assert_string_equal(one(s, "line1\nline2"), "k=\"line1\\nline2\"");
+        assert_string_equal(one(s, "\\\"\n"), "k=\"\\\\\\\"\\n\"");
+        /* '=' ',' '{' '}' need no escaping inside a quoted value */
+        assert_string_equal(one(s, "a=b,c{d}"), "k=\"a=b,c{d}\"");
+}
+
+static void test_escape_control_and_invalid_utf8(void **state)
+{
+        struct mset *s = *state;
+
+        /* control bytes other than newline */
+        assert_string_equal(one(s, "a\tb"), "k=\"a" FFFD "b\"");
+        assert_string_equal(one(s, "\x01\x1f"), "k=\"" FFFD FFFD "\"");
+        assert_string_equal(one(s, "del\x7f"), "k=\"del" FFFD "\"");
+        assert_string_equal(one(s, "cr\r"), "k=\"cr" FFFD "\"");
+        /* a lone byte >= 0x80 (Latin-1 é) */
+        assert_string_equal(one(s, "caf\xe9"), "k=\"caf" FFFD "\"");
+        assert_string_equal(one(s, "\xff"), "k=\"" FFFD "\"");
+        /* a truncated sequence at the end */
+        assert_string_equal(one(s, "ab\xc3"), "k=\"ab" FFFD "\"");
+        assert_string_equal(one(s, "\xe2\x82"), "k=\"" FFFD FFFD "\"");
+        /* a lead byte followed by ASCII: the ASCII survives */
+        assert_string_equal(one(s, "\xc3" "A"), "k=\"" FFFD "A\"");
+        /* overlong encodings of '/' and NUL */
+        assert_string_equal(one(s, "\xc0\xaf"), "k=\"" FFFD FFFD "\"");
+        assert_string_equal(one(s, "\xe0\x80\xaf"), "k=\"" FFFD FFFD FFFD "\"");
+        /* a UTF-16 surrogate (U+D800) */
+        assert_string_equal(one(s, "\xed\xa0\x80"), "k=\"" FFFD FFFD FFFD "\"");
+        /* past U+10FFFF */
+        assert_string_equal(one(s, "\xf4\x90\x80\x80"), "k=\"" FFFD FFFD FFFD FFFD "\"");
+        /* a stray continuation byte */
+        assert_string_equal(one(s, "x\x80y"), "k=\"x" FFFD "y\"");
+}
+
+static void test_valid_utf8_kept(void **state)
+{
+        struct mset *s = *state;
+
+        assert_string_equal(one(s, "caf\xc3\xa9"), "k=\"caf\xc3\xa9\"");           /* é */
+        assert_string_equal(one(s, "\xe2\x82\xac 5"), "k=\"\xe2\x82\xac 5\"");     /* € */
+        assert_string_equal(one(s, "\xf0\x9f\x98\x80"), "k=\"\xf0\x9f\x98\x80\""); /* 😀 */
+        assert_string_equal(one(s, "\xf4\x8f\xbf\xbf"), "k=\"\xf4\x8f\xbf\xbf\""); /* U+10FFFF */
+        assert_string_equal(one(s, "\xed\x9f\xbf"), "k=\"\xed\x9f\xbf\"");         /* U+D7FF */
+        assert_string_equal(one(s, "\xef\xbf\xbd"), "k=\"" FFFD "\"");             /* U+FFFD */
+        /* escapes and UTF-8 together */
+        assert_string_equal(one(s, "\xc3\xa9\"\xc3\xa9"), "k=\"\xc3\xa9\\\"\xc3\xa9\"");
+}
+
+static void test_label_pairs(void **state)
+{
+        struct mset *s = *state;
+
+        assert_string_equal(mset_labels(s, NULL), "");
+        assert_string_equal(mset_labels(s, "device", "sda", "mode", "fdatasync", NULL),
+                            "device=\"sda\",mode=\"fdatasync\"");
+        /* NULL values skip their pair, wherever they are */
+        assert_string_equal(mset_labels(s, "a", "1", "b", NULL, "c", "3", NULL),
+                            "a=\"1\",c=\"3\"");
+        assert_string_equal(mset_labels(s, "a", NULL, "b", "2", NULL), "b=\"2\"");
+        assert_string_equal(mset_labels(s, "a", "1", "b", NULL, NULL), "a=\"1\"");
+        assert_string_equal(mset_labels(s, "a", NULL, "b", NULL, NULL), "");
+        /* an empty value is kept */
+        assert_string_equal(mset_labels(s, "serial", "", NULL), "serial=\"\"");
+}
+
+static void test_long_label_value(void **state)
+{
+        struct mset *s = *state;
+        size_t n = 40000;
+        char *v = malloc(n + 1), *want = malloc(2 * n + 8);
+
+        /* bigger than one arena chunk; every byte needs escaping */
+        assert_non_null(v);
+        assert_non_null(want);
+        memset(v, '"', n);
+        v[n] = 0;
+        strcpy(want, "k=\"");
+        for (size_t i = 0; i < n; i++)
+                memcpy(want + 3 + 2 * i, "\\\"", 2);
+        strcpy(want + 3 + 2 * n, "\"");
+        assert_string_equal(one(s, v), want);
+        /* and the arena still works after it */
+        assert_string_equal(one(s, "x"), "k=\"x\"");
+        free(v);
+        free(want);
+}
+
+static void test_families(void **state)
+{
+        struct mset *s = *state;
+        struct mfamily *f, *g;
+        const struct mfamily *c;
+
+        assert_null(mset_find(s, "diskpulse_disk_devices"));
+        f = mset_family(s, "diskpulse_disk_reads_completed_total", "Reads.", MT_COUNTER);
+        assert_string_equal(f->name, "diskpulse_disk_reads_completed_total");
+        assert_string_equal(f->help, "Reads.");
+        assert_int_equal(f->type, MT_COUNTER);
+        assert_int_equal(f->n, 0);
+        mfamily_add_u64(s, f, "", UINT64_MAX, "device", "sda", NULL);
+        mfamily_add(s, f, NULL, 2.5, NULL);
+
+        /* the same name gives the same family; the first help and type stay */
+        g = mset_family(s, "diskpulse_disk_reads_completed_total", "Other.", MT_GAUGE);
+        assert_ptr_equal(f, g);
+        assert_string_equal(g->help, "Reads.");
+        assert_int_equal(g->type, MT_COUNTER);
+
+        mset_gauge(s, "diskpulse_disk_devices", "Devices.", 3.0, NULL);
+        c = mset_find(s, "diskpulse_disk_reads_completed_total");
+        assert_non_null(c);
+        assert_int_equal(c->n, 2);
+        assert_true(c->samples[0].is_int);
+        assert_true(c->samples[0].u == UINT64_MAX);
+        assert_string_equal(c->samples[0].labels, "device=\"sda\"");
+        assert_string_equal(c->samples[0].suffix, "");
+        assert_false(c->samples[1].is_int);
+        assert_true(c->samples[1].d == 2.5);
+        assert_string_equal(c->samples[1].labels, "");
+        assert_string_equal(c->samples[1].suffix, ""); /* NULL suffix becomes "" */
+
+        c = mset_find(s, "diskpulse_disk_devices");
+        assert_non_null(c);
+        assert_int_equal(c->type, MT_GAUGE);
+        assert_int_equal(c->n, 1);
+        assert_true(c->samples[0].d == 3.0);
+        assert_int_equal(s->n, 2);
+}
+
+static void test_many_families_and_samples(void **state)
+{
+        struct mset *s = *state;
+        char name[32], dev[16];
+
+        /* pointers move as the arrays grow; names and labels live in the arena */
+        for (int i = 0; i < 300; i++) {
+                snprintf(name, sizeof name, "fam_%d", i);
+                struct mfamily *f = mset_family(s, name, "h", MT_GAUGE);
+                for (int k = 0; k < 20; k++) {
+                        snprintf(dev, sizeof dev, "d%d", k);
+                        mfamily_add(s, f, "", i * 100 + k, "device", dev, NULL);
+                }
+        }
+        assert_int_equal(s->n, 300);
+        const struct mfamily *f = mset_find(s, "fam_299");
+        assert_non_null(f);
+        assert_int_equal(f->n, 20);
+        assert_true(f->samples[19].d == 29919);
+        assert_string_equal(f->samples[19].labels, "device=\"d19\"");
+        assert_string_equal(mset_find(s, "fam_0")->samples[3].labels, "device=\"d3\"");
+}
+
+static void test_add_raw(void **state)
+{
+        struct mset *s = *state;
+        struct mfamily *f = mset_family(s, "diskpulse_sync_recent_seconds", "h", MT_SUMMARY);
+        const char *base = mset_labels(s, "path", "/var/lib/pg", "device", "sda", NULL);
+
+        mfamily_add_raw(s, f, "", base, "quantile", "0.5", false, 0, 0.001);
+        mfamily_add_raw(s, f, "_sum", base, NULL, NULL, false, 0, 12.5);
+        mfamily_add_raw(s, f, "_count", base, NULL, NULL, true, 42, 42.0);
+        mfamily_add_raw(s, f, "", "", "quantile", "0.9", false, 0, 0.002);
+        mfamily_add_raw(s, f, "", base, "odd", "a\"b\\c\nd", false, 0, 1);
+
+        assert_int_equal(f->n, 5);
+        assert_string_equal(f->samples[0].labels,
+                            "path=\"/var/lib/pg\",device=\"sda\",quantile=\"0.5\"");
+        assert_true(f->samples[0].d == 0.001);
+        assert_string_equal(f->samples[1].suffix, "_sum");
+        assert_string_equal(f->samples[1].labels, "path=\"/var/lib/pg\",device=\"sda\"");
+        /* a copy, not the caller's pointer */
+        assert_ptr_not_equal(f->samples[1].labels, base);
+        assert_true(f->samples[2].is_int);
+        assert_true(f->samples[2].u == 42);
+        assert_string_equal(f->samples[3].labels, "quantile=\"0.9\"");
+        assert_string_equal(f->samples[4].labels,
+                            "path=\"/var/lib/pg\",device=\"sda\",odd=\"a\\\"b\\\\c\\nd\"");
+}
+
+static void test_labels_get(void **state)
+{
+        struct mset *s = *state;
+        const char *l = mset_labels(s, "devicex", "no", "device", "sda", "model",
+                                    "Samsung SSD \"860\"\\EVO\nx", "empty", "", NULL);
+        char buf[64];
+
+        assert_true(labels_get(l, "device", buf, sizeof buf));
+        assert_string_equal(buf, "sda");
+        assert_true(labels_get(l, "devicex", buf, sizeof buf));
+        assert_string_equal(buf, "no");
+        assert_true(labels_get(l, "model", buf, sizeof buf));
+        assert_string_equal(buf, "Samsung SSD \"860\"\\EVO\nx");
+        assert_true(labels_get(l, "empty", buf, sizeof buf));
+        assert_string_equal(buf, "");
+        assert_false(labels_get(l, "serial", buf, sizeof buf));
+        assert_false(labels_get(l, "dev", buf, sizeof buf));
+        assert_false(labels_get("", "device", buf, sizeof buf));
+
+        /* truncated to the buffer, terminated */
+        memset(buf, 'X', sizeof buf);
+        assert_true(labels_get(l, "model", buf, 8));
+        assert_string_equal(buf, "Samsung");
+
+        /* a name that appears inside an earlier value is not a label */
+        l = mset_labels(s, "a", "device=\"x\",", "device", "y", NULL);
+        assert_true(labels_get(l, "device", buf, sizeof buf));
+        assert_string_equal(buf, "y");
+
+        /* round trip through escaping of every special byte */
+        l = mset_labels(s, "v", "\\\\\"\"\n\n", NULL);
+        assert_true(labels_get(l, "v", buf, sizeof buf));
+        assert_string_equal(buf, "\\\\\"\"\n\n");
+}
+
+static void test_metric_name_valid(void **state)
+{
+        static const char *const good_metric[] = {
+                "diskpulse_disk_reads_completed_total", "a", "_", "A9", "a:b", ":x", "_0_",
+                "process_cpu_seconds_total",
+        };
+        static const char *const bad_metric[] = {"",   "0a", "9",  "a-b", "a b", "a.b",
+                                                 "a\n", "é",  "a{", "a\"", "a=b"};
+        static const char *const good_label[] = {"device", "_x", "le", "a9", "__name__"};
+        static const char *const bad_label[] = {"", "a:b", ":", "1a", "a-b", "a b"};
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(good_metric); i++)
+                if (!metric_name_valid(good_metric[i], false))
+                        fail_msg("metric name \"%s\" rejected", good_metric[i]);
+        for (size_t i = 0; i < ARRAY_SIZE(bad_metric); i++)
+                if (metric_name_valid(bad_metric[i], false))
+                        fail_msg("metric name \"%s\" accepted", bad_metric[i]);
+        for (size_t i = 0; i < ARRAY_SIZE(good_label); i++)
+                if (!metric_name_valid(good_label[i], true))
+                        fail_msg("label name \"%s\" rejected", good_label[i]);
+        for (size_t i = 0; i < ARRAY_SIZE(bad_label); i++)
+                if (metric_name_valid(bad_label[i], true))
+                        fail_msg("label name \"%s\" accepted", bad_label[i]);
+        assert_false(metric_name_valid(NULL, false));
+        assert_false(metric_name_valid(NULL, true));
+}
+
+static void test_strdup_and_free_null(void **state)
+{
+        struct mset *s = *state;
+        char *p = mset_strdup(s, "hello");
+
+        assert_string_equal(p, "hello");
+        assert_string_equal(mset_strdup(s, ""), "");
+        assert_null(mset_free(NULL));
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_escape_specials, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_escape_control_and_invalid_utf8, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_valid_utf8_kept, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_label_pairs, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_long_label_value, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_families, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_many_families_and_samples, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_add_raw, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_labels_get, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_metric_name_valid, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_strdup_and_free_null, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,634 @@
+/* Unit tests of flags and the config file: defaults, forms, every rejected value, precedence. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "options.h"
+
+#define MAX_ARGS 32
+
+/* Parses the NULL-terminated argument list (without argv[0]). */
+static int parse_args(struct dp_options *o, char *err, size_t errsz, ...)
+{
+        char *argv[MAX_ARGS];
+        int argc = 0;
+        va_list ap;
+
+        argv[argc++] = (char *)"diskpulse";
+        va_start(ap, errsz);
+        for (;;) {
+                char *a = va_arg(ap, char *);
+                if (!a)
+                        break;
+                assert_true(argc < MAX_ARGS - 1);
+                argv[argc++] = a;
+        }
+        va_end(ap);
+        argv[argc] = NULL;
+        err[0] = 0;
+        return options_parse(argc, argv, o, err, errsz);
+}
+
+#define PARSE(o, err, ...) parse_args((o), (err), sizeof(err), __VA_ARGS__, (char *)NULL)
+
+/* Writes a config file; returns its path in buf (to unlink). */
+static const char *write_config(char *buf, size_t size, const char *text)
+{
+        int fd;
+
+        snprintf(buf, size, "/tmp/diskpulse-test-config-XXXXXX");
+        fd = mkstemp(buf);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        close(fd);
+        return buf;
+}
+
+static int setup(void **state)
+{
+        (void)state;
+        unsetenv("STATE_DIRECTORY");
+        return 0;
+}
+
+static void test_defaults(void **state)
+{
+        struct dp_options o;
+        char err[256];
+        (void)state;
+
+        assert_int_equal(parse_args(&o, err, sizeof err, (char *)NULL), 0);
+        assert_int_equal(o.n_listen, 1);
+        assert_string_equal(o.listen[0], ":9477");
+        assert_false(o.systemd_socket);
+        assert_int_equal(o.max_connections, 64);
+        assert_null(o.config_file);
+        assert_string_equal(o.procfs, "/proc");
+        assert_string_equal(o.sysfs, "/sys");
+        assert_string_equal(o.udev_data, "/run/udev/data");
+        assert_string_equal(o.dev, "/dev");
+        assert_null(o.device_include);
+        assert_null(o.device_exclude);
+        assert_true(o.ds_interval == USEC_PER_SEC);
+        assert_true(o.ds_window == 10 * USEC_PER_SEC);
+        assert_true(o.collector[COLLECTOR_DISKSTATS]);
+        assert_string_equal(o.state_dir, "/var/lib/diskpulse");
+        assert_int_equal(o.log_level, LOG_LEVEL_INFO);
+        assert_int_equal(o.log_format, LOG_FORMAT_LOGFMT);
+        assert_false(o.once);
+        assert_false(o.check_config);
+        assert_false(o.version);
+        assert_false(o.help);
+        options_free(&o);
+}
+
+static void test_state_directory_env(void **state)
+{
+        struct dp_options o;
+        char err[256];
+        (void)state;
+
+        /* systemd's StateDirectory= with several entries: the first is ours */
+        setenv("STATE_DIRECTORY", "/var/lib/diskpulse-x:/var/lib/other", 1);
+        assert_int_equal(PARSE(&o, err, "--once"), 0);
+        assert_string_equal(o.state_dir, "/var/lib/diskpulse-x");
+        options_free(&o);
+
+        /* not absolute: ignored */
+        setenv("STATE_DIRECTORY", "relative/dir", 1);
+        assert_int_equal(PARSE(&o, err, "--once"), 0);
+        assert_string_equal(o.state_dir, "/var/lib/diskpulse");
+        options_free(&o);
+
+        /* the flag wins over the environment */
+        setenv("STATE_DIRECTORY", "/var/lib/env", 1);
+        assert_int_equal(PARSE(&o, err, "--state.directory=/srv/state"), 0);
+        assert_string_equal(o.state_dir, "/srv/state");
+        options_free(&o);
+        unsetenv("STATE_DIRECTORY");
+}
+
+static void test_equals_and_separate_forms(void **state)
+{
+        struct dp_options o;
+        char err[256];
+        (void)state;
+
+        assert_int_equal(PARSE(&o, err, "--diskstats.interval=500ms", "--diskstats.window", "5s",
+                               "--web.max-connections=8", "--path.procfs", "/tmp/p",
+                               "--path.sysfs=/tmp/s", "--path.udev.data", "/tmp/u",
+                               "--path.dev=/tmp/d", "--log.level=debug", "--log.format", "json",
+                               "--state.directory=/x", "--collector.diskstats.device-include=^sd",
+                               "--collector.diskstats.device-exclude", "^loop",
+                               "--web.systemd-socket", "--once", "--check-config"),
+                         0);
+        assert_true(o.ds_interval == 500 * USEC_PER_MSEC);
+        assert_true(o.ds_window == 5 * USEC_PER_SEC);
+        assert_int_equal(o.max_connections, 8);
+        assert_string_equal(o.procfs, "/tmp/p");
+        assert_string_equal(o.sysfs, "/tmp/s");
+        assert_string_equal(o.udev_data, "/tmp/u");
+        assert_string_equal(o.dev, "/tmp/d");
+        assert_int_equal(o.log_level, LOG_LEVEL_DEBUG);
+        assert_int_equal(o.log_format, LOG_FORMAT_JSON);
+        assert_string_equal(o.state_dir, "/x");
+        assert_string_equal(o.device_include, "^sd");
+        assert_string_equal(o.device_exclude, "^loop");
+        assert_true(o.systemd_socket);
+        assert_true(o.once);
+        assert_true(o.check_config);
+        options_free(&o);
+
+        /* a value may contain '=' and start with "--" when given separately */
+        assert_int_equal(PARSE(&o, err, "--path.procfs", "--odd=dir", "--state.directory=a=b"), 0);
+        assert_string_equal(o.procfs, "--odd=dir");
+        assert_string_equal(o.state_dir, "a=b");
+        options_free(&o);
+
+        /* the last one wins for single-valued options */
+        assert_int_equal(PARSE(&o, err, "--log.level=error", "--log.level=warn",
+                               "--web.max-connections=65535"),
+                         0);
+        assert_int_equal(o.log_level, LOG_LEVEL_WARN);
+        assert_int_equal(o.max_connections, 65535);
+        options_free(&o);
+}
+
+static void test_booleans(void **state)
+{
+        struct dp_options o;
+        char err[256];
+        (void)state;
+
+        assert_int_equal(PARSE(&o, err, "--no-collector.diskstats"), 0);
+        assert_false(o.collector[COLLECTOR_DISKSTATS]);
+        options_free(&o);
+
+        assert_int_equal(PARSE(&o, err, "--collector.diskstats=false"), 0);
+        assert_false(o.collector[COLLECTOR_DISKSTATS]);
+        options_free(&o);
+
+        assert_int_equal(PARSE(&o, err, "--no-collector.diskstats", "--collector.diskstats"), 0);
+        assert_true(o.collector[COLLECTOR_DISKSTATS]);
+        options_free(&o);
+
+        assert_int_equal(PARSE(&o, err, "--collector.diskstats=off", "--collector.diskstats=yes"),
+                         0);
+        assert_true(o.collector[COLLECTOR_DISKSTATS]);
+        options_free(&o);
+
+        assert_int_equal(PARSE(&o, err, "--web.systemd-socket=true", "--once=0"), 0);
+        assert_true(o.systemd_socket);
+        assert_false(o.once);
+        options_free(&o);
+
+        assert_int_equal(PARSE(&o, err, "--web.systemd-socket", "--no-web.systemd-socket"), 0);
+        assert_false(o.systemd_socket);
+        options_free(&o);
+}
+
+static void test_listen_repeatable(void **state)
+{
+        struct dp_options o;
+        char err[256];
+        (void)state;
+
+        assert_int_equal(PARSE(&o, err, "--web.listen-address=127.0.0.1:9100",
+                               "--web.listen-address", "[::1]:9100", "--web.listen-address=:0"),
+                         0);
+        assert_int_equal(o.n_listen, 3);
+        assert_string_equal(o.listen[0], "127.0.0.1:9100");
+        assert_string_equal(o.listen[1], "[::1]:9100");
+        assert_string_equal(o.listen[2], ":0");
+        options_free(&o);
+
+        assert_int_equal(PARSE(&o, err, "--web.listen-address=localhost:9477"), 0);
+        assert_int_equal(o.n_listen, 1);
+        assert_string_equal(o.listen[0], "localhost:9477");
+        options_free(&o);
+}
+
+static void test_help_version(void **state)
+{
+        struct dp_options o;
+        char err[256];
+        (void)state;
+
+        assert_int_equal(PARSE(&o, err, "-h"), 0);
+        assert_true(o.help);
+        options_free(&o);
+        assert_int_equal(PARSE(&o, err, "--help"), 0);
+        assert_true(o.help);
+        options_free(&o);
+        assert_int_equal(PARSE(&o, err, "--version"), 0);
+        assert_true(o.version);
+        options_free(&o);
+}
+
+/* Asserts that the arguments are rejected with a message naming every string in want[]. */
+static void expect_bad(const char *const *args, size_t nargs, const char *const *want,
+                       size_t nwant)
+{
+        char *argv[MAX_ARGS];
+        struct dp_options o;
+        char err[512] = "";
+        int r;
+
+        assert_true(nargs + 2 <= MAX_ARGS);
+        argv[0] = (char *)"diskpulse";
+        for (size_t i = 0; i < nargs; i++)
+                argv[i + 1] = (char *)args[i];
+        argv[nargs + 1] = NULL;
+        memset(&o, 0x5a, sizeof o);
+        r = options_parse((int)nargs + 1, argv, &o, err, sizeof err);
+        if (r != -EINVAL)
+                fail_msg("%s: got %d, want -EINVAL", args[nargs ? nargs - 1 : 0], r);
+        if (!err[0])
+                fail_msg("%s: no message", args[0]);
+        for (size_t i = 0; i < nwant; i++)
+                if (!strstr(err, want[i]))
+                        fail_msg("message \"%s\" does not contain \"%s\"", err, want[i]);
+}
+
+#define BAD(args, ...)                                                                             \
+        do {                                                                                       \
+                static const char *const a_[] = {args};                                            \
+                static const char *const w_[] = {__VA_ARGS__};                                     \
+                expect_bad(a_, ARRAY_SIZE(a_), w_, ARRAY_SIZE(w_));                                \
+        } while (0)
+#define A(...) __VA_ARGS__
+
+static void test_bad_values(void **state)
+{
+        (void)state;
+
+        BAD(A("--diskstats.interval=10x"), "diskstats.interval", "10x");
+        BAD(A("--diskstats.interval", "10x"), "diskstats.interval", "10x");
+        BAD(A("--diskstats.interval=0s"), "diskstats.interval", "0s");
+        BAD(A("--diskstats.interval=10"), "diskstats.interval", "\"10\"");
+        BAD(A("--diskstats.interval="), "diskstats.interval");
+        BAD(A("--diskstats.interval=5ms"), "diskstats.interval", "5ms");
+        BAD(A("--diskstats.interval=2h"), "diskstats.interval", "2h");
+        BAD(A("--diskstats.window=1m1x"), "diskstats.window", "1m1x");
+        BAD(A("--diskstats.window=500ms"), "diskstats.window", "500ms");
+        BAD(A("--diskstats.interval=3s", "--diskstats.window=2s"), "diskstats.window", "2s",
+            "diskstats.interval", "3s");
+        BAD(A("--diskstats.interval=10ms", "--diskstats.window=1h"), "diskstats.window", "1h");
+        BAD(A("--web.listen-address=nohost"), "web.listen-address", "nohost");
+        BAD(A("--web.listen-address=[::1]9477"), "web.listen-address", "[::1]9477");
+        BAD(A("--web.listen-address=:70000"), "web.listen-address", ":70000");
+        BAD(A("--web.listen-address=::1:9477"), "web.listen-address", "::1:9477");
+        BAD(A("--web.listen-address="), "web.listen-address");
+        BAD(A("--web.listen-address=:9477", "--web.listen-address=host:"), "web.listen-address",
+            "host:");
+        BAD(A("--web.max-connections=0"), "web.max-connections", "\"0\"");
+        BAD(A("--web.max-connections=65536"), "web.max-connections", "65536");
+        BAD(A("--web.max-connections=-1"), "web.max-connections", "-1");
+        BAD(A("--web.max-connections=ten"), "web.max-connections", "ten");
+        BAD(A("--log.level=verbose"), "log.level", "verbose");
+        BAD(A("--log.level=INFO"), "log.level", "INFO");
+        BAD(A("--log.format=xml"), "log.format", "xml");
+        BAD(A("--bogus"), "bogus");
+        BAD(A("--bogus=1"), "bogus");
+        BAD(A("--web.listen"), "web.listen");
+        BAD(A("--collector.diskstats.device-include=("), "collector.diskstats.device-include",
+            "\"(\"");
+        BAD(A("--collector.diskstats.device-exclude", "a[b"), "collector.diskstats.device-exclude",
+            "a[b");
+        BAD(A("--diskstats.interval"), "diskstats.interval");
+        BAD(A("--web.listen-address"), "web.listen-address");
+        BAD(A("--path.procfs="), "path.procfs");
+        BAD(A("--once=maybe"), "once", "maybe");
+        BAD(A("--collector.diskstats=maybe"), "collector.diskstats", "maybe");
+        BAD(A("--no-collector.diskstats=true"), "collector.diskstats");
+        BAD(A("--no-diskstats.interval"), "diskstats.interval");
+        BAD(A("--no-once=1"), "once");
+        BAD(A("positional"), "positional");
+        BAD(A("-v"), "-v");
+        BAD(A("--"), "--");
+        BAD(A("--once", "extra"), "extra");
+}
+
+static void test_config_file(void **state)
+{
+        char path[64], cli[128], err[512];
+        struct dp_options o;
+        (void)state;
+
+        write_config(path, sizeof path,
+                     "# diskpulse.conf\n"
+                     "\n"
+                     "   # an indented comment\n"
+                     "  web.max-connections = 12\n"
+                     "diskstats.interval=2s\n"
+                     "log.level = \"warn\"\n"
+                     "path.sysfs = \"/srv/sys dir\"   \n"
+                     "--diskstats.window = 20s\n"
+                     "collector.diskstats = false\r\n"
+                     "\tlog.format\t=\tjson\t\n"
+                     "collector.diskstats.device-exclude = ^(loop|ram)\\d+$\n"
+                     "state.directory = /srv/state");
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        assert_int_equal(PARSE(&o, err, cli), 0);
+        assert_string_equal(o.config_file, path);
+        assert_int_equal(o.max_connections, 12);
+        assert_true(o.ds_interval == 2 * USEC_PER_SEC);
+        assert_true(o.ds_window == 20 * USEC_PER_SEC);
+        assert_int_equal(o.log_level, LOG_LEVEL_WARN);
+        assert_int_equal(o.log_format, LOG_FORMAT_JSON);
+        assert_string_equal(o.sysfs, "/srv/sys dir");
+        assert_false(o.collector[COLLECTOR_DISKSTATS]);
+        assert_string_equal(o.device_exclude, "^(loop|ram)\\d+$");
+        assert_string_equal(o.state_dir, "/srv/state");
+        /* untouched by the file */
+        assert_int_equal(o.n_listen, 1);
+        assert_string_equal(o.listen[0], ":9477");
+        assert_string_equal(o.procfs, "/proc");
+        options_free(&o);
+
+        /* flags win over the file, wherever they are on the command line */
+        assert_int_equal(PARSE(&o, err, "--diskstats.interval=3s", cli, "--log.level", "error",
+                               "--collector.diskstats"),
+                         0);
+        assert_true(o.ds_interval == 3 * USEC_PER_SEC);
+        assert_int_equal(o.log_level, LOG_LEVEL_ERROR);
+        assert_true(o.collector[COLLECTOR_DISKSTATS]);
+        assert_int_equal(o.max_connections, 12);  /* from the file */
+        assert_true(o.ds_window == 20 * USEC_PER_SEC); /* from the file */
+        options_free(&o);
+
+        /* the separate form of --config.file */
+        assert_int_equal(PARSE(&o, err, "--config.file", path), 0);
+        assert_int_equal(o.max_connections, 12);
+        options_free(&o);
+        unlink(path);
+}
+
+static void test_config_listen(void **state)
+{
+        char path[64], cli[128], err[512];
+        struct dp_options o;
+        (void)state;
+
+        write_config(path, sizeof path,
+                     "web.listen-address = 127.0.0.1:9100\n"
+                     "web.listen-address = \"[::1]:9100\"\n");
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+
+        /* the file's addresses replace the default */
+        assert_int_equal(PARSE(&o, err, cli), 0);
+        assert_int_equal(o.n_listen, 2);
+        assert_string_equal(o.listen[0], "127.0.0.1:9100");
+        assert_string_equal(o.listen[1], "[::1]:9100");
+        options_free(&o);
+
+        /* flags replace the file's */
+        assert_int_equal(PARSE(&o, err, cli, "--web.listen-address=:9200"), 0);
+        assert_int_equal(o.n_listen, 1);
+        assert_string_equal(o.listen[0], ":9200");
+        options_free(&o);
+        unlink(path);
+}
+
+/* Asserts that a config file is rejected with a message naming path:line and the strings. */
+static void expect_bad_config(const char *text, unsigned line, const char *w1, const char *w2)
+{
+        char path[64], cli[128], err[512], where[96];
+        struct dp_options o;
+        int r;
+
+        write_config(path, sizeof path, text);
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        r = PARSE(&o, err, cli);
+        unlink(path);
+        if (r != -EINVAL)
+                fail_msg("config \"%s\": got %d, want -EINVAL", text, r);
+        snprintf(where, sizeof where, "%s:%u", path, line);
+        if (line && !strstr(err, where))
+                fail_msg("message \"%s\" does not contain \"%s\"", err, where);
+        if (w1 && !strstr(err, w1))
+                fail_msg("message \"%s\" does not contain \"%s\"", err, w1);
+        if (w2 && !strstr(err, w2))
+                fail_msg("message \"%s\" does not contain \"%s\"", err, w2);
+}
+
+static void test_config_errors(void **state)
+{
+        (void)state;
+
+        expect_bad_config("# ok\nweb.max-connections = 3\nno.such.option = 1\n", 3,
+                          "no.such.option", NULL);
+        expect_bad_config("no-collector.diskstats = 1\n", 1, "no-collector.diskstats", NULL);
+        expect_bad_config("\n\nonce = true\n", 3, "once", NULL);
+        expect_bad_config("check-config = true\n", 1, "check-config", NULL);
+        expect_bad_config("version = true\n", 1, "version", NULL);
+        expect_bad_config("config.file = /etc/other.conf\n", 1, "config.file", NULL);
+        expect_bad_config("diskstats.interval = 10x\n", 1, "diskstats.interval", "10x");
+        expect_bad_config("log.level = loud\n", 1, "log.level", "loud");
+        expect_bad_config("web.listen-address = nohost\n", 1, "web.listen-address", "nohost");
+        expect_bad_config("web.max-connections = 0\n", 1, "web.max-connections", "0");
+        expect_bad_config("collector.diskstats.device-include = (\n", 1,
+                          "collector.diskstats.device-include", "(");
+        expect_bad_config("collector.diskstats = perhaps\n", 1, "collector.diskstats", "perhaps");
+        expect_bad_config("path.procfs = \"\"\n", 1, "path.procfs", NULL);
+        expect_bad_config("just some words\n", 1, "just some words", NULL);
+        expect_bad_config("a\nb = 1\n", 1, NULL, NULL);
+        expect_bad_config("= value\n", 1, NULL, NULL);
+        /* a window shorter than the interval, both from the file */
+        expect_bad_config("diskstats.interval = 5s\ndiskstats.window = 1s\n", 0,
+                          "diskstats.window", "1s");
+}
+
+static void test_config_nul_byte(void **state)
+{
+        char path[64], cli[128], err[512];
+        struct dp_options o;
+        int fd;
+        (void)state;
+
+        snprintf(path, sizeof path, "/tmp/diskpulse-test-config-XXXXXX");
+        fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "log.level = info\n\0x = y\n", 24), 24);
+        close(fd);
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        assert_int_equal(PARSE(&o, err, cli), -EINVAL);
+        assert_non_null(strstr(err, path));
+        unlink(path);
+}
+
+static void test_config_unreadable(void **state)
+{
+        char err[512];
+        struct dp_options o;
+        (void)state;
+
+        assert_int_equal(PARSE(&o, err, "--config.file=/nonexistent/diskpulse.conf"), -ENOENT);
+        assert_non_null(strstr(err, "/nonexistent/diskpulse.conf"));
+
+        /* a directory */
+        assert_true(PARSE(&o, err, "--config.file=/tmp") < 0);
+        assert_non_null(strstr(err, "/tmp"));
+}
+
+static void test_config_empty_file(void **state)
+{
+        char path[64], cli[128], err[512];
+        struct dp_options o;
+        (void)state;
+
+        write_config(path, sizeof path, "");
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        assert_int_equal(PARSE(&o, err, cli), 0);
+        assert_int_equal(o.n_listen, 1);
+        assert_string_equal(o.listen[0], ":9477");
+        options_free(&o);
+        unlink(path);
+}
+
+static bool re_match(const char *pattern, const char *s)
+{
+        regex_t re;
+        char err[128];
+        bool m;
+
+        assert_int_equal(options_regex(pattern, &re, err, sizeof err), 0);
+        m = regexec(&re, s, 0, NULL, 0) == 0;
+        regfree(&re);
+        return m;
+}
+
+static void test_regex(void **state)
+{
+        static const char *const excluded[] = {"sda1", "sdz15", "nvme0n1p2", "nvme12n3p45",
+                                               "loop3", "loop0", "ram0", "zram1", "xvda1",
+                                               "hda2", "vdb1", "fd0"};
+        static const char *const kept[] = {"sda", "nvme0n1", "dm-0", "md127", "vda", "xvda",
+                                           "zram", "loop", "sr0", "mmcblk0", "nvme0n1p",
+                                           "sda1x"};
+        regex_t re;
+        char err[128];
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(excluded); i++)
+                if (!re_match(DEFAULT_DEVICE_EXCLUDE, excluded[i]))
+                        fail_msg("default exclude does not match %s", excluded[i]);
+        for (size_t i = 0; i < ARRAY_SIZE(kept); i++)
+                if (re_match(DEFAULT_DEVICE_EXCLUDE, kept[i]))
+                        fail_msg("default exclude matches %s", kept[i]);
+
+        /* \d outside and inside brackets */
+        assert_true(re_match("^a\\d$", "a7"));
+        assert_false(re_match("^a\\d$", "ad"));
+        assert_true(re_match("^[\\dx]+$", "1x2"));
+        assert_false(re_match("^[\\dx]+$", "1y2"));
+        assert_true(re_match("^[^\\d]$", "q"));
+        assert_false(re_match("^[^\\d]$", "5"));
+        /* "[]" starts with a literal ] and \d after it still works */
+        assert_true(re_match("^[]\\d]+$", "]9"));
+        /* other escapes are kept */
+        assert_true(re_match("^a\\.b$", "a.b"));
+        assert_false(re_match("^a\\.b$", "axb"));
+        assert_true(re_match("^dm-\\d+$", "dm-12"));
+
+        err[0] = 0;
+        assert_int_equal(options_regex("(", &re, err, sizeof err), -EINVAL);
+        assert_true(err[0] != 0);
+        assert_int_equal(options_regex("a[", &re, err, sizeof err), -EINVAL);
+        assert_int_equal(options_regex("trailing\\", &re, err, sizeof err), -EINVAL);
+}
+
+static void dump(const struct dp_options *o, char *buf, size_t size)
+{
+        FILE *f = fmemopen(buf, size, "w");
+        assert_non_null(f);
+        options_dump(o, f);
+        fclose(f);
+}
+
+static void test_dump_roundtrip(void **state)
+{
+        char text[4096], again[4096], path[64], cli[128], err[512];
+        struct dp_options o, p;
+        (void)state;
+
+        assert_int_equal(PARSE(&o, err, "--web.listen-address=127.0.0.1:1", "--web.listen-address",
+                               "[::1]:2", "--diskstats.interval=250ms", "--diskstats.window=1m30s",
+                               "--no-collector.diskstats", "--log.level=debug",
+                               "--collector.diskstats.device-include=^(sd|nvme)",
+                               "--web.max-connections=7", "--state.directory=/s"),
+                         0);
+        memset(text, 0, sizeof text);
+        dump(&o, text, sizeof text);
+        assert_non_null(strstr(text, "web.listen-address = 127.0.0.1:1\n"
+                                     "web.listen-address = [::1]:2\n"));
+        assert_non_null(strstr(text, "diskstats.interval = 250ms\n"));
+        assert_non_null(strstr(text, "diskstats.window = 90s\n"));
+        assert_non_null(strstr(text, "collector.diskstats = false\n"));
+        assert_non_null(strstr(text, "log.level = debug\n"));
+        assert_non_null(strstr(text, "web.max-connections = 7\n"));
+
+        /* --check-config's output is a config file that gives the same options */
+        write_config(path, sizeof path, text);
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        assert_int_equal(PARSE(&p, err, cli), 0);
+        memset(again, 0, sizeof again);
+        dump(&p, again, sizeof again);
+        assert_string_equal(again, text);
+        unlink(path);
+        options_free(&o);
+        options_free(&p);
+
+        /* the defaults show the default exclude */
+        assert_int_equal(parse_args(&o, err, sizeof err, (char *)NULL), 0);
+        dump(&o, text, sizeof text);
+        assert_non_null(strstr(text, "collector.diskstats.device-exclude = " DEFAULT_DEVICE_EXCLUDE
+                                     "\n"));
+        assert_non_null(strstr(text, "web.listen-address = :9477\n"));
+        options_free(&o);
+}
+
+static void test_help_lists_flags(void **state)
+{
+        char buf[8192] = {0};
+        FILE *f = fmemopen(buf, sizeof buf, "w");
+        (void)state;
+
+        assert_non_null(f);
+        options_help(f);
+        fclose(f);
+        assert_non_null(strstr(buf, "--web.listen-address=[HOST]:PORT"));
+        assert_non_null(strstr(buf, "--diskstats.window=DUR"));
+        assert_non_null(strstr(buf, "--[no-]collector.diskstats"));
+        assert_non_null(strstr(buf, "--config.file=FILE"));
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_defaults),
+                cmocka_unit_test(test_state_directory_env),
+                cmocka_unit_test(test_equals_and_separate_forms),
+                cmocka_unit_test(test_booleans),
+                cmocka_unit_test(test_listen_repeatable),
+                cmocka_unit_test(test_help_version),
+                cmocka_unit_test(test_bad_values),
+                cmocka_unit_test(test_config_file),
+                cmocka_unit_test(test_config_listen),
+                cmocka_unit_test(test_config_errors),
+                cmocka_unit_test(test_config_nul_byte),
+                cmocka_unit_test(test_config_unreadable),
+                cmocka_unit_test(test_config_empty_file),
+                cmocka_unit_test(test_regex),
+                cmocka_unit_test(test_dump_roundtrip),
+                cmocka_unit_test(test_help_lists_flags),
+        };
+        return cmocka_run_group_tests(tests, setup, NULL);
+}
