@@ -51,9 +51,8 @@ static void test_format_11_counters(void **state)
         (void)state;
 
         /* 14 fields: kernels 2.6.25 .. 4.17 */
-        assert_int_equal(parse(" 259       0 nvme0n1 100 101 102 103 104 105 106 107 108 109 110",
-                               &e),
-                         0);
+        assert_int_equal(
+            parse(" 259       0 nvme0n1 100 101 102 103 104 105 106 107 108 109 110", &e), 0);
         assert_int_equal(e.major, 259);
         assert_int_equal(e.minor, 0);
         assert_string_equal(e.name, "nvme0n1");
@@ -121,8 +120,8 @@ static void test_old_partition_line(void **state)
         assert_int_equal(e.major, 8);
         assert_int_equal(e.minor, 1);
         assert_string_equal(e.name, "sda1");
-        assert_int_equal(e.present, (1u << DS_READS) | (1u << DS_READ_SECTORS) |
-                                            (1u << DS_WRITES) | (1u << DS_WRITE_SECTORS));
+        assert_int_equal(e.present, (1u << DS_READS) | (1u << DS_READ_SECTORS) | (1u << DS_WRITES) |
+                                        (1u << DS_WRITE_SECTORS));
         assert_int_equal(e.v[DS_READS], 35486);
         assert_int_equal(e.v[DS_READ_SECTORS], 38030);
         assert_int_equal(e.v[DS_WRITES], 13);
@@ -139,8 +138,8 @@ static void test_extra_fields_ignored(void **state)
         (void)state;
 
         /* a future kernel with 3 more counters */
-        assert_int_equal(
-                parse("8 16 sdb 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20", &e), 0);
+        assert_int_equal(parse("8 16 sdb 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20", &e),
+                         0);
         assert_string_equal(e.name, "sdb");
         assert_int_equal(e.present, BITS(17));
         assert_sequence(&e, 17, 1);
@@ -160,8 +159,8 @@ static void test_whitespace(void **state)
         (void)state;
 
         /* leading and repeated spaces, tabs, trailing spaces */
-        assert_int_equal(parse("\t  7   3  loop3\t1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17   ", &e),
-                         0);
+        assert_int_equal(
+            parse("\t  7   3  loop3\t1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17   ", &e), 0);
         assert_int_equal(e.major, 7);
         assert_int_equal(e.minor, 3);
         assert_string_equal(e.name, "loop3");
@@ -212,10 +211,8 @@ static void test_overflow(void **state)
         (void)state;
 
         /* 2^64 in any counter */
-        assert_int_equal(
-                parse("8 0 sda 18446744073709551616 0 0 0 0 0 0 0 0 0 0", &e), -ERANGE);
-        assert_int_equal(
-                parse("8 0 sda 0 0 0 0 0 0 0 0 0 0 18446744073709551616", &e), -ERANGE);
+        assert_int_equal(parse("8 0 sda 18446744073709551616 0 0 0 0 0 0 0 0 0 0", &e), -ERANGE);
+        assert_int_equal(parse("8 0 sda 0 0 0 0 0 0 0 0 0 0 18446744073709551616", &e), -ERANGE);
         assert_int_equal(parse("8 0 sda 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 99999999999999999999", &e),
                          -ERANGE);
         assert_int_equal(parse("8 1 sda1 0 18446744073709551616 0 0", &e), -ERANGE);
@@ -229,35 +226,35 @@ static void test_overflow(void **state)
 static void test_malformed(void **state)
 {
         static const char *const bad[] = {
-                "",
-                "   ",
-                "8",
-                "8 0",
-                "8 0 sda",
-                "8 0 sda 1",
-                "8 0 sda 1 2 3",
-                "8 0 sda 1 2 3 4 5",
-                "8 0 sda 1 2 3 4 5 6 7 8 9 10",                      /* 10 counters */
-                "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12",                /* 12 */
-                "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13",             /* 13 */
-                "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14",          /* 14 */
-                "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16",    /* 16 */
-                "8 0 sda 1 2 3 x 5 6 7 8 9 10 11",                   /* non-numeric */
-                "8 0 sda 1 2 3 4 5 6 7 8 9 10 1a",                   /* trailing junk */
-                "8 0 sda 1 2 3 4 5 6 7 8 9 10 0x1",                  /* hex */
-                "8 0 sda 1 2 -3 4 5 6 7 8 9 10 11",                  /* negative */
-                "8 0 sda +1 2 3 4 5 6 7 8 9 10 11",                  /* sign */
-                "8 0 sda 1 2 3 4 5 6 7 8 9 10 1.5",                  /* decimal */
-                "x 0 sda 1 2 3 4 5 6 7 8 9 10 11",                   /* major */
-                "8 -1 sda 1 2 3 4 5 6 7 8 9 10 11",                  /* minor */
-                "8 0 1 2 3 4 5 6 7 8 9 10 11",                       /* name missing */
-                "8 0 sd\"a 1 2 3 4 5 6 7 8 9 10 11",                 /* quote in name */
-                "8 0 sd\\a 1 2 3 4 5 6 7 8 9 10 11",                 /* backslash in name */
-                "8 0 sd\x01 1 2 3 4 5 6 7 8 9 10 11",                /* control byte */
-                "8 0 sd\xc3\xa9 1 2 3 4 5 6 7 8 9 10 11",            /* non-ASCII */
-                "8 0 ../sda 1 2 3 4 5 6 7 8 9 10 11",                /* path in name */
-                "8 0 sda\r 1 2 3 4 5 6 7 8 9 10 11",                 /* CR in name */
-                "8 0 sda 1 2 3 4 5 6 7 8 9 10 11\r",                 /* CR left in a line */
+            "",
+            "   ",
+            "8",
+            "8 0",
+            "8 0 sda",
+            "8 0 sda 1",
+            "8 0 sda 1 2 3",
+            "8 0 sda 1 2 3 4 5",
+            "8 0 sda 1 2 3 4 5 6 7 8 9 10",                   /* 10 counters */
+            "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12",             /* 12 */
+            "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13",          /* 13 */
+            "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14",       /* 14 */
+            "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16", /* 16 */
+            "8 0 sda 1 2 3 x 5 6 7 8 9 10 11",                /* non-numeric */
+            "8 0 sda 1 2 3 4 5 6 7 8 9 10 1a",                /* trailing junk */
+            "8 0 sda 1 2 3 4 5 6 7 8 9 10 0x1",               /* hex */
+            "8 0 sda 1 2 -3 4 5 6 7 8 9 10 11",               /* negative */
+            "8 0 sda +1 2 3 4 5 6 7 8 9 10 11",               /* sign */
+            "8 0 sda 1 2 3 4 5 6 7 8 9 10 1.5",               /* decimal */
+            "x 0 sda 1 2 3 4 5 6 7 8 9 10 11",                /* major */
+            "8 -1 sda 1 2 3 4 5 6 7 8 9 10 11",               /* minor */
+            "8 0 1 2 3 4 5 6 7 8 9 10 11",                    /* name missing */
+            "8 0 sd\"a 1 2 3 4 5 6 7 8 9 10 11",              /* quote in name */
+            "8 0 sd\\a 1 2 3 4 5 6 7 8 9 10 11",              /* backslash in name */
+            "8 0 sd\x01 1 2 3 4 5 6 7 8 9 10 11",             /* control byte */
+            "8 0 sd\xc3\xa9 1 2 3 4 5 6 7 8 9 10 11",         /* non-ASCII */
+            "8 0 ../sda 1 2 3 4 5 6 7 8 9 10 11",             /* path in name */
+            "8 0 sda\r 1 2 3 4 5 6 7 8 9 10 11",              /* CR in name */
+            "8 0 sda 1 2 3 4 5 6 7 8 9 10 11\r",              /* CR left in a line */
         };
         (void)state;
 
@@ -462,24 +459,24 @@ static void test_field_is_32bit(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_kernel_4_18_before_5_5_format_15_counters),
-                cmocka_unit_test(test_format_11_counters),
-                cmocka_unit_test(test_format_17_counters),
-                cmocka_unit_test(test_real_line),
-                cmocka_unit_test(test_old_partition_line),
-                cmocka_unit_test(test_extra_fields_ignored),
-                cmocka_unit_test(test_whitespace),
-                cmocka_unit_test(test_len_is_respected),
-                cmocka_unit_test(test_u64_limits),
-                cmocka_unit_test(test_overflow),
-                cmocka_unit_test(test_malformed),
-                cmocka_unit_test(test_name_length),
-                cmocka_unit_test(test_parse_file_mixed),
-                cmocka_unit_test(test_parse_file_crlf_and_no_newline),
-                cmocka_unit_test(test_parse_file_len_bounds),
-                cmocka_unit_test(test_parse_file_empty),
-                cmocka_unit_test(test_parse_file_callback_stops),
-                cmocka_unit_test(test_field_is_32bit),
+            cmocka_unit_test(test_kernel_4_18_before_5_5_format_15_counters),
+            cmocka_unit_test(test_format_11_counters),
+            cmocka_unit_test(test_format_17_counters),
+            cmocka_unit_test(test_real_line),
+            cmocka_unit_test(test_old_partition_line),
+            cmocka_unit_test(test_extra_fields_ignored),
+            cmocka_unit_test(test_whitespace),
+            cmocka_unit_test(test_len_is_respected),
+            cmocka_unit_test(test_u64_limits),
+            cmocka_unit_test(test_overflow),
+            cmocka_unit_test(test_malformed),
+            cmocka_unit_test(test_name_length),
+            cmocka_unit_test(test_parse_file_mixed),
+            cmocka_unit_test(test_parse_file_crlf_and_no_newline),
+            cmocka_unit_test(test_parse_file_len_bounds),
+            cmocka_unit_test(test_parse_file_empty),
+            cmocka_unit_test(test_parse_file_callback_stops),
+            cmocka_unit_test(test_field_is_32bit),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,25 +29,25 @@ static void test_format_double(void **state)
                 double v;
                 const char *want;
         } cases[] = {
-                {0.0, "0"},
-                {1.0, "1"},
-                {-1.0, "-1"},
-                {0.1, "0.1"},
-                {0.563, "0.563"},
-                {1e-05, "1e-05"},
-                {0.0025, "0.0025"},
-                {1.45, "1.45"},
-                {100.0, "100"},
-                {1048576.0, "1048576"},
-                {123456789012345.0, "123456789012345"},
-                {1e21, "1e+21"},
-                {1.5e300, "1.5e+300"},
-                {0.30000000000000004, "0.30000000000000004"}, /* 0.1 + 0.2: needs 17 digits */
-                {1.0 / 3.0, "0.3333333333333333"},            /* 16 digits */
-                {2.0 / 3.0, "0.6666666666666666"},
-                {9007199254740993.0, "9007199254740992"}, /* 2^53 + 1 is not a double */
-                {18446744073709551615.0, "1.8446744073709552e+19"},
-                {-2.5e-7, "-2.5e-07"},
+            {0.0, "0"},
+            {1.0, "1"},
+            {-1.0, "-1"},
+            {0.1, "0.1"},
+            {0.563, "0.563"},
+            {1e-05, "1e-05"},
+            {0.0025, "0.0025"},
+            {1.45, "1.45"},
+            {100.0, "100"},
+            {1048576.0, "1048576"},
+            {123456789012345.0, "123456789012345"},
+            {1e21, "1e+21"},
+            {1.5e300, "1.5e+300"},
+            {0.30000000000000004, "0.30000000000000004"}, /* 0.1 + 0.2: needs 17 digits */
+            {1.0 / 3.0, "0.3333333333333333"},            /* 16 digits */
+            {2.0 / 3.0, "0.6666666666666666"},
+            {9007199254740993.0, "9007199254740992"}, /* 2^53 + 1 is not a double */
+            {18446744073709551615.0, "1.8446744073709552e+19"},
+            {-2.5e-7, "-2.5e-07"},
         };
         char buf[40];
         (void)state;
@@ -122,48 +122,59 @@ static void test_exact_output(void **state)
 
         text = render(&s, 1);
         assert_string_equal(
-                text,
-                "# HELP diskpulse_disk_reads_completed_total The total number of reads completed "
-                "successfully.\n"
-                "# TYPE diskpulse_disk_reads_completed_total counter\n"
-                "diskpulse_disk_reads_completed_total{device=\"sda\"} 18446744073709551615\n"
-                "diskpulse_disk_reads_completed_total{device=\"nvme0n1\"} 0\n"
-                "# HELP diskpulse_disk_utilization_ratio Help with a \\\\ backslash,\\na newline "
-                "and \"quotes\".\n"
-                "# TYPE diskpulse_disk_utilization_ratio gauge\n"
-                "diskpulse_disk_utilization_ratio{device=\"sda\"} 0.563\n"
-                "diskpulse_disk_utilization_ratio{device=\"sd\\\"b\\\\\\n\"} 0.1\n"
-                "diskpulse_disk_utilization_ratio 1e-05\n"
-                "# HELP diskpulse_x_seconds Odd values.\n"
-                "# TYPE diskpulse_x_seconds untyped\n"
-                "diskpulse_x_seconds{v=\"nan\"} NaN\n"
-                "diskpulse_x_seconds{v=\"inf\"} +Inf\n"
-                "diskpulse_x_seconds{v=\"-inf\"} -Inf\n"
-                "# HELP diskpulse_sync_latency_seconds Latency.\n"
-                "# TYPE diskpulse_sync_latency_seconds histogram\n"
-                "diskpulse_sync_latency_seconds_bucket{path=\"/\",le=\"1e-05\"} 3\n"
-                "diskpulse_sync_latency_seconds_bucket{path=\"/\",le=\"+Inf\"} 7\n"
-                "diskpulse_sync_latency_seconds_sum{path=\"/\"} 0.0007\n"
-                "diskpulse_sync_latency_seconds_count{path=\"/\"} 7\n"
-                "# HELP diskpulse_sync_recent_seconds Recent.\n"
-                "# TYPE diskpulse_sync_recent_seconds summary\n"
-                "diskpulse_sync_recent_seconds{quantile=\"0.5\"} 0.002\n"
-                "# HELP diskpulse_disk_info Facts.\n"
-                "# TYPE diskpulse_disk_info gauge\n"
-                "diskpulse_disk_info{device=\"sda\",model=\"caf\xef\xbf\xbd\"} 1\n"
-                "# HELP diskpulse_empty No samples.\n"
-                "# TYPE diskpulse_empty gauge\n");
+            text, "# HELP diskpulse_disk_reads_completed_total The total number of reads completed "
+                  "successfully.\n"
+                  "# TYPE diskpulse_disk_reads_completed_total counter\n"
+                  "diskpulse_disk_reads_completed_total{device=\"sda\"} 18446744073709551615\n"
+                  "diskpulse_disk_reads_completed_total{device=\"nvme0n1\"} 0\n"
+                  "# HELP diskpulse_disk_utilization_ratio Help with a \\\\ backslash,\\na newline "
+                  "and \"quotes\".\n"
+                  "# TYPE diskpulse_disk_utilization_ratio gauge\n"
+                  "diskpulse_disk_utilization_ratio{device=\"sda\"} 0.563\n"
+                  "diskpulse_disk_utilization_ratio{device=\"sd\\\"b\\\\\\n\"} 0.1\n"
+                  "diskpulse_disk_utilization_ratio 1e-05\n"
+                  "# HELP diskpulse_x_seconds Odd values.\n"
+                  "# TYPE diskpulse_x_seconds untyped\n"
+                  "diskpulse_x_seconds{v=\"nan\"} NaN\n"
+                  "diskpulse_x_seconds{v=\"inf\"} +Inf\n"
+                  "diskpulse_x_seconds{v=\"-inf\"} -Inf\n"
+                  "# HELP diskpulse_sync_latency_seconds Latency.\n"
+                  "# TYPE diskpulse_sync_latency_seconds histogram\n"
+                  "diskpulse_sync_latency_seconds_bucket{path=\"/\",le=\"1e-05\"} 3\n"
+                  "diskpulse_sync_latency_seconds_bucket{path=\"/\",le=\"+Inf\"} 7\n"
+                  "diskpulse_sync_latency_seconds_sum{path=\"/\"} 0.0007\n"
+                  "diskpulse_sync_latency_seconds_count{path=\"/\"} 7\n"
+                  "# HELP diskpulse_sync_recent_seconds Recent.\n"
+                  "# TYPE diskpulse_sync_recent_seconds summary\n"
+                  "diskpulse_sync_recent_seconds{quantile=\"0.5\"} 0.002\n"
+                  "# HELP diskpulse_disk_info Facts.\n"
+                  "# TYPE diskpulse_disk_info gauge\n"
+                  "diskpulse_disk_info{device=\"sda\",model=\"caf\xef\xbf\xbd\"} 1\n"
+                  "# HELP diskpulse_empty No samples.\n"
+                  "# TYPE diskpulse_empty gauge\n");
         free(text);
         mset_free(s);
 }
 
 static void test_integer_values_exact(void **state)
 {
-        static const uint64_t values[] = {0, 1, 9, 10, 4294967295ULL, 4294967296ULL,
-                                          9007199254740993ULL, 18446744073709551614ULL,
+        static const uint64_t values[] = {0,
+                                          1,
+                                          9,
+                                          10,
+                                          4294967295ULL,
+                                          4294967296ULL,
+                                          9007199254740993ULL,
+                                          18446744073709551614ULL,
                                           UINT64_MAX};
-        static const char *const want[] = {"0", "1", "9", "10", "4294967295", "4294967296",
-                                           "9007199254740993", "18446744073709551614",
+        static const char *const want[] = {"0",
+                                           "1",
+                                           "9",
+                                           "10",
+                                           "4294967295",
+                                           "4294967296",
+                                           "9007199254740993",
+                                           "18446744073709551614",
                                            "18446744073709551615"};
         struct mset *s = mset_new();
         struct mfamily *f = mset_family(s, "n_total", "n", MT_COUNTER);
@@ -202,8 +213,7 @@ static void test_sets_merged(void **state)
         /* b: the same counter (other help: the first wins), a new gauge */
         f = mset_family(b, "diskpulse_disk_writes_completed_total", "Other help.", MT_COUNTER);
         mfamily_add_u64(b, f, "", 2, "device", "sdb", NULL);
-        mset_gauge(b, "diskpulse_collector_success", "Success.", 1, "collector", "diskstats",
-                   NULL);
+        mset_gauge(b, "diskpulse_collector_success", "Success.", 1, "collector", "diskstats", NULL);
 
         /* c: the same name with another type is dropped; same-type families still merge */
         f = mset_family(c, "diskpulse_disk_writes_completed_total", "Wrong.", MT_GAUGE);
@@ -213,19 +223,18 @@ static void test_sets_merged(void **state)
 
         struct mset *sets[] = {a, b, c};
         text = render(sets, 3);
-        assert_string_equal(
-                text, "# HELP diskpulse_disk_writes_completed_total Writes.\n"
-                      "# TYPE diskpulse_disk_writes_completed_total counter\n"
-                      "diskpulse_disk_writes_completed_total{device=\"sda\"} 1\n"
-                      "diskpulse_disk_writes_completed_total{device=\"sdb\"} 2\n"
-                      "# HELP diskpulse_disk_devices Devices.\n"
-                      "# TYPE diskpulse_disk_devices gauge\n"
-                      "diskpulse_disk_devices 2\n"
-                      "diskpulse_disk_devices{x=\"y\"} 5\n"
-                      "# HELP diskpulse_collector_success Success.\n"
-                      "# TYPE diskpulse_collector_success gauge\n"
-                      "diskpulse_collector_success{collector=\"diskstats\"} 1\n"
-                      "diskpulse_collector_success{collector=\"smart\"} 0\n");
+        assert_string_equal(text, "# HELP diskpulse_disk_writes_completed_total Writes.\n"
+                                  "# TYPE diskpulse_disk_writes_completed_total counter\n"
+                                  "diskpulse_disk_writes_completed_total{device=\"sda\"} 1\n"
+                                  "diskpulse_disk_writes_completed_total{device=\"sdb\"} 2\n"
+                                  "# HELP diskpulse_disk_devices Devices.\n"
+                                  "# TYPE diskpulse_disk_devices gauge\n"
+                                  "diskpulse_disk_devices 2\n"
+                                  "diskpulse_disk_devices{x=\"y\"} 5\n"
+                                  "# HELP diskpulse_collector_success Success.\n"
+                                  "# TYPE diskpulse_collector_success gauge\n"
+                                  "diskpulse_collector_success{collector=\"diskstats\"} 1\n"
+                                  "diskpulse_collector_success{collector=\"smart\"} 0\n");
         free(text);
 
         /* each header appears once */
@@ -281,13 +290,13 @@ static void test_write_text_to_stream(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_format_double),
-                cmocka_unit_test(test_format_double_roundtrip),
-                cmocka_unit_test(test_exact_output),
-                cmocka_unit_test(test_integer_values_exact),
-                cmocka_unit_test(test_sets_merged),
-                cmocka_unit_test(test_empty),
-                cmocka_unit_test(test_write_text_to_stream),
+            cmocka_unit_test(test_format_double),
+            cmocka_unit_test(test_format_double_roundtrip),
+            cmocka_unit_test(test_exact_output),
+            cmocka_unit_test(test_integer_values_exact),
+            cmocka_unit_test(test_sets_merged),
+            cmocka_unit_test(test_empty),
+            cmocka_unit_test(test_write_text_to_stream),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

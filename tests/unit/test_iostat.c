@@ -40,12 +40,12 @@ static void assert_all_zero(const struct iostat_derived *d)
 static void busy_pair(uint64_t prev[DS_NFIELDS], uint64_t cur[DS_NFIELDS])
 {
         static const uint64_t p[DS_NFIELDS] = {
-                [DS_READS] = 1000,         [DS_READS_MERGED] = 10,   [DS_READ_SECTORS] = 80000,
-                [DS_READ_MS] = 5000,       [DS_WRITES] = 2000,       [DS_WRITES_MERGED] = 50,
-                [DS_WRITE_SECTORS] = 160000, [DS_WRITE_MS] = 20000,  [DS_IO_NOW] = 0,
-                [DS_IO_MS] = 100000,       [DS_IO_WEIGHTED_MS] = 300000,
-                [DS_DISCARDS] = 10,        [DS_DISCARDS_MERGED] = 0, [DS_DISCARD_SECTORS] = 8000,
-                [DS_DISCARD_MS] = 100,     [DS_FLUSHES] = 500,       [DS_FLUSH_MS] = 1000,
+            [DS_READS] = 1000,           [DS_READS_MERGED] = 10,       [DS_READ_SECTORS] = 80000,
+            [DS_READ_MS] = 5000,         [DS_WRITES] = 2000,           [DS_WRITES_MERGED] = 50,
+            [DS_WRITE_SECTORS] = 160000, [DS_WRITE_MS] = 20000,        [DS_IO_NOW] = 0,
+            [DS_IO_MS] = 100000,         [DS_IO_WEIGHTED_MS] = 300000, [DS_DISCARDS] = 10,
+            [DS_DISCARDS_MERGED] = 0,    [DS_DISCARD_SECTORS] = 8000,  [DS_DISCARD_MS] = 100,
+            [DS_FLUSHES] = 500,          [DS_FLUSH_MS] = 1000,
         };
         memcpy(prev, p, sizeof p);
         memcpy(cur, p, sizeof p);
@@ -369,9 +369,18 @@ static uint64_t lcg(uint64_t *s)
 /* A value from a mix of small numbers, 32-bit edges and 64-bit edges. */
 static uint64_t pick(uint64_t *s)
 {
-        static const uint64_t edges[] = {0,          1,           2,          999,
-                                         4294967295, 4294967296,  4294967000, UINT64_MAX,
-                                         UINT64_MAX - 1, (uint64_t)1 << 63, 1000000, 12345678};
+        static const uint64_t edges[] = {0,
+                                         1,
+                                         2,
+                                         999,
+                                         4294967295,
+                                         4294967296,
+                                         4294967000,
+                                         UINT64_MAX,
+                                         UINT64_MAX - 1,
+                                         (uint64_t)1 << 63,
+                                         1000000,
+                                         12345678};
         uint64_t r = lcg(s);
         switch (r % 4) {
         case 0:
@@ -387,8 +396,9 @@ static uint64_t pick(uint64_t *s)
 
 static void test_never_nan_or_negative(void **state)
 {
-        static const usec_t intervals[] = {0, 1, 999, USEC_PER_MSEC, USEC_PER_SEC,
-                                           10 * USEC_PER_SEC, 3600 * USEC_PER_SEC, UINT64_MAX};
+        static const usec_t intervals[] = {
+            0,         1, 999, USEC_PER_MSEC, USEC_PER_SEC, 10 * USEC_PER_SEC, 3600 * USEC_PER_SEC,
+            UINT64_MAX};
         uint64_t seed = 0x5eed;
         (void)state;
 
@@ -405,9 +415,15 @@ static void test_never_nan_or_negative(void **state)
                         cur[f] = (iter % 2) ? pick(&seed) : prev[f] + (lcg(&seed) % 1000);
                 }
                 iostat_derive(prev, cur, present, interval, &d);
-                const double v[] = {d.read_await,   d.write_await,  d.discard_await,
-                                    d.flush_await,  d.utilization,  d.queue_depth,
-                                    d.read_iops,    d.write_iops,   d.read_bytes_per_second,
+                const double v[] = {d.read_await,
+                                    d.write_await,
+                                    d.discard_await,
+                                    d.flush_await,
+                                    d.utilization,
+                                    d.queue_depth,
+                                    d.read_iops,
+                                    d.write_iops,
+                                    d.read_bytes_per_second,
                                     d.write_bytes_per_second};
                 for (size_t k = 0; k < ARRAY_SIZE(v); k++)
                         if (isnan(v[k]) || isinf(v[k]) || v[k] < 0)
@@ -422,17 +438,17 @@ static void test_never_nan_or_negative(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_busy_second),
-                cmocka_unit_test(test_busy_over_four_seconds),
-                cmocka_unit_test(test_sub_second_interval),
-                cmocka_unit_test(test_idle_device),
-                cmocka_unit_test(test_interval_zero),
-                cmocka_unit_test(test_32bit_wrap),
-                cmocka_unit_test(test_64bit_counter_going_back),
-                cmocka_unit_test(test_utilization_clamped),
-                cmocka_unit_test(test_absent_fields),
-                cmocka_unit_test(test_is_reset),
-                cmocka_unit_test(test_never_nan_or_negative),
+            cmocka_unit_test(test_busy_second),
+            cmocka_unit_test(test_busy_over_four_seconds),
+            cmocka_unit_test(test_sub_second_interval),
+            cmocka_unit_test(test_idle_device),
+            cmocka_unit_test(test_interval_zero),
+            cmocka_unit_test(test_32bit_wrap),
+            cmocka_unit_test(test_64bit_counter_going_back),
+            cmocka_unit_test(test_utilization_clamped),
+            cmocka_unit_test(test_absent_fields),
+            cmocka_unit_test(test_is_reset),
+            cmocka_unit_test(test_never_nan_or_negative),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,7 +62,9 @@ static void test_escape_control_and_invalid_utf8(void **state)
         assert_string_equal(one(s, "ab\xc3"), "k=\"ab" FFFD "\"");
         assert_string_equal(one(s, "\xe2\x82"), "k=\"" FFFD FFFD "\"");
         /* a lead byte followed by ASCII: the ASCII survives */
-        assert_string_equal(one(s, "\xc3" "A"), "k=\"" FFFD "A\"");
+        assert_string_equal(one(s, "\xc3"
+                                   "A"),
+                            "k=\"" FFFD "A\"");
         /* overlong encodings of '/' and NUL */
         assert_string_equal(one(s, "\xc0\xaf"), "k=\"" FFFD FFFD "\"");
         assert_string_equal(one(s, "\xe0\x80\xaf"), "k=\"" FFFD FFFD FFFD "\"");
@@ -95,8 +98,7 @@ static void test_label_pairs(void **state)
         assert_string_equal(mset_labels(s, "device", "sda", "mode", "fdatasync", NULL),
                             "device=\"sda\",mode=\"fdatasync\"");
         /* NULL values skip their pair, wherever they are */
-        assert_string_equal(mset_labels(s, "a", "1", "b", NULL, "c", "3", NULL),
-                            "a=\"1\",c=\"3\"");
+        assert_string_equal(mset_labels(s, "a", "1", "b", NULL, "c", "3", NULL), "a=\"1\",c=\"3\"");
         assert_string_equal(mset_labels(s, "a", NULL, "b", "2", NULL), "b=\"2\"");
         assert_string_equal(mset_labels(s, "a", "1", "b", NULL, NULL), "a=\"1\"");
         assert_string_equal(mset_labels(s, "a", NULL, "b", NULL, NULL), "");
@@ -256,10 +258,16 @@ static void test_labels_get(void **state)
 static void test_metric_name_valid(void **state)
 {
         static const char *const good_metric[] = {
-                "diskpulse_disk_reads_completed_total", "a", "_", "A9", "a:b", ":x", "_0_",
-                "process_cpu_seconds_total",
+            "diskpulse_disk_reads_completed_total",
+            "a",
+            "_",
+            "A9",
+            "a:b",
+            ":x",
+            "_0_",
+            "process_cpu_seconds_total",
         };
-        static const char *const bad_metric[] = {"",   "0a", "9",  "a-b", "a b", "a.b",
+        static const char *const bad_metric[] = {"",    "0a", "9",  "a-b", "a b", "a.b",
                                                  "a\n", "é",  "a{", "a\"", "a=b"};
         static const char *const good_label[] = {"device", "_x", "le", "a9", "__name__"};
         static const char *const bad_label[] = {"", "a:b", ":", "1a", "a-b", "a b"};
@@ -294,18 +302,17 @@ static void test_strdup_and_free_null(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test_setup_teardown(test_escape_specials, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_escape_control_and_invalid_utf8, setup,
-                                                teardown),
-                cmocka_unit_test_setup_teardown(test_valid_utf8_kept, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_label_pairs, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_long_label_value, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_families, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_many_families_and_samples, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_add_raw, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_labels_get, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_metric_name_valid, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_strdup_and_free_null, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_escape_specials, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_escape_control_and_invalid_utf8, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_valid_utf8_kept, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_label_pairs, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_long_label_value, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_families, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_many_families_and_samples, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_add_raw, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_labels_get, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_metric_name_valid, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_strdup_and_free_null, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -153,9 +153,9 @@ static void test_equals_and_separate_forms(void **state)
         options_free(&o);
 
         /* the last one wins for single-valued options */
-        assert_int_equal(PARSE(&o, err, "--log.level=error", "--log.level=warn",
-                               "--web.max-connections=65535"),
-                         0);
+        assert_int_equal(
+            PARSE(&o, err, "--log.level=error", "--log.level=warn", "--web.max-connections=65535"),
+            0);
         assert_int_equal(o.log_level, LOG_LEVEL_WARN);
         assert_int_equal(o.max_connections, 65535);
         options_free(&o);
@@ -233,8 +233,7 @@ static void test_help_version(void **state)
 }
 
 /* Asserts that the arguments are rejected with a message naming every string in want[]. */
-static void expect_bad(const char *const *args, size_t nargs, const char *const *want,
-                       size_t nwant)
+static void expect_bad(const char *const *args, size_t nargs, const char *const *want, size_t nwant)
 {
         char *argv[MAX_ARGS];
         struct dp_options o;
@@ -360,7 +359,7 @@ static void test_config_file(void **state)
         assert_true(o.ds_interval == 3 * USEC_PER_SEC);
         assert_int_equal(o.log_level, LOG_LEVEL_ERROR);
         assert_true(o.collector[COLLECTOR_DISKSTATS]);
-        assert_int_equal(o.max_connections, 12);  /* from the file */
+        assert_int_equal(o.max_connections, 12);       /* from the file */
         assert_true(o.ds_window == 20 * USEC_PER_SEC); /* from the file */
         options_free(&o);
 
@@ -442,8 +441,8 @@ static void test_config_errors(void **state)
         expect_bad_config("a\nb = 1\n", 1, NULL, NULL);
         expect_bad_config("= value\n", 1, NULL, NULL);
         /* a window shorter than the interval, both from the file */
-        expect_bad_config("diskstats.interval = 5s\ndiskstats.window = 1s\n", 0,
-                          "diskstats.window", "1s");
+        expect_bad_config("diskstats.interval = 5s\ndiskstats.window = 1s\n", 0, "diskstats.window",
+                          "1s");
 }
 
 static void test_config_nul_byte(void **state)
@@ -493,7 +492,7 @@ static void test_config_empty_file(void **state)
         unlink(path);
 }
 
-static bool re_match(const char *pattern, const char *s)
+static bool ere_match(const char *pattern, const char *s)
 {
         regex_t re;
         char err[128];
@@ -507,36 +506,36 @@ static bool re_match(const char *pattern, const char *s)
 
 static void test_regex(void **state)
 {
-        static const char *const excluded[] = {"sda1", "sdz15", "nvme0n1p2", "nvme12n3p45",
-                                               "loop3", "loop0", "ram0", "zram1", "xvda1",
-                                               "hda2", "vdb1", "fd0"};
-        static const char *const kept[] = {"sda", "nvme0n1", "dm-0", "md127", "vda", "xvda",
-                                           "zram", "loop", "sr0", "mmcblk0", "nvme0n1p",
-                                           "sda1x"};
+        static const char *const excluded[] = {"sda1",  "sdz15", "nvme0n1p2", "nvme12n3p45",
+                                               "loop3", "loop0", "ram0",      "zram1",
+                                               "xvda1", "hda2",  "vdb1",      "fd0"};
+        static const char *const kept[] = {"sda", "nvme0n1", "dm-0",     "md127",
+                                           "vda", "xvda",    "zram",     "loop",
+                                           "sr0", "mmcblk0", "nvme0n1p", "sda1x"};
         regex_t re;
         char err[128];
         (void)state;
 
         for (size_t i = 0; i < ARRAY_SIZE(excluded); i++)
-                if (!re_match(DEFAULT_DEVICE_EXCLUDE, excluded[i]))
+                if (!ere_match(DEFAULT_DEVICE_EXCLUDE, excluded[i]))
                         fail_msg("default exclude does not match %s", excluded[i]);
         for (size_t i = 0; i < ARRAY_SIZE(kept); i++)
-                if (re_match(DEFAULT_DEVICE_EXCLUDE, kept[i]))
+                if (ere_match(DEFAULT_DEVICE_EXCLUDE, kept[i]))
                         fail_msg("default exclude matches %s", kept[i]);
 
         /* \d outside and inside brackets */
-        assert_true(re_match("^a\\d$", "a7"));
-        assert_false(re_match("^a\\d$", "ad"));
-        assert_true(re_match("^[\\dx]+$", "1x2"));
-        assert_false(re_match("^[\\dx]+$", "1y2"));
-        assert_true(re_match("^[^\\d]$", "q"));
-        assert_false(re_match("^[^\\d]$", "5"));
+        assert_true(ere_match("^a\\d$", "a7"));
+        assert_false(ere_match("^a\\d$", "ad"));
+        assert_true(ere_match("^[\\dx]+$", "1x2"));
+        assert_false(ere_match("^[\\dx]+$", "1y2"));
+        assert_true(ere_match("^[^\\d]$", "q"));
+        assert_false(ere_match("^[^\\d]$", "5"));
         /* "[]" starts with a literal ] and \d after it still works */
-        assert_true(re_match("^[]\\d]+$", "]9"));
+        assert_true(ere_match("^[]\\d]+$", "]9"));
         /* other escapes are kept */
-        assert_true(re_match("^a\\.b$", "a.b"));
-        assert_false(re_match("^a\\.b$", "axb"));
-        assert_true(re_match("^dm-\\d+$", "dm-12"));
+        assert_true(ere_match("^a\\.b$", "a.b"));
+        assert_false(ere_match("^a\\.b$", "axb"));
+        assert_true(ere_match("^dm-\\d+$", "dm-12"));
 
         err[0] = 0;
         assert_int_equal(options_regex("(", &re, err, sizeof err), -EINVAL);
@@ -589,8 +588,8 @@ static void test_dump_roundtrip(void **state)
         /* the defaults show the default exclude */
         assert_int_equal(parse_args(&o, err, sizeof err, (char *)NULL), 0);
         dump(&o, text, sizeof text);
-        assert_non_null(strstr(text, "collector.diskstats.device-exclude = " DEFAULT_DEVICE_EXCLUDE
-                                     "\n"));
+        assert_non_null(
+            strstr(text, "collector.diskstats.device-exclude = " DEFAULT_DEVICE_EXCLUDE "\n"));
         assert_non_null(strstr(text, "web.listen-address = :9477\n"));
         options_free(&o);
 }
@@ -613,22 +612,22 @@ static void test_help_lists_flags(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_defaults),
-                cmocka_unit_test(test_state_directory_env),
-                cmocka_unit_test(test_equals_and_separate_forms),
-                cmocka_unit_test(test_booleans),
-                cmocka_unit_test(test_listen_repeatable),
-                cmocka_unit_test(test_help_version),
-                cmocka_unit_test(test_bad_values),
-                cmocka_unit_test(test_config_file),
-                cmocka_unit_test(test_config_listen),
-                cmocka_unit_test(test_config_errors),
-                cmocka_unit_test(test_config_nul_byte),
-                cmocka_unit_test(test_config_unreadable),
-                cmocka_unit_test(test_config_empty_file),
-                cmocka_unit_test(test_regex),
-                cmocka_unit_test(test_dump_roundtrip),
-                cmocka_unit_test(test_help_lists_flags),
+            cmocka_unit_test(test_defaults),
+            cmocka_unit_test(test_state_directory_env),
+            cmocka_unit_test(test_equals_and_separate_forms),
+            cmocka_unit_test(test_booleans),
+            cmocka_unit_test(test_listen_repeatable),
+            cmocka_unit_test(test_help_version),
+            cmocka_unit_test(test_bad_values),
+            cmocka_unit_test(test_config_file),
+            cmocka_unit_test(test_config_listen),
+            cmocka_unit_test(test_config_errors),
+            cmocka_unit_test(test_config_nul_byte),
+            cmocka_unit_test(test_config_unreadable),
+            cmocka_unit_test(test_config_empty_file),
+            cmocka_unit_test(test_regex),
+            cmocka_unit_test(test_dump_roundtrip),
+            cmocka_unit_test(test_help_lists_flags),
         };
         return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -15,18 +15,18 @@ static void test_parse_duration_good(void **state)
                 const char *s;
                 usec_t want;
         } cases[] = {
-                {"500ms", 500 * USEC_PER_MSEC},
-                {"10s", 10 * USEC_PER_SEC},
-                {"5m", 5 * 60 * USEC_PER_SEC},
-                {"1h", 3600 * USEC_PER_SEC},
-                {"1m30s", 90 * USEC_PER_SEC},
-                {"1us", 1},
-                {"0s", 0},
-                {"1h1m1s1ms1us", 3661 * USEC_PER_SEC + USEC_PER_MSEC + 1},
-                /* "m" must not swallow the "m" of "ms". */
-                {"2ms", 2 * USEC_PER_MSEC},
-                {"1d", 86400 * USEC_PER_SEC},
-                {"007s", 7 * USEC_PER_SEC},
+            {"500ms", 500 * USEC_PER_MSEC},
+            {"10s", 10 * USEC_PER_SEC},
+            {"5m", 5 * 60 * USEC_PER_SEC},
+            {"1h", 3600 * USEC_PER_SEC},
+            {"1m30s", 90 * USEC_PER_SEC},
+            {"1us", 1},
+            {"0s", 0},
+            {"1h1m1s1ms1us", 3661 * USEC_PER_SEC + USEC_PER_MSEC + 1},
+            /* "m" must not swallow the "m" of "ms". */
+            {"2ms", 2 * USEC_PER_MSEC},
+            {"1d", 86400 * USEC_PER_SEC},
+            {"007s", 7 * USEC_PER_SEC},
         };
         (void)state;
 
@@ -45,24 +45,24 @@ static void test_parse_duration_bad(void **state)
                 const char *s;
                 int want;
         } cases[] = {
-                {"", -EINVAL},
-                {"10", -EINVAL},
-                {"s", -EINVAL},
-                {"-1s", -EINVAL},
-                {"10x", -EINVAL},
-                {"1.5s", -EINVAL},
-                {" 1s", -EINVAL},
-                {"1s ", -EINVAL},
-                {"1m30", -EINVAL},
-                {"ms", -EINVAL},
-                {"1S", -EINVAL},
-                /* 2^64 as a number */
-                {"18446744073709551616us", -ERANGE},
-                /* fits as a number, not once multiplied */
-                {"18446744073709551615s", -ERANGE},
-                {"5124095577h", -ERANGE}, /* 5124095577 h = 18446744077200000000 us > 2^64-1 */
-                /* each part fits, the sum does not */
-                {"18446744073709551615us1us", -ERANGE},
+            {"", -EINVAL},
+            {"10", -EINVAL},
+            {"s", -EINVAL},
+            {"-1s", -EINVAL},
+            {"10x", -EINVAL},
+            {"1.5s", -EINVAL},
+            {" 1s", -EINVAL},
+            {"1s ", -EINVAL},
+            {"1m30", -EINVAL},
+            {"ms", -EINVAL},
+            {"1S", -EINVAL},
+            /* 2^64 as a number */
+            {"18446744073709551616us", -ERANGE},
+            /* fits as a number, not once multiplied */
+            {"18446744073709551615s", -ERANGE},
+            {"5124095577h", -ERANGE}, /* 5124095577 h = 18446744077200000000 us > 2^64-1 */
+            /* each part fits, the sum does not */
+            {"18446744073709551615us1us", -ERANGE},
         };
         (void)state;
 
@@ -94,16 +94,16 @@ static void test_format_duration(void **state)
                 usec_t u;
                 const char *want;
         } cases[] = {
-                {0, "0s"},
-                {1, "1us"},
-                {1500, "1500us"},
-                {250 * USEC_PER_MSEC, "250ms"},
-                {10 * USEC_PER_SEC, "10s"},
-                {90 * USEC_PER_SEC, "90s"},
-                {120 * USEC_PER_SEC, "2m"},
-                {3600 * USEC_PER_SEC, "1h"},
-                {7200 * USEC_PER_SEC + USEC_PER_MSEC, "7200001ms"},
-                {UINT64_MAX, "18446744073709551615us"},
+            {0, "0s"},
+            {1, "1us"},
+            {1500, "1500us"},
+            {250 * USEC_PER_MSEC, "250ms"},
+            {10 * USEC_PER_SEC, "10s"},
+            {90 * USEC_PER_SEC, "90s"},
+            {120 * USEC_PER_SEC, "2m"},
+            {3600 * USEC_PER_SEC, "1h"},
+            {7200 * USEC_PER_SEC + USEC_PER_MSEC, "7200001ms"},
+            {UINT64_MAX, "18446744073709551615us"},
         };
         char buf[32];
         (void)state;
@@ -115,9 +115,10 @@ static void test_format_duration(void **state)
 static void test_format_duration_roundtrip(void **state)
 {
         static const usec_t values[] = {
-                0,      1,          999,         1000,          1001,       999999,
-                1000000, 1500000,   59000000,    60000000,      61000000,   3599999999,
-                3600000000ULL,      86400000000ULL,             123456789012345ULL, UINT64_MAX,
+            0,          1,          999,           1000,           1001,
+            999999,     1000000,    1500000,       59000000,       60000000,
+            61000000,   3599999999, 3600000000ULL, 86400000000ULL, 123456789012345ULL,
+            UINT64_MAX,
         };
         char buf[32];
         (void)state;
@@ -141,30 +142,30 @@ static void test_parse_size(void **state)
                 int r;
                 uint64_t want;
         } cases[] = {
-                {"0", 0, 0},
-                {"4096", 0, 4096},
-                {"4096B", 0, 4096},
-                {"4K", 0, 4096},
-                {"4k", 0, 4096},
-                {"4KiB", 0, 4096},
-                {"4KB", 0, 4096},
-                {"1M", 0, 1048576},
-                {"1MiB", 0, 1048576},
-                {"2G", 0, 2147483648ULL},
-                {"18446744073709551615", 0, UINT64_MAX},
-                {"17179869183G", 0, 17179869183ULL << 30},
-                {"", -EINVAL, 0},
-                {"K", -EINVAL, 0},
-                {"4X", -EINVAL, 0},
-                {"4 K", -EINVAL, 0},
-                {"-4", -EINVAL, 0},
-                {"4Ki", 0, 4096},
-                {"4iB", -EINVAL, 0},
-                {"4KBB", -EINVAL, 0},
-                {"18446744073709551616", -ERANGE, 0},
-                {"17179869184G", -ERANGE, 0},
-                {"16777216T", -EINVAL, 0},
-                {"1234567890123456789012345678901234567890", -ERANGE, 0},
+            {"0", 0, 0},
+            {"4096", 0, 4096},
+            {"4096B", 0, 4096},
+            {"4K", 0, 4096},
+            {"4k", 0, 4096},
+            {"4KiB", 0, 4096},
+            {"4KB", 0, 4096},
+            {"1M", 0, 1048576},
+            {"1MiB", 0, 1048576},
+            {"2G", 0, 2147483648ULL},
+            {"18446744073709551615", 0, UINT64_MAX},
+            {"17179869183G", 0, 17179869183ULL << 30},
+            {"", -EINVAL, 0},
+            {"K", -EINVAL, 0},
+            {"4X", -EINVAL, 0},
+            {"4 K", -EINVAL, 0},
+            {"-4", -EINVAL, 0},
+            {"4Ki", 0, 4096},
+            {"4iB", -EINVAL, 0},
+            {"4KBB", -EINVAL, 0},
+            {"18446744073709551616", -ERANGE, 0},
+            {"17179869184G", -ERANGE, 0},
+            {"16777216T", -EINVAL, 0},
+            {"1234567890123456789012345678901234567890", -ERANGE, 0},
         };
         (void)state;
 
@@ -186,20 +187,20 @@ static void test_parse_u64(void **state)
                 int r;
                 uint64_t want;
         } cases[] = {
-                {"0", 0, 0},
-                {"42", 0, 42},
-                {"0042", 0, 42},
-                {"18446744073709551615", 0, UINT64_MAX},
-                {"18446744073709551616", -ERANGE, 0},
-                {"18446744073709551620", -ERANGE, 0},
-                {"99999999999999999999", -ERANGE, 0},
-                {"", -EINVAL, 0},
-                {"-1", -EINVAL, 0},
-                {"+1", -EINVAL, 0},
-                {" 1", -EINVAL, 0},
-                {"1 ", -EINVAL, 0},
-                {"1a", -EINVAL, 0},
-                {"0x10", -EINVAL, 0},
+            {"0", 0, 0},
+            {"42", 0, 42},
+            {"0042", 0, 42},
+            {"18446744073709551615", 0, UINT64_MAX},
+            {"18446744073709551616", -ERANGE, 0},
+            {"18446744073709551620", -ERANGE, 0},
+            {"99999999999999999999", -ERANGE, 0},
+            {"", -EINVAL, 0},
+            {"-1", -EINVAL, 0},
+            {"+1", -EINVAL, 0},
+            {" 1", -EINVAL, 0},
+            {"1 ", -EINVAL, 0},
+            {"1a", -EINVAL, 0},
+            {"0x10", -EINVAL, 0},
         };
         (void)state;
 
@@ -311,17 +312,17 @@ static void test_clocks(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_parse_duration_good),
-                cmocka_unit_test(test_parse_duration_bad),
-                cmocka_unit_test(test_parse_duration_max),
-                cmocka_unit_test(test_format_duration),
-                cmocka_unit_test(test_format_duration_roundtrip),
-                cmocka_unit_test(test_parse_size),
-                cmocka_unit_test(test_parse_u64),
-                cmocka_unit_test(test_parse_bool),
-                cmocka_unit_test(test_strscpy),
-                cmocka_unit_test(test_grow_array),
-                cmocka_unit_test(test_clocks),
+            cmocka_unit_test(test_parse_duration_good),
+            cmocka_unit_test(test_parse_duration_bad),
+            cmocka_unit_test(test_parse_duration_max),
+            cmocka_unit_test(test_format_duration),
+            cmocka_unit_test(test_format_duration_roundtrip),
+            cmocka_unit_test(test_parse_size),
+            cmocka_unit_test(test_parse_u64),
+            cmocka_unit_test(test_parse_bool),
+            cmocka_unit_test(test_strscpy),
+            cmocka_unit_test(test_grow_array),
+            cmocka_unit_test(test_clocks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
