@@ -108,8 +108,8 @@ int main(int argc, char **argv)
         /* A fixed order keeps a failure reproducible. */
         qsort(names, n, sizeof(*names), name_cmp);
         for (size_t i = 0; i < n; i++) {
-                uint8_t *buf;
-                size_t len;
+                uint8_t *buf = NULL;
+                size_t len = 0;
                 int r = read_all(dfd, names[i], &buf, &len);
 
                 if (r < 0) {

@@ -1,0 +1,77 @@
+/* Fuzz target of the config file: the input is written to a temporary file and parsed with
+ * --config.file, with and without competing command-line flags. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "listen.h"
+#include "options.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check(const struct dp_options *o)
+{
+        /* what validate() promises */
+        if (o->n_listen == 0 || !o->listen || !o->procfs || !o->sysfs || !o->udev_data || !o->dev ||
+            !o->state_dir)
+                abort();
+        if (o->ds_interval < 10 * USEC_PER_MSEC || o->ds_window < o->ds_interval)
+                abort();
+        if (o->max_connections == 0 || o->max_connections > 65535)
+                abort();
+        for (size_t i = 0; i < o->n_listen; i++) {
+                char host[256], port[8];
+                if (listen_parse(o->listen[i], host, sizeof host, port, sizeof port) != 0)
+                        abort();
+        }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+        char path[] = "/tmp/diskpulse-fuzz-config-XXXXXX";
+        char flag[sizeof path + 16];
+        char err[512];
+        struct dp_options o;
+        int fd, r;
+
+        if (size > 64 * 1024)
+                return 0;
+        fd = mkstemp(path);
+        if (fd < 0)
+                abort();
+        if (size && write(fd, data, size) != (ssize_t)size)
+                abort();
+        close(fd);
+        snprintf(flag, sizeof flag, "--config.file=%s", path);
+
+        for (int variant = 0; variant < 2; variant++) {
+                char *argv_plain[] = {(char *)"diskpulse", flag, NULL};
+                char *argv_flags[] = {(char *)"diskpulse",
+                                      (char *)"--web.listen-address=127.0.0.1:1",
+                                      flag,
+                                      (char *)"--diskstats.interval=2s",
+                                      (char *)"--no-collector.diskstats",
+                                      NULL};
+                char **argv = variant ? argv_flags : argv_plain;
+                int argc = variant ? 5 : 2;
+
+                err[0] = 0;
+                memset(&o, 0, sizeof o);
+                r = options_parse(argc, argv, &o, err, sizeof err);
+                if (r == 0) {
+                        check(&o);
+                        if (variant == 1 && (o.n_listen != 1 || o.ds_interval != 2 * USEC_PER_SEC ||
+                                             o.collector[COLLECTOR_DISKSTATS]))
+                                abort(); /* flags win */
+                        options_free(&o);
+                } else {
+                        if (r >= 0 || !err[0] || !memchr(err, 0, sizeof err))
+                                abort();
+                }
+        }
+        unlink(path);
+        return 0;
+}
