@@ -2,6 +2,7 @@
 # timeout: 120
 WINDOW=5
 daemon_start --diskstats.interval=1s --diskstats.window=${WINDOW}s --log.level=debug || exit 1
+started=$(now)
 DEVS="nvme0n1 sda"
 
 # Identity and facts, compared with sysfs (and udev's database, which the guest's udevd fills).
@@ -58,7 +59,9 @@ for dev in $DEVS; do
 	eval "before_b_$dev=\$(metric 'diskpulse_disk_written_bytes_total{device=\"$dev\"}')"
 done
 
-# 4 MiB of direct writes to each disk, then one scrape well inside the window.
+# 4 MiB of direct writes to each disk once the daemon has a full window of history, then one
+# scrape well inside the window.
+sleep "$(awk -v s="$started" -v w=$WINDOW -v n="$(now)" 'BEGIN { d = s + w + 1 - n; print (d > 0 ? d : 0) }')"
 snapshot pre
 t0=$(now)
 for dev in $DEVS; do dd if=/dev/urandom of=/dev/$dev bs=64k count=64 oflag=direct 2>/dev/null; done
