@@ -9,6 +9,7 @@ Exit codes of `run`: 0 pass, 1 fail, 77 skip (missing prerequisite or the scenar
 import argparse
 import glob
 import json
+import lzma
 import os
 import re
 import selectors
@@ -155,10 +156,16 @@ def add_modules(cpio, kver):
         if mod not in chosen:
             chosen.add(mod)
             todo.extend(deps[mod])
+    # .ko.xz (newer Debian) is stored decompressed: busybox modprobe need not support xz.
+    plain = lambda m: m[:-3] if m.endswith(".ko.xz") else m
     for mod in chosen:
-        cpio.copy(f"{root}/{mod}", f"{root}/{mod}")
+        if mod.endswith(".ko.xz"):
+            with lzma.open(f"{root}/{mod}") as f:
+                cpio.add(f"{root}/{plain(mod)}", f.read())
+        else:
+            cpio.copy(f"{root}/{mod}", f"{root}/{mod}")
     cpio.add(f"{root}/modules.dep", "".join(
-        f"{m}: {' '.join(deps[m])}\n".replace(": \n", ":\n") for m in sorted(chosen)).encode())
+        f"{plain(m)}: {' '.join(map(plain, deps[m]))}\n".replace(": \n", ":\n") for m in sorted(chosen)).encode())
     names = {os.path.basename(m).split(".ko")[0].replace("-", "_") for m in chosen}
     with open(f"{root}/modules.alias") as f:
         aliases = [l for l in f if l.startswith("alias ") and l.split()[-1].replace("-", "_") in names]
