@@ -191,12 +191,18 @@ static int on_monitor(sd_event_source *s, int fd, uint32_t revents, void *userda
         (void)s;
         (void)fd;
         (void)revents;
+        bool came_or_went = false;
+
         while ((r = d->devsrc->ops->receive(d->devsrc, &ev)) > 0) {
                 log_debug("device event", "action", ev.action, "device", ev.name);
                 if (d->diskstats)
                         diskstats_invalidate(d->diskstats, ev.name);
+                came_or_went |= strcmp(ev.action, "add") == 0 || strcmp(ev.action, "remove") == 0;
         }
-        tick_soon(d);
+        /* A "change" (udev sends one whenever a written disk is closed) only refreshes facts at
+         * the next regular sample; a device that came or went is sampled right away. */
+        if (came_or_went)
+                tick_soon(d);
         return 0;
 }
 
