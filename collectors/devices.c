@@ -70,6 +70,7 @@ void udev_decode(const char *in, size_t len, char *out, size_t size)
                 out[o++] = c;
         }
         out[o] = 0;
+        o = strlen(out); /* a raw or decoded NUL ends the string */
         /* trim */
         while (o > 0 && (out[o - 1] == ' ' || out[o - 1] == '\t' || out[o - 1] == '\n'))
                 out[--o] = 0;
@@ -138,24 +139,26 @@ struct devsrc_files {
         int sysfs_fd, udev_fd;
 };
 
+/* Properties of one udev record, pointing into the record's buffer, which collect_prop
+ * NUL-terminates in place (the parser has already moved past each line when it reports it). */
+struct prop {
+        const char *key, *value;
+};
+
 struct prop_list {
-        char keys[64][48];
-        char values[64][DEV_STR_MAX];
-        size_t n;
+        struct prop *items;
+        size_t n, cap;
 };
 
 static void collect_prop(const char *key, size_t klen, const char *value, size_t vlen, void *ud)
 {
         struct prop_list *l = ud;
 
-        if (l->n >= ARRAY_SIZE(l->keys) || klen >= sizeof l->keys[0])
-                return;
-        memcpy(l->keys[l->n], key, klen);
-        l->keys[l->n][klen] = 0;
-        if (vlen >= sizeof l->values[0])
-                vlen = sizeof l->values[0] - 1;
-        memcpy(l->values[l->n], value, vlen);
-        l->values[l->n][vlen] = 0;
+        ((char *)key)[klen] = 0;   /* was '=' */
+        ((char *)value)[vlen] = 0; /* was '\n' or the buffer's final NUL */
+        GROW(l->items, l->cap, l->n + 1);
+        l->items[l->n].key = key;
+        l->items[l->n].value = value;
         l->n++;
 }
 
@@ -164,8 +167,8 @@ static const char *get_prop(const char *key, void *ud)
         struct prop_list *l = ud;
 
         for (size_t i = 0; i < l->n; i++)
-                if (strcmp(l->keys[i], key) == 0)
-                        return l->values[i];
+                if (strcmp(l->items[i].key, key) == 0)
+                        return l->items[i].value;
         return NULL;
 }
 
@@ -174,7 +177,7 @@ static int files_lookup(struct devsrc *src, const char *name, unsigned major, un
 {
         struct devsrc_files *f = (struct devsrc_files *)src;
         _cleanup_free_ char *buf = NULL;
-        struct prop_list props = {.n = 0};
+        struct prop_list props = {.items = NULL, .n = 0, .cap = 0};
         char path[64];
         size_t len;
 
@@ -182,6 +185,7 @@ static int files_lookup(struct devsrc *src, const char *name, unsigned major, un
         if (f->udev_fd >= 0 && read_file_at(f->udev_fd, path, 1 << 20, &buf, &len) == 0)
                 (void)udev_data_parse(buf, len, collect_prop, &props);
         device_info_fill(ret, f->sysfs_fd, name, get_prop, &props);
+        free(props.items);
         return 0;
 }
 

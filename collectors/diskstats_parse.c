@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#define MAX_TOKENS (3 + DS_NFIELDS + 8)
+#define MAX_TOKENS (3 + DS_NFIELDS)
 
 static bool is_space(char c)
 {
@@ -51,16 +51,24 @@ int ds_parse_line(const char *line, size_t len, struct ds_entry *ret)
         int r;
 
         while (i < len) {
+                const char *t;
+
                 while (i < len && is_space(line[i]))
                         i++;
                 if (i >= len)
                         break;
-                if (n == MAX_TOKENS)
-                        return -EINVAL;
-                tok[n] = line + i;
+                t = line + i;
                 while (i < len && !is_space(line[i]))
                         i++;
-                tlen[n] = (size_t)(line + i - tok[n]);
+                if (n < MAX_TOKENS) {
+                        tok[n] = t;
+                        tlen[n] = (size_t)(line + i - t);
+                } else {
+                        /* Fields of kernels newer than this parser: numbers, ignored. */
+                        for (const char *p = t; p < line + i; p++)
+                                if (*p < '0' || *p > '9')
+                                        return -EINVAL;
+                }
                 n++;
         }
         if (n < 3)
@@ -92,7 +100,7 @@ int ds_parse_line(const char *line, size_t len, struct ds_entry *ret)
                 }
         } else {
                 if (counters > DS_NFIELDS)
-                        counters = DS_NFIELDS;
+                        counters = DS_NFIELDS; /* the rest was checked above */
                 for (size_t k = 0; k < counters; k++) {
                         if ((r = parse_num(tok[3 + k], tlen[3 + k], &e.v[k])) < 0)
                                 return r;

@@ -110,6 +110,17 @@ int options_regex(const char *pattern, regex_t *ret, char *err, size_t errsz)
                                 ere[o++] = pattern[++i];
                         continue;
                 }
+                if (bracket && c == '[' && i + 1 < n &&
+                    (pattern[i + 1] == ':' || pattern[i + 1] == '=' || pattern[i + 1] == '.')) {
+                        /* [:class:], [=equiv=], [.coll.]: copied whole, their ']' is not ours */
+                        char close[3] = {pattern[i + 1], ']', 0};
+                        const char *end = strstr(pattern + i + 2, close);
+                        size_t l = end ? (size_t)(end + 2 - (pattern + i)) : n - i;
+                        memcpy(ere + o, pattern + i, l);
+                        o += l;
+                        i += l - 1;
+                        continue;
+                }
                 if (c == ']' && bracket)
                         bracket = false;
                 ere[o++] = c;

@@ -237,7 +237,7 @@ void mfamily_add_raw(struct mset *s, struct mfamily *f, const char *suffix, cons
 {
         char *l;
 
-        if (extra_name) {
+        if (extra_name && extra_value) {
                 char *extra = mset_labels(s, extra_name, extra_value, NULL);
                 size_t a = strlen(labels), b = strlen(extra);
                 l = arena_alloc(s, a + b + 2);
