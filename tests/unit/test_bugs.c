@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -29,10 +31,13 @@ static void test_bug1_add_raw_null_extra_value_leaves_trailing_comma(void **stat
         struct mfamily *f = mset_family(s, "m", "h", MT_GAUGE);
         (void)state;
 
+        char got[64];
+
         mfamily_add_raw(s, f, "", "device=\"sda\"", "quantile", NULL, false, 0, 1.0);
-        /* expected: device="sda"   actual: device="sda", */
-        assert_string_equal(f->samples[0].labels, "device=\"sda\"");
+        snprintf(got, sizeof got, "%s", f->samples[0].labels);
         mset_free(s);
+        /* expected: device="sda"   actual: device="sda", */
+        assert_string_equal(got, "device=\"sda\"");
 }
 
 /* BUG-2 collectors/devices.c:72-79 udev_decode(): the trim runs over all o bytes written, but
@@ -127,6 +132,51 @@ static void test_bug5_diskstats_more_than_25_counters(void **state)
         assert_int_equal(e.v[DS_FLUSH_MS], 17);
 }
 
+/* BUG-6 daemon/options.c:82-123 options_regex(): operator patterns go to glibc's regcomp()
+ * without any bound, and regcomp() duplicates the tree for every stacked repetition, so memory
+ * doubles with each extra '+': "^sd" followed by 18 '+' takes ~170 MB, 25 take ~20 GB and the
+ * daemon (or --check-config, or a SIGHUP reload with a typo) is OOM-killed instead of rejecting
+ * the value (libFuzzer's fuzz_config found it: out-of-memory in regcomp.c duplicate_tree).
+ * Go's RE2, whose syntax the flag follows, rejects "++" as an invalid nested repetition.
+ * Measured in a child process: the peak RSS growth of one options_regex() call. */
+static void test_bug6_regex_memory_unbounded(void **state)
+{
+        char pattern[64] = "^sd";
+        int pfd[2];
+        long grown_kb = -1;
+        pid_t pid;
+        (void)state;
+
+        memset(pattern + 3, '+', 18);
+        pattern[21] = 0;
+        assert_int_equal(pipe(pfd), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                struct rusage before, after;
+                regex_t re;
+                char err[128];
+                long kb;
+
+                getrusage(RUSAGE_SELF, &before);
+                if (options_regex(pattern, &re, err, sizeof err) == 0)
+                        regfree(&re);
+                getrusage(RUSAGE_SELF, &after);
+                kb = after.ru_maxrss - before.ru_maxrss;
+                if (write(pfd[1], &kb, sizeof kb) != sizeof kb)
+                        _exit(1);
+                _exit(0);
+        }
+        close(pfd[1]);
+        assert_int_equal(read(pfd[0], &grown_kb, sizeof grown_kb), sizeof grown_kb);
+        close(pfd[0]);
+        waitpid(pid, NULL, 0);
+        print_message("options_regex(\"%s\") grew the peak RSS by %ld MB\n", pattern,
+                      grown_kb / 1024);
+        /* expected: a 21-byte pattern costs well under 64 MB   actual: ~170 MB (x2 per '+') */
+        assert_true(grown_kb < 64 * 1024);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -135,6 +185,7 @@ int main(void)
             cmocka_unit_test(test_bug3_udev_record_with_many_properties),
             cmocka_unit_test(test_bug4_regex_digit_after_posix_class),
             cmocka_unit_test(test_bug5_diskstats_more_than_25_counters),
+            cmocka_unit_test(test_bug6_regex_memory_unbounded),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
