@@ -1,5 +1,4 @@
-/* Fuzz target of the config file: the input is written to a temporary file and parsed with
- * --config.file, with and without competing command-line flags. */
+/* Fuzz target of the config file, parsed with --config.file alone and against competing flags. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>

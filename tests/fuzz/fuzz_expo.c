@@ -1,5 +1,4 @@
-/* Fuzz target of the metric model and the exposition writer: sets built from the input are
- * rendered, and every line of the result is checked against the text format's grammar. */
+/* Fuzz target of the metric model and text exposition: renders sets and checks the grammar. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>

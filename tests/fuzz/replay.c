@@ -1,4 +1,4 @@
-/* Replays a fuzz target's corpus directory without libFuzzer, so every corpus is a regression test. */
+/* Replays a fuzz target's corpus without libFuzzer, so every corpus is a regression test. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

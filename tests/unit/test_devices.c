@@ -1,5 +1,4 @@
-/* Unit tests of device identity: the udev database parser, \xNN decoding, the file source on a
- * sysfs + udev fixture tree built in a temporary directory. */
+/* Unit tests of device identity: udev database parser, \xNN decoding, the file source on a tree. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
