@@ -79,6 +79,78 @@ static void fail(char *err, size_t errsz, const char *fmt, ...)
         va_end(ap);
 }
 
+/* glibc's regcomp copies a subexpression once per allowed repetition, and stacked repetitions
+ * (`a++`, `(a{1,99}){1,99}`) multiply: estimate the size of the compiled tree and refuse
+ * patterns that would take more than a little memory, as RE2 refuses nested repetitions. */
+#define REGEX_MAX_COST 20000
+
+static bool regex_too_costly(const char *p)
+{
+        size_t cost = 0, last = 0, stack[64], depth = 0;
+
+        for (size_t i = 0; p[i]; i++) {
+                char c = p[i];
+                size_t k = 0;
+
+                if (c == '\\' && p[i + 1]) {
+                        i++;
+                        cost += (last = 1);
+                } else if (c == '[') {
+                        size_t j = i + 1;
+                        if (p[j] == '^')
+                                j++;
+                        if (p[j] == ']')
+                                j++;
+                        while (p[j] && p[j] != ']') {
+                                if (p[j] == '[' &&
+                                    (p[j + 1] == ':' || p[j + 1] == '=' || p[j + 1] == '.')) {
+                                        const char *e = strchr(p + j + 2, p[j + 1]);
+                                        j = e && e[1] == ']' ? (size_t)(e - p) + 2 : j + 1;
+                                        continue;
+                                }
+                                j++;
+                        }
+                        i = p[j] ? j : j - 1;
+                        cost += (last = 1);
+                } else if (c == '(') {
+                        if (depth == ARRAY_SIZE(stack))
+                                return true;
+                        stack[depth++] = cost;
+                        last = 0;
+                } else if (c == ')') {
+                        last = depth ? cost - stack[--depth] : 0;
+                } else if (c == '*' || c == '?') {
+                        k = 1;
+                } else if (c == '+') {
+                        k = 2;
+                } else if (c == '{') {
+                        unsigned long lo = 0, hi = 0;
+                        char *end;
+                        lo = strtoul(p + i + 1, &end, 10);
+                        hi = lo;
+                        if (*end == ',')
+                                hi = end[1] == '}' ? lo + 1 : strtoul(end + 1, &end, 10);
+                        if (hi > 255)
+                                return true;
+                        k = hi > 1 ? hi : 1;
+                        while (p[i] && p[i] != '}')
+                                i++;
+                        if (!p[i])
+                                break;
+                } else {
+                        cost += (last = 1);
+                }
+                if (k) {
+                        /* the repeated piece is copied k times in place of once */
+                        cost += last * (k - 1);
+                        last *= k;
+                }
+                if (cost > REGEX_MAX_COST || last > REGEX_MAX_COST)
+                        return true;
+        }
+        return false;
+}
+
 int options_regex(const char *pattern, regex_t *ret, char *err, size_t errsz)
 {
         size_t n = strlen(pattern), o = 0;
@@ -126,6 +198,10 @@ int options_regex(const char *pattern, regex_t *ret, char *err, size_t errsz)
                 ere[o++] = c;
         }
         ere[o] = 0;
+        if (n > 1024 || regex_too_costly(ere)) {
+                fail(err, errsz, "too complex: nested or large repetitions");
+                return -EINVAL;
+        }
         r = regcomp(ret, ere, REG_EXTENDED | REG_NOSUB);
         if (r != 0) {
                 char msg[128];

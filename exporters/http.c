@@ -18,7 +18,7 @@ struct http_server {
         size_t n;
 };
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
         char buf[512];
         size_t l;

@@ -1,4 +1,4 @@
-/* Known bugs in the code under test, one failing test each (BUG-n); they pass once fixed. */
+/* Regression tests: one per bug found by testing and fuzzing (BUG-n); each failed before its fix. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
