@@ -1,6 +1,7 @@
 """Block devices created and removed while the daemon runs gain and lose their series within 2 s."""
 import errno
 import fcntl
+import mmap
 import os
 import random
 import shutil
@@ -208,7 +209,6 @@ def main():
 
 def write_and_compare(d, dev, name):
     """Writes and reads with O_DIRECT, then checks the daemon's counters against /proc/diskstats."""
-    import mmap
     nwrites, bs = 64, 4096
     buf = mmap.mmap(-1, bs)  # page aligned, as O_DIRECT wants
     buf.write(b"diskpulse" * (bs // 9) + b"\0" * (bs % 9))
