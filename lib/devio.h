@@ -1,0 +1,95 @@
+/* Device I/O for health data: a fixed set of read-only commands (NVMe admin, ATA PASS-THROUGH,
+ * SCSI INQUIRY / LOG SENSE) named by enum, never raw CDBs, and their raw results. In the daemon
+ * a small privileged helper process runs them (daemon/privsep.c); tests plug in fakes. The
+ * results are parsed by the unprivileged caller (collectors/smart_*.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util.h"
+
+/* How a device is spoken to. */
+enum devio_kind {
+        DEVIO_NVME, /* /dev/nvmeN (controller) or /dev/nvmeNnM: NVME_IOCTL_ADMIN_CMD */
+        DEVIO_ATA,  /* SATA behind libata's SCSI translation: SG_IO + ATA PASS-THROUGH(16) */
+        DEVIO_SCSI, /* SCSI/SAS: SG_IO + INQUIRY / LOG SENSE */
+        DEVIO_KIND_MAX
+};
+
+/* The commands. param is the log page / VPD page where one is named. */
+enum devio_cmd {
+        DEVIO_NVME_IDENTIFY_CTRL,  /* Identify, CNS 01h: 4096 bytes */
+        DEVIO_NVME_SMART_LOG,      /* Get Log Page 02h, nsid FFFFFFFFh, RAE set: 512 bytes */
+        DEVIO_ATA_CHECK_POWER_MODE, /* E5h, non-data, CK_COND=1: the count field in the sense */
+        DEVIO_ATA_IDENTIFY,         /* ECh, PIO data-in: 512 bytes */
+        DEVIO_ATA_SMART_READ_DATA,  /* B0h/D0h: 512 bytes */
+        DEVIO_ATA_SMART_READ_THRESHOLDS, /* B0h/D1h: 512 bytes */
+        DEVIO_ATA_SMART_RETURN_STATUS,   /* B0h/DAh, non-data, CK_COND=1: LBA mid/high in sense */
+        DEVIO_SCSI_INQUIRY,              /* 12h standard data: up to 96 bytes */
+        DEVIO_SCSI_INQUIRY_VPD,          /* 12h EVPD=1, page param: up to 252 bytes */
+        DEVIO_SCSI_LOG_SENSE,            /* 4Dh PC=01b (cumulative), page param: up to 4096 */
+        DEVIO_SCSI_READ_DEFECT_GLIST,    /* 37h READ DEFECT DATA(10), GLIST, header only: 4 */
+        DEVIO_CMD_MAX
+};
+
+#define DEVIO_MAX_CMDS  8
+#define DEVIO_DATA_MAX  4096
+#define DEVIO_SENSE_MAX 64
+#define DEVIO_NAME_MAX  32
+
+struct devio_request {
+        char name[DEVIO_NAME_MAX]; /* kernel name: "sda", "nvme0" or "nvme0n1" */
+        uint32_t kind;             /* enum devio_kind */
+        uint32_t n;                /* commands, run in order; at most DEVIO_MAX_CMDS */
+        struct {
+                uint32_t cmd; /* enum devio_cmd */
+                uint32_t param;
+        } cmds[DEVIO_MAX_CMDS];
+};
+
+struct devio_result {
+        int32_t err;          /* 0, or -errno from open() or ioctl() (EACCES, EPERM, EIO, ...) */
+        uint32_t nvme_status; /* NVMe completion status when the ioctl returned > 0 */
+        uint8_t scsi_status;  /* SG_IO: SCSI status, host and driver status */
+        uint8_t host_status;
+        uint8_t driver_status;
+        uint8_t sense_len;
+        uint8_t sense[DEVIO_SENSE_MAX];
+        uint32_t len; /* bytes of data received */
+        uint8_t data[DEVIO_DATA_MAX];
+};
+
+struct devio_response {
+        uint32_t n; /* results for the first n commands (a fatal error stops the rest) */
+        struct devio_result r[DEVIO_MAX_CMDS];
+};
+
+struct devio;
+
+struct devio_ops {
+        /* Runs req and fills *resp. Waits at most timeout: -ETIMEDOUT then (the request goes on
+         * in the background and busy() stays true for that device until it returns). Returns 0
+         * when the commands ran (each result carries its own error), -EBUSY when the device
+         * still has a request in flight, -ECONNRESET/-EPIPE when the runner is gone, -EINVAL
+         * for a malformed request. Any thread; one request per device at a time. */
+        int (*run)(struct devio *io, const struct devio_request *req, usec_t timeout,
+                   struct devio_response *resp);
+        /* True while an earlier request to this device has not returned. */
+        bool (*busy)(struct devio *io, const char *name);
+        void (*free)(struct devio *io);
+};
+
+struct devio {
+        const struct devio_ops *ops;
+};
+
+/* Runs a request right here with ioctls on devices below dev_dir (the privileged helper's
+ * worker, and test tools). Validates that name is a block or NVMe character device of the
+ * kind asked before sending anything. Returns 0 or -errno as devio_ops.run. */
+int devio_exec(const char *dev_dir, const struct devio_request *req, struct devio_response *resp);
+
+/* Checks a request: known kind and commands, commands allowed for the kind, a plain device
+ * name ([a-z0-9] only, no path). Returns 0 or -EINVAL. Used on both sides of the helper. */
+int devio_request_valid(const struct devio_request *req);
