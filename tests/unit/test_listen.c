@@ -137,8 +137,9 @@ static void test_open_loopback(void **state)
         assert_non_null(msg);
         assert_int_equal(n, 1);
 
-        /* a second socket is appended */
-        assert_int_equal(listen_open("localhost:0", &fds, &n, &msg), 0);
+        /* a second socket is appended (a numeric host: name resolution depends on the machine's
+         * /etc/hosts, which a minimal root may lack) */
+        assert_int_equal(listen_open("127.0.0.1:0", &fds, &n, &msg), 0);
         assert_true(n >= 2);
         for (size_t i = 0; i < n; i++)
                 close(fds[i]);
