@@ -1,0 +1,70 @@
+/* The wire format between the daemon and its privileged device-I/O helper: one SOCK_SEQPACKET
+ * message per request or response, a fixed header and a length-checked payload. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devio.h"
+
+/* Both ends are the same binary on the same host, so the layout is native (host byte order);
+ * the magic catches a peer that is not ours, the version a mismatched pair. */
+#define DEVIO_PROTO_MAGIC   0x4f495044u /* "DPIO" read as little-endian bytes */
+#define DEVIO_PROTO_VERSION 1u
+
+enum devio_proto_type {
+        DEVIO_PROTO_REQUEST = 1,  /* payload: struct devio_request, exactly */
+        DEVIO_PROTO_RESPONSE = 2, /* payload: see below */
+};
+
+/* Every message starts with this header (24 bytes, no padding).
+ *
+ * REQUEST:  status 0; len = sizeof(struct devio_request); id != 0 chosen by the client.
+ * RESPONSE: the request's id. status 0: the commands ran and the payload is the first
+ *           offsetof(struct devio_response, r) + n * sizeof(struct devio_result) bytes of a
+ *           struct devio_response (n <= DEVIO_MAX_CMDS, each result's len <= DEVIO_DATA_MAX,
+ *           sense_len <= DEVIO_SENSE_MAX, err <= 0). status -errno (> -4096): the request did
+ *           not run (-EINVAL malformed, -EAGAIN too many requests in flight, -EIO the worker died
+ *           without answering, -ETIMEDOUT the worker was killed for running too long); len 0. */
+struct devio_proto_hdr {
+        uint32_t magic;
+        uint16_t version;
+        uint16_t type;  /* enum devio_proto_type */
+        uint64_t id;    /* request id; never 0 */
+        int32_t status; /* RESPONSE: 0 or -errno; REQUEST: 0 */
+        uint32_t len;   /* payload bytes after the header */
+};
+
+#define DEVIO_PROTO_HDR_SIZE     sizeof(struct devio_proto_hdr)
+#define DEVIO_PROTO_REQUEST_SIZE (DEVIO_PROTO_HDR_SIZE + sizeof(struct devio_request))
+#define DEVIO_PROTO_RESPONSE_MAX (DEVIO_PROTO_HDR_SIZE + sizeof(struct devio_response))
+
+/* Encodes a request into buf (at least DEVIO_PROTO_REQUEST_SIZE bytes). Returns the message
+ * length, or -EINVAL when id is 0 or size too small (the request itself is not checked here).
+ * Pure; any thread. */
+int devio_proto_encode_request(uint64_t id, const struct devio_request *req, void *buf,
+                               size_t size);
+
+/* Encodes a response: with status 0 the first resp->n results of resp (resp->n must be at most
+ * DEVIO_MAX_CMDS), with status < 0 no payload (resp may be NULL). buf holds at least
+ * DEVIO_PROTO_RESPONSE_MAX bytes. Returns the message length or -EINVAL. Pure; any thread. */
+int devio_proto_encode_response(uint64_t id, int status, const struct devio_response *resp,
+                                void *buf, size_t size);
+
+/* Checks the framing of a message of len bytes: magic, version, a known type, id != 0, a payload
+ * length that matches len exactly, a status that fits the type. Fills *ret_hdr on success.
+ * Returns 0 or -EBADMSG (not a message of ours: nothing can be answered). Pure. */
+int devio_proto_decode_header(const void *buf, size_t len, struct devio_proto_hdr *ret_hdr);
+
+/* Decodes the payload of a framed REQUEST (after devio_proto_decode_header() accepted buf) and
+ * checks it with devio_request_valid(). Returns 0 and fills *ret_req, -EBADMSG when hdr is not
+ * a request of the right size, or -EINVAL for a request the helper must refuse (answer -EINVAL
+ * to hdr->id). Pure. */
+int devio_proto_decode_request(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                               struct devio_request *ret_req);
+
+/* Decodes a framed RESPONSE. With hdr->status == 0 it checks and copies the results into
+ * *ret_resp (results past n are zeroed); with a negative status it leaves *ret_resp alone.
+ * Returns 0 or -EBADMSG. Pure. */
+int devio_proto_decode_response(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                                struct devio_response *ret_resp);
