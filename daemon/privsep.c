@@ -269,8 +269,10 @@ static int helper_deadlines(struct helper *h)
         return (int)((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
 }
 
-/* Reads and handles one message. Returns 0, or -ECONNRESET when the daemon is gone. */
-static int helper_message(struct helper *h)
+/* Reads and handles one message. hup: poll() saw the daemon's end closed, so that reading
+ * nothing means EOF and not an empty message. Returns 0, or -ECONNRESET when the daemon is
+ * gone. */
+static int helper_message(struct helper *h, bool hup)
 {
         uint8_t buf[DEVIO_PROTO_REQUEST_SIZE + 1];
         struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
@@ -283,7 +285,7 @@ static int helper_message(struct helper *h)
         /* No control buffer: file descriptors sent along are closed by the kernel. */
         n = recvmsg(h->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n == 0)
-                return -ECONNRESET;
+                return hup ? -ECONNRESET : 0;
         if (n < 0)
                 return errno == EAGAIN || errno == EINTR ? 0 : -ECONNRESET;
         if (m.msg_flags & MSG_TRUNC) {
@@ -371,6 +373,13 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         h.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
         if (h.sfd < 0)
                 _exit(2);
+        {
+                uint8_t hello[DEVIO_PROTO_HDR_SIZE];
+                int len = devio_proto_encode_hello(hello, sizeof hello);
+
+                if (len < 0 || send(h.fd, hello, (size_t)len, MSG_NOSIGNAL) != len)
+                        _exit(2);
+        }
 
         for (;;) {
                 struct pollfd p[2] = {{.fd = h.fd, .events = POLLIN},
@@ -390,7 +399,7 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
                 if (term)
                         break;
                 if (p[0].revents & POLLIN) {
-                        if (helper_message(&h) < 0)
+                        if (helper_message(&h, p[0].revents & POLLHUP) < 0)
                                 break;
                 } else if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL))
                         break;
@@ -717,6 +726,27 @@ static void stop_helper(struct privsep *ps)
                 ;
 }
 
+/* Waits up to 5 s for the helper's HELLO. Returns 0 or -EIO (it exited or said something else). */
+static int wait_hello(int fd)
+{
+        uint8_t buf[DEVIO_PROTO_HDR_SIZE + 1];
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        struct devio_proto_hdr hdr;
+        ssize_t n;
+        int r;
+
+        do
+                r = poll(&p, 1, 5000);
+        while (r < 0 && errno == EINTR);
+        if (r != 1)
+                return -EIO;
+        n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0 || devio_proto_decode_header(buf, (size_t)n, &hdr) < 0 ||
+            hdr.type != DEVIO_PROTO_HELLO)
+                return -EIO;
+        return 0;
+}
+
 static void privsep_free(struct devio *io)
 {
         struct privsep *ps = (struct privsep *)io;
@@ -794,6 +824,11 @@ int privsep_start(const struct privsep_config *cfg, struct devio **ret_io)
         pthread_cond_init(&ps->cond, &ca);
         pthread_condattr_destroy(&ca);
 
+        r = wait_hello(ps->fd);
+        if (r < 0) {
+                privsep_free(&ps->io);
+                return r;
+        }
         if (!cfg->keep_privileges) {
                 r = privsep_drop_all();
                 if (r < 0) {

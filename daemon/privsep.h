@@ -43,8 +43,9 @@ struct privsep_config {
                                 * can change it */
 };
 
-/* Forks the helper and returns the client in *ret_io (free it with io->ops->free(io), which
- * closes the socket, waits up to a second for the helper to exit, then kills it). Unless
+/* Forks the helper, waits (up to 5 s) until it says it is ready, its capabilities dropped, and
+ * returns the client in *ret_io (free it with io->ops->free(io), which closes the socket, waits
+ * up to a second for the helper to exit, then kills it). Unless
  * cfg->keep_privileges, then drops every capability of the calling thread (privsep_drop_all()).
  * Finally starts the client's receiver thread (with all signals blocked and no capabilities).
  *
@@ -55,8 +56,9 @@ struct privsep_config {
  * for any child); set SIGCHLD to anything but SIG_IGN.
  *
  * Works without privileges too: the helper then keeps what it has (nothing) and device commands
- * fail with EACCES / EPERM in their results. Returns 0, or -errno from socketpair(), fork(),
- * privsep_drop_all() or pthread_create() (the helper is stopped again then). */
+ * fail with EACCES / EPERM in their results. Returns 0, -EIO when the helper did not start
+ * (it exited or did not say hello), or -errno from socketpair(), fork(), privsep_drop_all() or
+ * pthread_create() (the helper is stopped again then). */
 int privsep_start(const struct privsep_config *cfg, struct devio **ret_io);
 
 /* Drops every capability of the calling thread: effective, permitted, inheritable, ambient, the
@@ -68,7 +70,8 @@ int privsep_start(const struct privsep_config *cfg, struct devio **ret_io);
 int privsep_drop_all(void);
 
 /* The helper's side on fd (its end of the SOCK_SEQPACKET pair): drops capabilities, closes every
- * other fd but stderr, serves requests until EOF or SIGTERM, then kills its workers and exits
+ * other fd but stderr, sends HELLO (lib/devio_proto.h), serves requests until EOF or SIGTERM,
+ * then kills its workers and exits
  * the process with _exit(). For privsep_start()'s child and for tests that speak the wire format
  * themselves. Never returns. */
 _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg);

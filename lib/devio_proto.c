@@ -58,6 +58,14 @@ int devio_proto_encode_response(uint64_t id, int status, const struct devio_resp
         return (int)(DEVIO_PROTO_HDR_SIZE + payload);
 }
 
+int devio_proto_encode_hello(void *buf, size_t size)
+{
+        if (!buf || size < DEVIO_PROTO_HDR_SIZE)
+                return -EINVAL;
+        put_header(buf, DEVIO_PROTO_HELLO, 1, 0, 0);
+        return (int)DEVIO_PROTO_HDR_SIZE;
+}
+
 int devio_proto_decode_header(const void *buf, size_t len, struct devio_proto_hdr *ret_hdr)
 {
         struct devio_proto_hdr h;
@@ -78,6 +86,10 @@ int devio_proto_decode_header(const void *buf, size_t len, struct devio_proto_hd
                 if (h.status > 0 || h.status < -ERRNO_MAX)
                         return -EBADMSG;
                 if (h.status < 0 && h.len != 0)
+                        return -EBADMSG;
+                break;
+        case DEVIO_PROTO_HELLO:
+                if (h.id != 1 || h.status != 0 || h.len != 0)
                         return -EBADMSG;
                 break;
         default:

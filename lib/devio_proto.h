@@ -15,6 +15,7 @@
 enum devio_proto_type {
         DEVIO_PROTO_REQUEST = 1,  /* payload: struct devio_request, exactly */
         DEVIO_PROTO_RESPONSE = 2, /* payload: see below */
+        DEVIO_PROTO_HELLO = 3,    /* helper -> daemon, once: ready (capabilities dropped) */
 };
 
 /* Every message starts with this header (24 bytes, no padding).
@@ -25,7 +26,8 @@ enum devio_proto_type {
  *           struct devio_response (n <= DEVIO_MAX_CMDS, each result's len <= DEVIO_DATA_MAX,
  *           sense_len <= DEVIO_SENSE_MAX, err <= 0). status -errno (> -4096): the request did
  *           not run (-EINVAL malformed, -EAGAIN too many requests in flight, -EIO the worker died
- *           without answering, -ETIMEDOUT the worker was killed for running too long); len 0. */
+ *           without answering, -ETIMEDOUT the worker was killed for running too long); len 0.
+ * HELLO:    id 1, status 0, len 0. */
 struct devio_proto_hdr {
         uint32_t magic;
         uint16_t version;
@@ -50,6 +52,10 @@ int devio_proto_encode_request(uint64_t id, const struct devio_request *req, voi
  * DEVIO_PROTO_RESPONSE_MAX bytes. Returns the message length or -EINVAL. Pure; any thread. */
 int devio_proto_encode_response(uint64_t id, int status, const struct devio_response *resp,
                                 void *buf, size_t size);
+
+/* Encodes the helper's HELLO into buf (at least DEVIO_PROTO_HDR_SIZE bytes). Returns the message
+ * length or -EINVAL. Pure; any thread. */
+int devio_proto_encode_hello(void *buf, size_t size);
 
 /* Checks the framing of a message of len bytes: magic, version, a known type, id != 0, a payload
  * length that matches len exactly, a status that fits the type. Fills *ret_hdr on success.
