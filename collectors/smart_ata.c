@@ -1,4 +1,4 @@
-/* Pure parsers of ATA IDENTIFY, SMART data/thresholds and SAT pass-through sense (T13 ACS, T10 SAT). */
+/* Pure parsers of ATA IDENTIFY, SMART data and thresholds, SAT pass-through sense (ACS, SAT). */
 #include "smart_ata.h"
 
 #include <errno.h>
