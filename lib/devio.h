@@ -18,7 +18,7 @@ enum devio_kind {
         DEVIO_KIND_MAX
 };
 
-/* The commands. param is the log page / VPD page where one is named. */
+/* The commands. param is 0 unless a command names it (devio_request_valid() checks its range). */
 enum devio_cmd {
         DEVIO_NVME_IDENTIFY_CTRL,  /* Identify, CNS 01h: 4096 bytes */
         DEVIO_NVME_SMART_LOG,      /* Get Log Page 02h, nsid FFFFFFFFh, RAE set: 512 bytes */
@@ -28,9 +28,11 @@ enum devio_cmd {
         DEVIO_ATA_SMART_READ_THRESHOLDS, /* B0h/D1h: 512 bytes */
         DEVIO_ATA_SMART_RETURN_STATUS,   /* B0h/DAh, non-data, CK_COND=1: LBA mid/high in sense */
         DEVIO_SCSI_INQUIRY,              /* 12h standard data: up to 96 bytes */
-        DEVIO_SCSI_INQUIRY_VPD,          /* 12h EVPD=1, page param: up to 252 bytes */
-        DEVIO_SCSI_LOG_SENSE,            /* 4Dh PC=01b (cumulative), page param: up to 4096 */
-        DEVIO_SCSI_READ_DEFECT_GLIST,    /* 37h READ DEFECT DATA(10), GLIST, header only: 4 */
+        DEVIO_SCSI_INQUIRY_VPD,          /* 12h EVPD=1, page param (0-FFh): up to 252 bytes */
+        DEVIO_SCSI_LOG_SENSE,            /* 4Dh PC=01b (cumulative), page param bits 0-5, subpage
+                                          * bits 8-15: up to 4096 (4-byte header read first) */
+        DEVIO_SCSI_READ_DEFECT_GLIST,    /* 37h READ DEFECT DATA(10), GLIST, list format param
+                                          * (0-7), header only: 4 */
         DEVIO_CMD_MAX
 };
 
@@ -57,7 +59,9 @@ struct devio_result {
         uint8_t driver_status;
         uint8_t sense_len;
         uint8_t sense[DEVIO_SENSE_MAX];
-        uint32_t len; /* bytes of data received */
+        uint32_t len; /* bytes of data received (SG_IO: dxfer_len - resid). A device that fails a
+                       * command with CHECK CONDITION may leave resid 0, so len can then count a
+                       * buffer it never wrote (zero-filled): check scsi_status and sense first */
         uint8_t data[DEVIO_DATA_MAX];
 };
 
@@ -73,7 +77,10 @@ struct devio_ops {
          * in the background and busy() stays true for that device until it returns). Returns 0
          * when the commands ran (each result carries its own error), -EBUSY when the device
          * still has a request in flight, -ECONNRESET/-EPIPE when the runner is gone, -EINVAL
-         * for a malformed request. Any thread; one request per device at a time. */
+         * for a malformed request, -EAGAIN when the runner has too many requests in flight,
+         * -EIO when the runner's process for this request died without answering (the helper's
+         * worker crashed). *resp is meaningful only after 0. Any thread; one request per
+         * device at a time. */
         int (*run)(struct devio *io, const struct devio_request *req, usec_t timeout,
                    struct devio_response *resp);
         /* True while an earlier request to this device has not returned. */
@@ -87,7 +94,14 @@ struct devio {
 
 /* Runs a request right here with ioctls on devices below dev_dir (the privileged helper's
  * worker, and test tools). Validates that name is a block or NVMe character device of the
- * kind asked before sending anything. Returns 0 or -errno as devio_ops.run. */
+ * kind asked before sending anything: dev_dir/name is opened read-only without following a
+ * symlink, must be a block device (a character device for "nvmeN") and must be the kernel's
+ * device of that name (/sys/dev/{block,char}/MAJ:MIN). The device is opened once; if that
+ * fails the request stops with resp->n = 1 and r[0].err = -errno (-ENOENT, -EACCES, -ENODEV
+ * for a node of the wrong type). A command that fails records its error in its own result and
+ * the next command still runs; the caller decides what a failure means. Returns 0 (also in
+ * the cases above), -EINVAL for a request devio_request_valid() refuses, or -ENOMEM. Blocks
+ * in ioctls for up to 10 s per command. */
 int devio_exec(const char *dev_dir, const struct devio_request *req, struct devio_response *resp);
 
 /* Checks a request: known kind and commands, commands allowed for the kind, a plain device
