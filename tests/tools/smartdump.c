@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "devio.h"
+#include "privsep.h"
 
 static const struct {
         const char *name;
@@ -28,11 +29,14 @@ static const struct {
 
 static void usage(FILE *f)
 {
-        fprintf(f, "usage: smartdump [--dev DIR] [--out DIR] nvme|ata|scsi NAME CMD[:PARAM]...\n"
+        fprintf(f, "usage: smartdump [--dev DIR] [--out DIR] [--privsep] nvme|ata|scsi NAME "
+                   "CMD[:PARAM]...\n"
                    "  nvme: identify smart-log\n"
                    "  ata:  identify smart-data smart-thresholds smart-status check-power\n"
                    "  scsi: inquiry vpd:PAGE log-sense:PAGE[+SUBPAGE<<8] defects:FORMAT\n"
-                   "PARAM is decimal or 0x hex. --out writes DIR/NAME-CMD[-PARAM].{bin,sense}.\n");
+                   "PARAM is decimal or 0x hex. --out writes DIR/NAME-CMD[-PARAM].{bin,sense}.\n"
+                   "--privsep runs the commands through the privileged helper (daemon/privsep.c)\n"
+                   "after dropping every capability of this process, as the daemon does.\n");
 }
 
 static void hexdump(const uint8_t *p, size_t n)
@@ -68,15 +72,23 @@ int main(int argc, char **argv)
         const char *dev = "/dev", *out = NULL, *labels[DEVIO_MAX_CMDS];
         struct devio_request req = {0};
         static struct devio_response resp;
+        bool use_privsep = false;
         int i = 1, r, rc = 0;
 
-        for (; i + 1 < argc && argv[i][0] == '-'; i += 2) {
-                if (strcmp(argv[i], "--dev") == 0)
+        while (i < argc && argv[i][0] == '-') {
+                if (strcmp(argv[i], "--privsep") == 0) {
+                        use_privsep = true;
+                        i++;
+                } else if (i + 1 < argc && strcmp(argv[i], "--dev") == 0) {
                         dev = argv[i + 1];
-                else if (strcmp(argv[i], "--out") == 0)
+                        i += 2;
+                } else if (i + 1 < argc && strcmp(argv[i], "--out") == 0) {
                         out = argv[i + 1];
-                else
-                        break;
+                        i += 2;
+                } else {
+                        usage(stderr);
+                        return 2;
+                }
         }
         if (argc - i < 3 || argc - i - 2 > DEVIO_MAX_CMDS) {
                 usage(stderr);
@@ -114,7 +126,19 @@ int main(int argc, char **argv)
                 labels[req.n++] = argv[a];
         }
 
-        r = devio_exec(dev, &req, &resp);
+        if (use_privsep) {
+                struct privsep_config cfg = {.dev_dir = dev};
+                struct devio *io;
+
+                r = privsep_start(&cfg, &io);
+                if (r < 0) {
+                        fprintf(stderr, "smartdump: privsep_start: %s\n", strerror(-r));
+                        return 1;
+                }
+                r = io->ops->run(io, &req, 30 * USEC_PER_SEC, &resp);
+                io->ops->free(io);
+        } else
+                r = devio_exec(dev, &req, &resp);
         if (r < 0) {
                 fprintf(stderr, "smartdump: %s: %s\n", req.name, strerror(-r));
                 return 1;
