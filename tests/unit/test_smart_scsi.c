@@ -180,7 +180,8 @@ static void page_param(struct page *p, uint16_t code, const uint8_t *v, uint8_t 
         p->b[p->len + 1] = (uint8_t)code;
         p->b[p->len + 2] = 0x03; /* control: binary, as scsi_debug sends */
         p->b[p->len + 3] = n;
-        memcpy(p->b + p->len + 4, v, n);
+        if (n)
+                memcpy(p->b + p->len + 4, v, n);
         p->len += 4 + (size_t)n;
         p->b[2] = (uint8_t)((p->len - 4) >> 8);
         p->b[3] = (uint8_t)(p->len - 4);
