@@ -57,7 +57,7 @@ static int caps_set(uint64_t eff, uint64_t prm, uint64_t inh)
  * capability from the bounding set, which needs CAP_SETPCAP (skipped without it). */
 static int caps_restrict(uint64_t keep, bool bounding)
 {
-        uint64_t eff, prm;
+        uint64_t eff = 0, prm = 0;
         int r;
 
         r = caps_get(&eff, &prm);
