@@ -20,8 +20,10 @@
 #include "listen.h"
 #include "log.h"
 #include "options.h"
+#include "privsep.h"
 #include "process.h"
 #include "registry.h"
+#include "smart.h"
 #include "snapshot.h"
 
 #ifndef DISKPULSE_VERSION
@@ -46,6 +48,10 @@ struct daemon {
         bool have_include, have_exclude;
         struct devsrc *devsrc;
         struct diskstats *diskstats;
+        struct devio *io; /* the privileged helper */
+        struct smart *smart;
+        int *listen_fds;
+        size_t n_listen_fds;
         struct publisher *pub;
         struct http_server *http;
         sd_event *event;
@@ -95,6 +101,43 @@ static void diskstats_config_from(struct daemon *d, struct diskstats_config *c)
         c->identity_refresh = 60 * USEC_PER_SEC;
 }
 
+static void smart_config_from(struct daemon *d, struct smart_config *c)
+{
+        memset(c, 0, sizeof(*c));
+        c->io = d->io;
+        c->sysfs_fd = d->sysfs_fd;
+        c->include = d->have_include ? &d->include : NULL;
+        c->exclude = d->have_exclude ? &d->exclude : NULL;
+        c->interval = d->opts.smart_interval;
+        c->timeout = d->opts.smart_timeout;
+        c->powermode = d->opts.smart_powermode;
+}
+
+static void helper_export(struct daemon *d, struct mset *out)
+{
+        struct privsep_stats st;
+        struct mfamily *f;
+
+        if (!d->io || privsep_stats(d->io, &st) < 0)
+                return;
+        mset_gauge(out, "diskpulse_helper_up",
+                   "Whether the privileged helper that runs device commands is alive.",
+                   st.helper_up ? 1.0 : 0.0, NULL);
+        f = mset_family(out, "diskpulse_helper_requests_total",
+                        "Requests sent to the privileged helper.", MT_COUNTER);
+        mfamily_add_u64(out, f, "", st.requests, NULL);
+        f = mset_family(out, "diskpulse_helper_timeouts_total",
+                        "Requests the daemon stopped waiting for (--smart.timeout).", MT_COUNTER);
+        mfamily_add_u64(out, f, "", st.timeouts, NULL);
+        f = mset_family(out, "diskpulse_helper_worker_failures_total",
+                        "Requests whose worker process died or was killed without answering.",
+                        MT_COUNTER);
+        mfamily_add_u64(out, f, "", st.worker_failures, NULL);
+        mset_gauge(out, "diskpulse_helper_inflight_requests",
+                   "Requests sent and not answered yet (hung devices included).",
+                   (double)st.inflight, NULL);
+}
+
 static void self_export(struct daemon *d, struct mset *out)
 {
         struct mfamily *f;
@@ -115,6 +158,7 @@ static void self_export(struct daemon *d, struct mset *out)
                         mfamily_add(out, f, "", d->stats[i].success ? 1.0 : 0.0, "collector",
                                     collector_defs[i].name, NULL);
         process_export(out, d->start_time);
+        helper_export(d, out);
 }
 
 /* One round: every enabled collector, then the self metrics; returns the new snapshot. */
@@ -136,6 +180,16 @@ static struct snapshot *collect_round(struct daemon *d)
                 diskstats_export(d->diskstats, sets[n++]);
                 st->duration = (double)(now_monotonic() - t0) / (double)USEC_PER_SEC;
                 st->success = r >= 0;
+                st->ran = true;
+        }
+        if (d->smart) {
+                struct collector_stat *st = &d->stats[COLLECTOR_SMART];
+                usec_t t0 = now_monotonic();
+
+                sets[n] = mset_new();
+                smart_export(d->smart, sets[n++]);
+                st->duration = (double)(now_monotonic() - t0) / (double)USEC_PER_SEC;
+                st->success = d->io && privsep_helper_up(d->io);
                 st->ran = true;
         }
         sets[n] = mset_new();
@@ -243,6 +297,11 @@ static void setup_collectors(struct daemon *d)
                 diskstats_config_from(d, &c);
                 d->diskstats = diskstats_new(&c);
         }
+        if (d->opts.collector[COLLECTOR_SMART] && d->io) {
+                struct smart_config c;
+                smart_config_from(d, &c);
+                d->smart = smart_new(&c);
+        }
 }
 
 static void swap_str(char **a, char **b)
@@ -313,6 +372,20 @@ static void reload(struct daemon *d)
         } else {
                 d->diskstats = diskstats_free(d->diskstats);
                 d->stats[COLLECTOR_DISKSTATS].ran = false;
+        }
+        if (d->opts.collector[COLLECTOR_SMART] && d->io) {
+                struct smart_config c;
+                smart_config_from(d, &c);
+                if (d->smart) {
+                        smart_reconfigure(d->smart, &c);
+                } else {
+                        d->smart = smart_new(&c);
+                        if (smart_start(d->smart) < 0)
+                                d->smart = smart_free(d->smart);
+                }
+        } else {
+                d->smart = smart_free(d->smart);
+                d->stats[COLLECTOR_SMART].ran = false;
         }
         options_free(&n);
         d->next_tick = now_monotonic();
@@ -393,7 +466,11 @@ static void ensure_state_dir(const char *dir)
 
 static int run_once(struct daemon *d)
 {
-        struct snapshot *snap = collect_round(d);
+        struct snapshot *snap;
+
+        if (d->smart)
+                smart_read_all_now(d->smart);
+        snap = collect_round(d);
         struct mset *const *sets;
         size_t n = snapshot_sets(snap, &sets);
         int r = expo_write_text(stdout, sets, n);
@@ -408,8 +485,8 @@ static int run_once(struct daemon *d)
 
 static int run_daemon(struct daemon *d)
 {
-        _cleanup_free_ int *fds = NULL;
-        size_t nfds = 0;
+        int *fds = d->listen_fds;
+        size_t nfds = d->n_listen_fds;
         int r, err = 0;
         struct http_config hc = {
             .max_connections = d->opts.max_connections,
@@ -419,10 +496,9 @@ static int run_daemon(struct daemon *d)
             .revision = DISKPULSE_REVISION,
         };
 
-        r = get_listen_fds(d, &fds, &nfds);
-        if (r < 0)
-                return r;
         ensure_state_dir(d->opts.state_dir);
+        if (d->smart && (r = smart_start(d->smart)) < 0)
+                log_errno(LOG_LEVEL_ERROR, r, "cannot start the SMART thread", NULL);
 
         r = sd_event_default(&d->event);
         if (r < 0)
@@ -452,6 +528,7 @@ static int run_daemon(struct daemon *d)
         sd_event_source_set_enabled(d->tick, SD_EVENT_ON);
 
         d->http = http_server_new(fds, nfds, &hc, d->pub, &err);
+        d->n_listen_fds = 0; /* the server owns them now, closed or not */
         if (!d->http)
                 return log_errno(LOG_LEVEL_ERROR, err, "cannot start the HTTP server", NULL);
         for (size_t i = 0; i < nfds; i++) {
@@ -469,9 +546,35 @@ static int run_daemon(struct daemon *d)
         return 0;
 }
 
+/* Forks the privileged helper, which keeps only the capabilities device commands need, and
+ * drops every capability of this process, the one that parses HTTP. Before any thread. */
+static int start_helper(struct daemon *d)
+{
+        struct privsep_config pc = {.dev_dir = d->opts.dev};
+        int r = privsep_start(&pc, &d->io);
+
+        if (r < 0) {
+                /* Without a helper there is no SMART, but the rest still works, unprivileged. */
+                log_errno(LOG_LEVEL_ERROR, r, "cannot start the privileged helper; no SMART data",
+                          NULL);
+                d->io = NULL;
+                r = privsep_drop_all();
+                if (r < 0)
+                        return log_errno(LOG_LEVEL_ERROR, r, "cannot drop privileges", NULL);
+        }
+        return 0;
+}
+
 static void daemon_done(struct daemon *d)
 {
         d->http = http_server_free(d->http);
+        d->smart = smart_free(d->smart);
+        if (d->io)
+                d->io->ops->free(d->io);
+        d->io = NULL;
+        for (size_t i = 0; i < d->n_listen_fds; i++)
+                close(d->listen_fds[i]);
+        free(d->listen_fds);
         d->tick = sd_event_source_unref(d->tick);
         d->monitor = sd_event_source_unref(d->monitor);
         d->event = sd_event_unref(d->event);
@@ -541,6 +644,11 @@ int main(int argc, char **argv)
 
         d.pub = publisher_new();
         r = open_roots(&d, &d.opts);
+        /* Bind before giving up privileges (a port below 1024 needs them). */
+        if (r >= 0 && !d.opts.once)
+                r = get_listen_fds(&d, &d.listen_fds, &d.n_listen_fds);
+        if (r >= 0)
+                r = start_helper(&d);
         if (r >= 0) {
                 setup_collectors(&d);
                 r = d.opts.once ? run_once(&d) : run_daemon(&d);

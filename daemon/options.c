@@ -19,7 +19,7 @@ enum opt_kind {
         OPT_LOGLEVEL,
         OPT_LOGFMT,
         OPT_REGEX,
-        OPT_COLLECTOR
+        OPT_POWERMODE
 };
 
 struct opt_def {
@@ -55,6 +55,12 @@ static const struct opt_def opts[] = {
      "sampling period of /proc/diskstats (default 1s)"},
     {"diskstats.window", OPT_DURATION, OFF(ds_window), false, "DUR",
      "window of the derived, iostat-like gauges (default 10s)"},
+    {"smart.interval", OPT_DURATION, OFF(smart_interval), false, "DUR",
+     "how often each device's SMART data is read (default 10m)"},
+    {"smart.timeout", OPT_DURATION, OFF(smart_timeout), false, "DUR",
+     "a SMART read taking longer counts as timed out (default 10s)"},
+    {"smart.powermode-check", OPT_POWERMODE, OFF(smart_powermode), false, "MODE",
+     "never, standby or sleep: do not wake disks in that power mode (default standby)"},
     {"state.directory", OPT_STRING, OFF(state_dir), false, "DIR",
      "persisted state (default $STATE_DIRECTORY or /var/lib/diskpulse)"},
     {"log.level", OPT_LOGLEVEL, OFF(log_level), false, "LEVEL",
@@ -321,6 +327,15 @@ static int apply(struct dp_options *o, size_t idx, const char *value, bool negat
                         return -EINVAL;
                 }
                 return 0;
+        case OPT_POWERMODE:
+                if (smart_powermode_from_string(
+                            value, (enum smart_powermode_check *)(base + d->offset)) < 0) {
+                        fail(err, errsz,
+                             "%sinvalid value for %s: \"%s\" (expected never, standby or sleep)",
+                             where, d->name, value);
+                        return -EINVAL;
+                }
+                return 0;
         case OPT_REGEX: {
                 regex_t re;
                 char msg[160];
@@ -463,6 +478,9 @@ static void set_defaults(struct dp_options *o)
         o->dev = xstrdup("/dev");
         o->ds_interval = USEC_PER_SEC;
         o->ds_window = 10 * USEC_PER_SEC;
+        o->smart_interval = 600 * USEC_PER_SEC;
+        o->smart_timeout = 10 * USEC_PER_SEC;
+        o->smart_powermode = SMART_PM_STANDBY;
         /* systemd's StateDirectory= may list several, separated by ':'; the first is ours. */
         if (sd && *sd && *sd == '/') {
                 o->state_dir = xstrdup(sd);
@@ -499,6 +517,16 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                      "invalid value for diskstats.window: %s holds more than 3600 samples of %s",
                      format_duration(o->ds_window, a, sizeof a),
                      format_duration(o->ds_interval, b, sizeof b));
+                return -EINVAL;
+        }
+        if (o->smart_interval < USEC_PER_SEC) {
+                fail(err, errsz, "invalid value for smart.interval: %s (expected at least 1s)",
+                     format_duration(o->smart_interval, a, sizeof a));
+                return -EINVAL;
+        }
+        if (o->smart_timeout < 100 * USEC_PER_MSEC || o->smart_timeout > 600 * USEC_PER_SEC) {
+                fail(err, errsz, "invalid value for smart.timeout: %s (expected 100ms to 10m)",
+                     format_duration(o->smart_timeout, a, sizeof a));
                 return -EINVAL;
         }
         if (o->n_listen == 0) {
@@ -636,6 +664,10 @@ void options_dump(const struct dp_options *o, FILE *out)
                                   : (o->device_include ? "" : DEFAULT_DEVICE_EXCLUDE));
         fprintf(out, "diskstats.interval = %s\n", format_duration(o->ds_interval, a, sizeof a));
         fprintf(out, "diskstats.window = %s\n", format_duration(o->ds_window, a, sizeof a));
+        fprintf(out, "smart.interval = %s\n", format_duration(o->smart_interval, a, sizeof a));
+        fprintf(out, "smart.timeout = %s\n", format_duration(o->smart_timeout, a, sizeof a));
+        fprintf(out, "smart.powermode-check = %s\n",
+                (const char *[]){"never", "standby", "sleep"}[o->smart_powermode]);
         for (size_t i = 0; i < COLLECTOR_MAX; i++)
                 fprintf(out, "collector.%s = %s\n", collector_defs[i].name,
                         o->collector[i] ? "true" : "false");

@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "registry.h"
+#include "smart.h"
 #include "util.h"
 
 #define DEFAULT_DEVICE_EXCLUDE "^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\\d+n\\d+p)\\d+$"
@@ -21,6 +22,8 @@ struct dp_options {
         char *procfs, *sysfs, *udev_data, *dev;
         char *device_include, *device_exclude; /* NULL: not set */
         usec_t ds_interval, ds_window;
+        usec_t smart_interval, smart_timeout;
+        enum smart_powermode_check smart_powermode;
         bool collector[COLLECTOR_MAX];
         char *state_dir;
         enum log_level log_level;

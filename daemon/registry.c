@@ -6,4 +6,8 @@ const struct collector_def collector_defs[COLLECTOR_MAX] = {
                              "block device counters from /proc/diskstats, iostat's derived "
                              "gauges and device facts",
                              true},
+    [COLLECTOR_SMART] = {"smart",
+                         "SMART and NVMe health, read by the privileged helper every "
+                         "--smart.interval",
+                         true},
 };

@@ -99,6 +99,15 @@ int expo_write_text(FILE *out, struct mset *const *sets, size_t n)
                                 seen = mset_find(sets[k], f->name) != NULL;
                         if (seen)
                                 continue;
+                        /* A family without samples (no device has it) is left out. */
+                        size_t total = f->n;
+                        for (size_t k = i + 1; k < n; k++) {
+                                const struct mfamily *g = mset_find(sets[k], f->name);
+                                if (g && g->type == f->type)
+                                        total += g->n;
+                        }
+                        if (total == 0)
+                                continue;
                         fputs("# HELP ", out);
                         fputs(f->name, out);
                         fputc(' ', out);

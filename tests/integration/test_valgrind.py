@@ -2,6 +2,7 @@
 """No leaks and no memory errors under valgrind: --once on a fixture tree and on this host, and
 the daemon through scrapes, a reload and SIGTERM."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -51,5 +52,10 @@ p.send_signal(signal.SIGTERM)
 rc = p.wait(60)
 report = open(log).read()
 os.unlink(log)
+# valgrind 3.19 does not know pidfd_open (434), which the helper client tries before falling
+# back; that note is about valgrind, not about memory.
+report = "\n".join(l for l in report.splitlines()
+                   if not re.match(r"^--\d+-- (WARNING: unhandled amd64-linux syscall: 434|You may be able|"
+                                   r"Read the file README_MISSING|Nevertheless we consider|it at http)", l))
 dp.check(rc == 0 and report.strip() == "", "daemon under valgrind: exit %d, report %r" % (rc, report[-1500:]))
 dp.finish()
