@@ -45,7 +45,7 @@ static bool word_valid(uint16_t w)
  * skipped, cut at a NUL, trailing spaces dropped, bytes outside ' '..'~' replaced by '?'. */
 static void copy_ata_string(char *dst, const uint8_t *buf, unsigned first, unsigned nwords)
 {
-        uint8_t s[40];
+        uint8_t s[40] = {0};
         size_t n = 2 * (size_t)nwords, b = 0, e;
 
         for (unsigned i = 0; i < nwords; i++) {
@@ -337,9 +337,7 @@ const char *ata_attribute_name_rpm(uint8_t id, uint16_t rotation_rate)
 
 static const struct ata_attribute *find_attr(const struct ata_smart *s, uint8_t id)
 {
-        size_t n = s->n < ATA_SMART_MAX_ATTRS ? s->n : ATA_SMART_MAX_ATTRS;
-
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < s->n && i < ATA_SMART_MAX_ATTRS; i++)
                 if (s->attrs[i].id == id)
                         return &s->attrs[i];
         return NULL;

@@ -205,7 +205,7 @@ int scsi_parse_vpd_wwn(const uint8_t *buf, size_t len, char *out, size_t size)
                 if ((d[0] & 0x0f) != 1 || (d[1] & 0x30) != 0 || (d[1] & 0x0f) != 3 || dlen < 8)
                         continue;
                 naa = d[4] >> 4;
-                if ((naa == 2 || naa == 3 || naa == 5) && dlen >= 8)
+                if (naa == 2 || naa == 3 || naa == 5)
                         dlen = 8;
                 else if (naa == 6 && dlen >= 16)
                         dlen = 16;

@@ -26,12 +26,13 @@ static void check_string(const char *s, size_t size)
  * fix is set, so that mutated pages get past the checksum. */
 static uint8_t *sector(const uint8_t *data, size_t size, bool fix)
 {
-        uint8_t *b = calloc(1, ATA_SECTOR_SIZE), sum = 0;
+        uint8_t *b = calloc(1, ATA_SECTOR_SIZE);
 
         if (!b)
                 abort();
         memcpy(b, data, size < ATA_SECTOR_SIZE ? size : ATA_SECTOR_SIZE);
         if (fix) {
+                uint8_t sum = 0;
                 for (size_t i = 0; i < ATA_SECTOR_SIZE - 1; i++)
                         sum = (uint8_t)(sum + b[i]);
                 b[ATA_SECTOR_SIZE - 1] = (uint8_t)(0x100 - sum);

@@ -1032,7 +1032,7 @@ static void test_qemu_sense(void **state)
         static char json[1 << 16];
         uint8_t s[64], d[64];
         struct ata_return r, rd;
-        size_t n, nd;
+        size_t n;
         (void)state;
 
         load("qemu-ahci-smartctl.json", json, sizeof(json) - 1);
@@ -1063,8 +1063,9 @@ static void test_qemu_sense(void **state)
             {"qemu-ahci-smart-data-ck.sense", "qemu-ahci-smart-data-ck-dsense.sense"},
         };
         for (size_t i = 0; i < 2; i++) {
+                size_t nd = load(pairs[i][1], d, sizeof(d));
+
                 n = load(pairs[i][0], s, sizeof(s));
-                nd = load(pairs[i][1], d, sizeof(d));
                 assert_int_equal(n, 18);
                 assert_int_equal(s[0], 0x70);
                 assert_int_equal(d[0], 0x72);

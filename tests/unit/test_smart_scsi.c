@@ -500,10 +500,11 @@ static void test_log_walker(void **state)
         assert_int_equal(scsi_log_next(NULL, &prm), -EINVAL);
 
         /* counters longer than 8 bytes saturate unless their extra bytes are zero */
-        uint8_t v[10] = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+        const uint8_t v[10] = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
         prm = (struct scsi_log_param){.len = 10, .value = v};
         assert_true(scsi_log_param_u64(&prm) == 0x0102030405060708ULL);
-        v[1] = 1;
+        const uint8_t big[10] = {0, 1, 1, 2, 3, 4, 5, 6, 7, 8};
+        prm.value = big;
         assert_true(scsi_log_param_u64(&prm) == UINT64_MAX);
         assert_int_equal(scsi_log_param_u64(NULL), 0);
 }
