@@ -240,10 +240,10 @@ struct http_server *http_server_new(const int *fds, size_t n, const struct http_
         for (size_t i = 0; i < n; i++) {
                 struct MHD_Daemon *d = MHD_start_daemon(
                     MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, handle, s,
-                    MHD_OPTION_LISTEN_SOCKET, fds[i], MHD_OPTION_CONNECTION_LIMIT,
-                    (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                    (unsigned)cfg->timeout_sec, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
-                    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+                    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fds[i],
+                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_sec,
+                    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_END);
                 if (!d) {
                         *ret_err = errno ? -errno : -EIO;
                         for (size_t k = i; k < n; k++)
