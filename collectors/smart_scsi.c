@@ -234,10 +234,9 @@ int scsi_log_page_open(const uint8_t *buf, size_t len, uint8_t page, uint8_t sub
         if ((buf[0] & 0x3f) != page || buf[1] != subpage)
                 return -EBADMSG;
         plen = be16(buf + 2);
-        if (4 + plen > len)
-                return -EINVAL;
         ret->p = buf + 4;
-        ret->left = plen;
+        ret->truncated = 4 + plen > len;
+        ret->left = ret->truncated ? len - 4 : plen;
         return 0;
 }
 
@@ -249,11 +248,12 @@ int scsi_log_next(struct scsi_log_iter *it, struct scsi_log_param *ret)
                 return -EINVAL;
         if (it->left == 0)
                 return 0;
-        if (it->left < 4)
-                return -EINVAL;
+        if (it->left < 4 || 4 + (size_t)it->p[3] > it->left) {
+                /* cut by the buffer: the end of what we have; past the page length: broken */
+                it->left = 0;
+                return it->truncated ? 0 : -EINVAL;
+        }
         vlen = it->p[3];
-        if (4 + vlen > it->left)
-                return -EINVAL;
         ret->code = be16(it->p);
         ret->control = it->p[2];
         ret->len = (uint8_t)vlen;
@@ -341,6 +341,39 @@ int scsi_parse_temperature(const uint8_t *buf, size_t len, struct scsi_temperatu
         if (!t.has_current && !t.has_reference)
                 return -ENODATA;
         *ret = t;
+        return 0;
+}
+
+int scsi_parse_background_scan(const uint8_t *buf, size_t len, struct scsi_background_scan *ret)
+{
+        struct scsi_background_scan bs;
+        struct scsi_log_iter it;
+        struct scsi_log_param p;
+        bool found = false;
+        int r;
+
+        if (!ret)
+                return -EINVAL;
+        r = scsi_log_page_open(buf, len, 0x15, 0, &it);
+        if (r < 0)
+                return r;
+        memset(&bs, 0, sizeof(bs));
+        /* Parameter 0000h comes first; the scan results after it can fill kilobytes. */
+        while (!found && (r = scsi_log_next(&it, &p)) > 0) {
+                if (p.code != 0x0000 || p.len < 12)
+                        continue;
+                found = true;
+                bs.power_on_minutes = be32(p.value);
+                bs.status = p.value[5];
+                bs.scans = be16(p.value + 6);
+                bs.progress = be16(p.value + 8);
+                bs.medium_scans = be16(p.value + 10);
+        }
+        if (r < 0)
+                return r;
+        if (!found)
+                return -ENODATA;
+        *ret = bs;
         return 0;
 }
 

@@ -8,15 +8,17 @@
  * pages 00h Supported Log Pages, 02h/03h/05h Write/Read/Verify Error Counter, 06h Non-Medium
  * Error, 0Dh Temperature, 0Eh Start-Stop Cycle Counter, 2Fh Informational Exceptions); T10
  * SBC-4 (INCITS 506): "Block Device Characteristics VPD page" (B1h), "Solid State Media log
- * page" (11h), "READ DEFECT DATA (10)" parameter data header and the defect list formats.
+ * page" (11h), "Background Scan Results log page" (15h), "READ DEFECT DATA (10)" parameter
+ * data header and the defect list formats.
  * Cross-checked with smartmontools scsicmds.cpp / scsiprint.cpp. Multi-byte fields are
  * big-endian.
  *
  * Bytes in, structs out: no I/O, no globals, no allocation; any thread. The buffers are the
  * data[] / len (or sense[] / sense_len) of a struct devio_result (lib/devio.h) for the
  * DEVIO_SCSI_* commands. Every function leaves its ret_... outputs untouched on failure.
- * Errors: -EINVAL for a NULL argument or truncated data, -EBADMSG for the wrong page, -ENODATA
- * for a page without the value asked. */
+ * Errors: -EINVAL for a NULL argument or truncated or malformed data (a LOG SENSE page cut
+ * by the allocation length is not malformed, see scsi_log_page_open()), -EBADMSG for the wrong
+ * page, -ENODATA for a page without the value asked. */
 #pragma once
 
 #include <stdbool.h>
@@ -93,17 +95,21 @@ struct scsi_log_param {
 struct scsi_log_iter {
         const uint8_t *p;
         size_t left;
+        bool truncated; /* the page is longer than the buffer (cut by the allocation length) */
 };
 
 /* Checks a LOG SENSE page header (byte 0 bits 5:0 page code, byte 1 subpage, bytes 2-3 page
- * length) and starts a walk over its parameters. Returns 0, -EINVAL when NULL, shorter than 4
- * bytes or shorter than 4 + page length, -EBADMSG when the page or subpage is not the one
+ * length) and starts a walk over its parameters. A page longer than the buffer is taken as cut
+ * by the allocation length (SPC-5 4.2.5.6: lib/devio reads at most DEVIO_DATA_MAX bytes, and
+ * page 15h can be far longer): the walk covers the bytes that are there. Returns 0, -EINVAL
+ * when NULL or shorter than the 4-byte header, -EBADMSG when the page or subpage is not the one
  * asked for. */
 int scsi_log_page_open(const uint8_t *buf, size_t len, uint8_t page, uint8_t subpage,
                        struct scsi_log_iter *ret);
 
 /* Moves to the next parameter (4-byte header: code, control, length; then the value). Returns
- * 1 with *ret set, 0 at the end of the page, -EINVAL when a parameter runs past the page. */
+ * 1 with *ret set; 0 at the end of the page, or at a parameter the buffer cuts in a truncated
+ * page; -EINVAL when a parameter runs past the page length (a malformed page). */
 int scsi_log_next(struct scsi_log_iter *it, struct scsi_log_param *ret);
 
 /* A parameter value as a big-endian unsigned number; values longer than 8 bytes saturate to
@@ -129,6 +135,20 @@ struct scsi_temperature {
 /* Parses page 0Dh subpage 0. Returns 0 when at least one value is there, -ENODATA when neither
  * is, or the walk's errors. */
 int scsi_parse_temperature(const uint8_t *buf, size_t len, struct scsi_temperature *ret);
+
+/* Background Scan Results page (15h, SBC-4), Background Scan Status parameter 0000h (at least
+ * 12 value bytes): smartctl's "Accumulated power on time". */
+struct scsi_background_scan {
+        uint32_t power_on_minutes; /* value bytes 0-3: accumulated power on minutes */
+        uint8_t status;            /* value byte 5: background scan status */
+        uint16_t scans;            /* value bytes 6-7: background scans performed */
+        uint16_t progress;         /* value bytes 8-9: scan progress, 65536ths */
+        uint16_t medium_scans;     /* value bytes 10-11: background medium scans performed */
+};
+
+/* Parses page 15h. Returns 0, -ENODATA without parameter 0000h of at least 12 bytes, or the
+ * walk's errors. */
+int scsi_parse_background_scan(const uint8_t *buf, size_t len, struct scsi_background_scan *ret);
 
 /* Informational Exceptions page (2Fh), parameter 0000h. */
 struct scsi_ie {

@@ -54,6 +54,7 @@ static void check_all(const uint8_t *buf, size_t len)
         struct scsi_ie ie;
         struct scsi_error_counters ec;
         struct scsi_start_stop ss;
+        struct scsi_background_scan bs;
         uint8_t pages[64], used;
         char out[300];
         uint64_t count;
@@ -114,6 +115,7 @@ static void check_all(const uint8_t *buf, size_t len)
         check_rc(scsi_parse_nonmedium_errors(buf, len, &count));
         check_rc(scsi_parse_start_stop(buf, len, &ss));
         check_rc(scsi_parse_ssd(buf, len, &used));
+        check_rc(scsi_parse_background_scan(buf, len, &bs));
         r = scsi_parse_defect_count(buf, len, &grown);
         check_rc(r);
         if (r == 0 && grown > 0xffff / 4)
@@ -141,7 +143,8 @@ static void check_patched(const uint8_t *data, size_t size, size_t pos, uint8_t 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        static const uint8_t log_pages[] = {0x00, 0x02, 0x03, 0x05, 0x06, 0x0d, 0x0e, 0x11, 0x2f};
+        static const uint8_t log_pages[] = {0x00, 0x02, 0x03, 0x05, 0x06,
+                                            0x0d, 0x0e, 0x11, 0x15, 0x2f};
         static const uint8_t vpd_pages[] = {0x80, 0x83, 0xb1};
 
         check_all(data, size);

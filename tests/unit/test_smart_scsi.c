@@ -190,7 +190,7 @@ static void page_param(struct page *p, uint16_t code, const uint8_t *v, uint8_t 
 /* Appends a big-endian counter parameter of n bytes. */
 static void page_counter(struct page *p, uint16_t code, uint64_t v, uint8_t n)
 {
-        uint8_t b[16] = {0};
+        uint8_t b[32] = {0};
 
         for (uint8_t i = 0; i < n && i < 8; i++)
                 b[n - 1 - i] = (uint8_t)(v >> (8 * i));
@@ -481,14 +481,27 @@ static void test_log_walker(void **state)
         assert_int_equal(scsi_log_page_open(p.b, p.len, 0x0d, 1, &it), -EBADMSG);
         p.b[0] |= 0x80; /* DS bit does not matter */
         assert_int_equal(scsi_log_page_open(p.b, p.len, 0x0d, 0, &it), 0);
-        /* the page length beyond the buffer, a header cut short */
-        assert_int_equal(scsi_log_page_open(p.b, p.len - 1, 0x0d, 0, &it), -EINVAL);
+        /* a page longer than the buffer (the allocation length cut it): read up to the cut */
+        assert_int_equal(scsi_log_page_open(p.b, p.len - 1, 0x0d, 0, &it), 0);
+        assert_true(it.truncated);
+        assert_int_equal(scsi_log_next(&it, &prm), 1);
+        assert_int_equal(scsi_log_next(&it, &prm), 1);
+        assert_int_equal(prm.code, 0x8001);
+        assert_int_equal(scsi_log_next(&it, &prm), 0); /* the cut 0-byte parameter */
+        assert_int_equal(scsi_log_page_open(p.b, 12, 0x0d, 0, &it), 0);
+        assert_int_equal(scsi_log_next(&it, &prm), 1);
+        assert_int_equal(scsi_log_next(&it, &prm), 0); /* cut inside the second header */
+        assert_int_equal(scsi_log_page_open(p.b, 4, 0x0d, 0, &it), 0);
+        assert_int_equal(scsi_log_next(&it, &prm), 0);
+        /* a header cut short */
         assert_int_equal(scsi_log_page_open(p.b, 3, 0x0d, 0, &it), -EINVAL);
         assert_int_equal(scsi_log_page_open(NULL, 16, 0x0d, 0, &it), -EINVAL);
         /* a parameter whose length runs past the page */
         p.b[4 + 3] = 200;
         assert_int_equal(scsi_log_page_open(p.b, p.len, 0x0d, 0, &it), 0);
+        assert_false(it.truncated);
         assert_int_equal(scsi_log_next(&it, &prm), -EINVAL);
+        assert_int_equal(scsi_log_next(&it, &prm), 0); /* the walk is over */
         p.b[4 + 3] = 2;
         /* a page that ends inside a parameter header */
         p.b[3] = (uint8_t)(p.b[3] + 2);
@@ -523,8 +536,11 @@ static void test_supported_pages(void **state)
         assert_int_equal(n, 3);
         assert_int_equal(scsi_parse_supported_pages(b, sizeof(b), NULL, 0, &n), 0);
         assert_int_equal(n, 0);
+        /* cut by the buffer: the pages that are there */
+        assert_int_equal(scsi_parse_supported_pages(b, sizeof(b) - 1, pages, 64, &n), 0);
+        assert_int_equal(n, 7);
         n = 99;
-        assert_int_equal(scsi_parse_supported_pages(b, sizeof(b) - 1, pages, 64, &n), -EINVAL);
+        assert_int_equal(scsi_parse_supported_pages(b, 3, pages, 64, &n), -EINVAL);
         b[0] = 0x0d;
         assert_int_equal(scsi_parse_supported_pages(b, sizeof(b), pages, 64, &n), -EBADMSG);
         assert_int_equal(n, 99);
@@ -600,10 +616,13 @@ static void test_ie(void **state)
         page_param(&p, 0x0001, (const uint8_t[]){0x5d, 0x00}, 2);
         page_param(&p, 0x0000, (const uint8_t[]){0x5d}, 1);
         assert_int_equal(scsi_parse_ie(p.b, p.len, &ie), -ENODATA);
-        p.len--;
+        p.len--; /* cut by the buffer inside parameter 0000h */
+        assert_int_equal(scsi_parse_ie(p.b, p.len, &ie), -ENODATA);
+        p.len++;
+        p.b[10 + 3] = 2; /* 0000h's length runs past the page: malformed */
         assert_int_equal(scsi_parse_ie(p.b, p.len, &ie), -EINVAL);
         p.b[0] = 0x0d;
-        assert_int_equal(scsi_parse_ie(p.b, p.len + 1, &ie), -EBADMSG);
+        assert_int_equal(scsi_parse_ie(p.b, p.len, &ie), -EBADMSG);
 }
 
 static void test_error_counters(void **state)
@@ -639,7 +658,9 @@ static void test_error_counters(void **state)
         assert_int_equal(scsi_parse_error_counters(p.b, p.len, 0x02, &c), -EBADMSG);
         assert_int_equal(scsi_parse_error_counters(p.b, p.len, 0x06, &c), -EINVAL);
         assert_int_equal(scsi_parse_error_counters(p.b, p.len, 0x03, NULL), -EINVAL);
-        assert_int_equal(scsi_parse_error_counters(p.b, p.len - 1, 0x03, &c), -EINVAL);
+        /* cut by the buffer: the counters before the cut */
+        assert_int_equal(scsi_parse_error_counters(p.b, p.len - 1, 0x03, &c), 0);
+        assert_int_equal(c.present, 1u << SCSI_ERR_BYTES_PROCESSED);
         page_start(&p, 0x05, 0);
         page_counter(&p, 0x8000, 1, 4);
         assert_int_equal(scsi_parse_error_counters(p.b, p.len, 0x05, &c), -ENODATA);
@@ -665,7 +686,9 @@ static void test_nonmedium_start_stop_ssd(void **state)
         p.b[0] = 0x0e;
         assert_int_equal(scsi_parse_nonmedium_errors(p.b, p.len, &count), -EBADMSG);
         p.b[0] = 0x06;
-        assert_int_equal(scsi_parse_nonmedium_errors(p.b, p.len - 1, &count), -EINVAL);
+        assert_int_equal(scsi_parse_nonmedium_errors(p.b, p.len - 1, &count), -ENODATA);
+        p.b[4 + 3] = 5;
+        assert_int_equal(scsi_parse_nonmedium_errors(p.b, p.len, &count), -EINVAL);
         assert_int_equal(count, 0x10203);
 
         page_start(&p, 0x0e, 0);
@@ -692,7 +715,7 @@ static void test_nonmedium_start_stop_ssd(void **state)
         page_start(&p, 0x0e, 0);
         page_param(&p, 0x0001, (const uint8_t *)"201901", 6);
         assert_int_equal(scsi_parse_start_stop(p.b, p.len, &ss), -ENODATA);
-        p.b[3]++;
+        p.b[4 + 3] = 7; /* the parameter runs past the page */
         assert_int_equal(scsi_parse_start_stop(p.b, p.len, &ss), -EINVAL);
 
         page_start(&p, 0x11, 0);
@@ -710,6 +733,39 @@ static void test_nonmedium_start_stop_ssd(void **state)
         assert_int_equal(scsi_parse_ssd(p.b, p.len, &used), -EBADMSG);
         assert_int_equal(scsi_parse_ssd(p.b, p.len, NULL), -EINVAL);
         assert_int_equal(used, 130);
+}
+
+static void test_background_scan(void **state)
+{
+        struct page p;
+        struct scsi_background_scan bs, keep;
+        uint8_t status[12] = {0x00, 0x01, 0x86, 0xa0, 0, 0x02, 0x00, 0x05, 0x80, 0x00, 0x01, 0x02};
+        (void)state;
+
+        page_start(&p, 0x15, 0);
+        page_param(&p, 0x0000, status, 12);
+        for (uint16_t k = 1; k <= 20; k++) /* medium scan results, 20 bytes each */
+                page_counter(&p, k, k, 20);
+        assert_int_equal(scsi_parse_background_scan(p.b, p.len, &bs), 0);
+        assert_int_equal(bs.power_on_minutes, 100000);
+        assert_int_equal(bs.status, 2);
+        assert_int_equal(bs.scans, 5);
+        assert_int_equal(bs.progress, 0x8000);
+        assert_int_equal(bs.medium_scans, 0x0102);
+        /* a page far longer than the buffer: parameter 0000h still comes first */
+        p.b[2] = 0x7f;
+        assert_int_equal(scsi_parse_background_scan(p.b, 40, &bs), 0);
+        assert_int_equal(bs.power_on_minutes, 100000);
+        memset(&keep, 0x5a, sizeof(keep));
+        bs = keep;
+        assert_int_equal(scsi_parse_background_scan(p.b, 19, &bs), -ENODATA);
+        page_start(&p, 0x15, 0);
+        page_param(&p, 0x0000, status, 11);
+        assert_int_equal(scsi_parse_background_scan(p.b, p.len, &bs), -ENODATA);
+        p.b[0] = 0x2f;
+        assert_int_equal(scsi_parse_background_scan(p.b, p.len, &bs), -EBADMSG);
+        assert_int_equal(scsi_parse_background_scan(p.b, p.len, NULL), -EINVAL);
+        assert_memory_equal(&bs, &keep, sizeof(bs));
 }
 
 static void test_defect_count(void **state)
@@ -849,6 +905,7 @@ int main(void)
             cmocka_unit_test(test_ie),
             cmocka_unit_test(test_error_counters),
             cmocka_unit_test(test_nonmedium_start_stop_ssd),
+            cmocka_unit_test(test_background_scan),
             cmocka_unit_test(test_defect_count),
             cmocka_unit_test(test_scsi_debug_identity),
             cmocka_unit_test(test_scsi_debug_log_pages),
