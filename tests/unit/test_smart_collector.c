@@ -1,0 +1,436 @@
+/* The SMART collector's logic with a fake device runner: captured QEMU pages in, metrics out;
+ * standby, errors, timeouts and a hung device that blocks neither other devices nor export. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "expo.h"
+#include "fsroot.h"
+#include "metrics.h"
+#include "smart.h"
+#include "smart_read.h"
+
+/* A fake runner: answers from captured pages, or with a scripted error, or hangs. */
+struct fake {
+        struct devio base;
+        pthread_mutex_t lock;
+        int mode[4];          /* per device index: 0 pages, else -errno of run(), 1 hang */
+        int standby;          /* CHECK POWER MODE count: 0xFF active, 0x00 standby */
+        unsigned requests[4]; /* requests seen per device */
+        usec_t busy_until[4]; /* a hung request comes back at this monotonic time */
+        usec_t hang;          /* how long a hanging request takes to come back */
+};
+
+static const char *const names[4] = {"nvme0n1", "sda", "sdb", "nvme1n1"};
+
+static int dev_index(const char *name)
+{
+        for (int i = 0; i < 4; i++)
+                if (strcmp(names[i], name) == 0)
+                        return i;
+        return -1;
+}
+
+static size_t load(const char *file, uint8_t *buf, size_t size)
+{
+        char path[512];
+        FILE *f;
+        size_t n;
+
+        snprintf(path, sizeof path, "%s/smart/%s", FIXTURES, file);
+        f = fopen(path, "rb");
+        assert_non_null(f);
+        n = fread(buf, 1, size, f);
+        fclose(f);
+        return n;
+}
+
+static void page(struct devio_result *r, const char *file)
+{
+        memset(r, 0, sizeof(*r));
+        r->len = (uint32_t)load(file, r->data, sizeof r->data);
+}
+
+static void sense(struct devio_result *r, const char *file)
+{
+        memset(r, 0, sizeof(*r));
+        r->scsi_status = 2; /* CHECK CONDITION, as with CK_COND */
+        r->sense_len = (uint8_t)load(file, r->sense, sizeof r->sense);
+}
+
+static int fake_run(struct devio *io, const struct devio_request *req, usec_t timeout,
+                    struct devio_response *resp)
+{
+        struct fake *f = (struct fake *)io;
+        int i = dev_index(req->name), mode;
+
+        assert_true(i >= 0);
+        pthread_mutex_lock(&f->lock);
+        f->requests[i]++;
+        mode = f->mode[i];
+        if (now_monotonic() < f->busy_until[i]) {
+                pthread_mutex_unlock(&f->lock);
+                return -EBUSY;
+        }
+        if (mode == 1)
+                f->busy_until[i] = now_monotonic() + f->hang;
+        pthread_mutex_unlock(&f->lock);
+
+        if (mode == 1) {
+                /* Hangs past the caller's timeout; the device stays busy until it returns. */
+                usleep((useconds_t)(timeout < f->hang ? timeout : f->hang));
+                if (timeout < f->hang)
+                        return -ETIMEDOUT;
+        } else if (mode < 0) {
+                return mode;
+        }
+        memset(resp, 0, sizeof(*resp));
+        resp->n = req->n;
+        for (uint32_t k = 0; k < req->n; k++) {
+                struct devio_result *r = &resp->r[k];
+                switch (req->cmds[k].cmd) {
+                case DEVIO_NVME_IDENTIFY_CTRL:
+                        page(r, "qemu-nvme-identify.bin");
+                        break;
+                case DEVIO_NVME_SMART_LOG:
+                        page(r, "qemu-nvme-smart.bin");
+                        break;
+                case DEVIO_ATA_CHECK_POWER_MODE:
+                        sense(r, "qemu-ahci-check-power.sense");
+                        /* the count register: descriptor byte 8+5 (count 7:0) */
+                        if (r->sense[0] == 0x72)
+                                r->sense[8 + 5] = (uint8_t)f->standby;
+                        break;
+                case DEVIO_ATA_IDENTIFY:
+                        page(r, "qemu-ahci-identify.bin");
+                        break;
+                case DEVIO_ATA_SMART_READ_DATA:
+                        page(r, "qemu-ahci-smart-data.bin");
+                        break;
+                case DEVIO_ATA_SMART_READ_THRESHOLDS:
+                        page(r, "qemu-ahci-smart-thresholds.bin");
+                        break;
+                case DEVIO_ATA_SMART_RETURN_STATUS:
+                        sense(r, "qemu-ahci-return-status.sense");
+                        break;
+                default:
+                        memset(r, 0, sizeof(*r));
+                        r->err = -EINVAL;
+                }
+        }
+        return 0;
+}
+
+static bool fake_busy(struct devio *io, const char *name)
+{
+        struct fake *f = (struct fake *)io;
+        int i = dev_index(name);
+        bool b;
+
+        pthread_mutex_lock(&f->lock);
+        b = i >= 0 && now_monotonic() < f->busy_until[i];
+        pthread_mutex_unlock(&f->lock);
+        return b;
+}
+
+static void fake_free(struct devio *io)
+{
+        (void)io;
+}
+
+static const struct devio_ops fake_ops = {.run = fake_run, .busy = fake_busy, .free = fake_free};
+
+static void fake_init(struct fake *f)
+{
+        memset(f, 0, sizeof(*f));
+        f->base.ops = &fake_ops;
+        pthread_mutex_init(&f->lock, NULL);
+        f->standby = 0xFF;
+        f->hang = 300 * USEC_PER_MSEC;
+}
+
+/* A sysfs tree with an NVMe namespace and an ATA disk (VPD page 89h present). */
+static char root[64];
+
+static void mkfile(const char *rel, const char *text)
+{
+        char path[256], cmd[320];
+        FILE *f;
+
+        snprintf(path, sizeof path, "%s/%s", root, rel);
+        snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", path);
+        assert_int_equal(system(cmd), 0);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(text, f);
+        fclose(f);
+}
+
+static int sysfs_setup(void)
+{
+        strcpy(root, "/tmp/diskpulse-smart-XXXXXX");
+        assert_non_null(mkdtemp(root));
+        mkfile("block/nvme0n1/size", "131072\n");
+        mkfile("block/sda/device/vpd_pg89", "x");
+        mkfile("block/sda/device/vendor", "ATA     \n");
+        mkfile("block/vda/size", "1\n");
+        return root_open(root);
+}
+
+static void sysfs_teardown(int fd)
+{
+        char cmd[128];
+
+        close(fd);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+        assert_int_equal(system(cmd), 0);
+}
+
+static char *render(struct smart *s)
+{
+        struct mset *m = mset_new();
+        char *text;
+        size_t len;
+
+        smart_export(s, m);
+        assert_int_equal(expo_render_text(&m, 1, &text, &len), 0);
+        mset_free(m);
+        return text;
+}
+
+static void assert_has(const char *text, const char *line)
+{
+        if (!strstr(text, line)) {
+                fprintf(stderr, "missing: %s\nin:\n%s\n", line, text);
+                fail();
+        }
+}
+
+static struct smart *collector(struct fake *f, int sysfs_fd, enum smart_powermode_check pm,
+                               usec_t timeout)
+{
+        struct smart_config c = {
+            .io = &f->base,
+            .sysfs_fd = sysfs_fd,
+            .interval = 3600 * USEC_PER_SEC,
+            .timeout = timeout,
+            .powermode = pm,
+        };
+        return smart_new(&c);
+}
+
+static void test_classify(void **state)
+{
+        (void)state;
+        assert_int_equal(smart_classify("nvme0n1", false, NULL), DEVIO_NVME);
+        assert_int_equal(smart_classify("nvme12n3", false, NULL), DEVIO_NVME);
+        assert_int_equal(smart_classify("nvme0", false, NULL), -ENODEV);
+        assert_int_equal(smart_classify("nvme0n1p1", false, NULL), -ENODEV);
+        assert_int_equal(smart_classify("sda", true, NULL), DEVIO_ATA);
+        assert_int_equal(smart_classify("sdb", false, "ATA     "), DEVIO_ATA);
+        assert_int_equal(smart_classify("sdc", false, "SEAGATE "), DEVIO_SCSI);
+        assert_int_equal(smart_classify("sdaa", false, NULL), DEVIO_SCSI);
+        assert_int_equal(smart_classify("sda1", true, NULL), -ENODEV);
+        assert_int_equal(smart_classify("vda", false, NULL), -ENODEV);
+        assert_int_equal(smart_classify("dm-0", false, NULL), -ENODEV);
+}
+
+static void test_read_qemu_devices(void **state)
+{
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *s;
+        char *text;
+        (void)state;
+
+        fake_init(&f);
+        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
+        smart_read_all_now(s);
+        text = render(s);
+        /* QEMU's NVMe controller, as smartctl reports it (tests/fixtures/smart, JSON) */
+        assert_has(text, "diskpulse_smart_info{device=\"nvme0n1\",protocol=\"nvme\",model=\"QEMU "
+                         "NVMe Ctrl\",");
+        assert_has(text, "diskpulse_smart_up{device=\"nvme0n1\"} 1\n");
+        assert_has(text, "diskpulse_smart_healthy{device=\"nvme0n1\"} 1\n");
+        assert_has(text, "diskpulse_smart_temperature_celsius{device=\"nvme0n1\"} 50\n");
+        assert_has(text, "diskpulse_nvme_critical_warning{device=\"nvme0n1\"} 0\n");
+        assert_has(text, "diskpulse_disk_rotation_rate_rpm{device=\"nvme0n1\"} 0\n");
+        /* QEMU's AHCI disk */
+        assert_has(text, "diskpulse_smart_info{device=\"sda\",protocol=\"ata\",model=\"QEMU "
+                         "HARDDISK\",");
+        assert_has(text, "diskpulse_smart_up{device=\"sda\"} 1\n");
+        assert_has(text, "diskpulse_smart_healthy{device=\"sda\"} 1\n");
+        assert_has(text, "diskpulse_smart_power_mode{device=\"sda\"} 0\n");
+        assert_has(text, "diskpulse_smart_temperature_celsius{device=\"sda\"} 31\n");
+        assert_has(text, "diskpulse_smart_power_on_seconds_total{device=\"sda\"} 3600\n");
+        assert_has(text, "diskpulse_ata_attribute_value{device=\"sda\",id=\"190\",name=\"Airflow_"
+                         "Temperature_Cel\"} 69\n");
+        assert_has(text,
+                   "diskpulse_ata_attribute_failing{device=\"sda\",id=\"5\",name=\"Reallocated_"
+                   "Sector_Ct\"} 0\n");
+        assert_has(text, "diskpulse_smart_skipped_total{device=\"sda\",reason=\"standby\"} 0\n");
+        /* vda has no health data: not listed */
+        assert_null(strstr(text, "device=\"vda\""));
+        assert_null(strstr(text, "diskpulse_smart_read_errors_total"));
+        free(text);
+        smart_free(s);
+        sysfs_teardown(fd);
+}
+
+static void test_standby_not_woken(void **state)
+{
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *s;
+        char *text;
+        (void)state;
+
+        fake_init(&f);
+        f.standby = 0x00;
+        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
+        smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_power_mode{device=\"sda\"} 1\n");
+        assert_has(text, "diskpulse_smart_skipped_total{device=\"sda\",reason=\"standby\"} 1\n");
+        /* nothing but CHECK POWER MODE was sent: one request, no data */
+        assert_int_equal(f.requests[1], 1);
+        assert_null(strstr(text, "diskpulse_smart_info{device=\"sda\""));
+        free(text);
+
+        /* the last values stay, with their timestamp, while the disk sleeps */
+        f.standby = 0xFF;
+        smart_read_all_now(s);
+        f.standby = 0x00;
+        smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_skipped_total{device=\"sda\",reason=\"standby\"} 2\n");
+        assert_has(text, "diskpulse_smart_info{device=\"sda\"");
+        assert_has(text, "diskpulse_smart_last_read_timestamp_seconds{device=\"sda\"}");
+        free(text);
+        smart_free(s);
+
+        /* --smart.powermode-check=never reads regardless */
+        f.requests[1] = 0;
+        s = collector(&f, fd, SMART_PM_NEVER, USEC_PER_SEC);
+        smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_up{device=\"sda\"} 1\n");
+        assert_int_equal(f.requests[1], 1);
+        free(text);
+        smart_free(s);
+        sysfs_teardown(fd);
+}
+
+static void test_errors_become_metrics(void **state)
+{
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *s;
+        char *text;
+        (void)state;
+
+        fake_init(&f);
+        f.mode[0] = -EACCES;
+        f.mode[1] = -EIO;
+        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
+        smart_read_all_now(s);
+        smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_up{device=\"nvme0n1\"} 0\n");
+        assert_has(text, "diskpulse_smart_read_errors_total{device=\"nvme0n1\",reason="
+                         "\"permission\"} 2\n");
+        assert_has(text, "diskpulse_smart_read_errors_total{device=\"sda\",reason=\"io\"} 2\n");
+        free(text);
+        /* recovery */
+        f.mode[0] = 0;
+        smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_up{device=\"nvme0n1\"} 1\n");
+        assert_has(text, "diskpulse_smart_read_errors_total{device=\"nvme0n1\",reason="
+                         "\"permission\"} 2\n");
+        free(text);
+        smart_free(s);
+        sysfs_teardown(fd);
+}
+
+static void test_reason_mapping(void **state)
+{
+        (void)state;
+        assert_int_equal(smart_reason_from_errno(-ETIMEDOUT), SMART_REASON_TIMEOUT);
+        assert_int_equal(smart_reason_from_errno(-EPERM), SMART_REASON_PERMISSION);
+        assert_int_equal(smart_reason_from_errno(-EACCES), SMART_REASON_PERMISSION);
+        assert_int_equal(smart_reason_from_errno(-ENODEV), SMART_REASON_NODEV);
+        assert_int_equal(smart_reason_from_errno(-ENOENT), SMART_REASON_NODEV);
+        assert_int_equal(smart_reason_from_errno(-EBADMSG), SMART_REASON_BAD_DATA);
+        assert_int_equal(smart_reason_from_errno(-ECONNRESET), SMART_REASON_HELPER);
+        assert_int_equal(smart_reason_from_errno(-E2BIG), SMART_REASON_OTHER);
+}
+
+/* A hung device: one timeout counted, no second request while it hangs, the other device read
+ * on schedule, and export never waits for the device. */
+static void test_hung_device_isolated(void **state)
+{
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *s;
+        char *text;
+        struct smart_config c;
+        usec_t t0, worst = 0;
+        (void)state;
+
+        fake_init(&f);
+        f.mode[0] = 1;             /* nvme0n1 hangs */
+        f.hang = 3 * USEC_PER_SEC; /* for 3 s */
+        c = (struct smart_config){.io = &f.base,
+                                  .sysfs_fd = fd,
+                                  .interval = 1 * USEC_PER_SEC,
+                                  .timeout = 200 * USEC_PER_MSEC,
+                                  .powermode = SMART_PM_STANDBY};
+        s = smart_new(&c);
+        assert_int_equal(smart_start(s), 0);
+        t0 = now_monotonic();
+        while (now_monotonic() - t0 < 2500 * USEC_PER_MSEC) {
+                usec_t a = now_monotonic();
+                struct mset *m = mset_new();
+                smart_export(s, m);
+                mset_free(m);
+                if (now_monotonic() - a > worst)
+                        worst = now_monotonic() - a;
+                usleep(20000);
+        }
+        text = render(s);
+        assert_has(text, "diskpulse_smart_up{device=\"nvme0n1\"} 0\n");
+        assert_has(text, "diskpulse_smart_read_errors_total{device=\"nvme0n1\",reason=\"timeout\"} "
+                         "1\n");
+        assert_has(text, "diskpulse_smart_up{device=\"sda\"} 1\n");
+        /* sda was read again on its 1 s schedule while nvme0n1 hung */
+        assert_true(f.requests[1] >= 2 * 2);
+        /* one request to the hung device, no second one piled on */
+        assert_int_equal(f.requests[0], 1);
+        /* export took the lock only briefly */
+        assert_true(worst < 50 * USEC_PER_MSEC);
+        free(text);
+        smart_free(s);
+        sysfs_teardown(fd);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_classify),          cmocka_unit_test(test_read_qemu_devices),
+            cmocka_unit_test(test_standby_not_woken), cmocka_unit_test(test_errors_become_metrics),
+            cmocka_unit_test(test_reason_mapping),    cmocka_unit_test(test_hung_device_isolated),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
