@@ -438,6 +438,7 @@ struct privsep {
 };
 
 static const struct devio_ops privsep_ops;
+static void mark_dead(struct privsep *ps);
 
 static struct pending *pending_by_name(struct privsep *ps, const char *name)
 {
@@ -531,6 +532,8 @@ static int privsep_run(struct devio *io, const struct devio_request *req, usec_t
 
         len = devio_proto_encode_request(p->id, req, msg, sizeof msg);
         r = len < 0 ? len : send_until(ps->fd, msg, (size_t)len, deadline);
+        if (r == -ECONNRESET)
+                mark_dead(ps); /* the receiver may not have seen the EOF yet */
 
         pthread_mutex_lock(&ps->lock);
         if (r < 0) {
@@ -612,9 +615,11 @@ static void deliver(struct privsep *ps, const uint8_t *buf, size_t len)
         pthread_cond_broadcast(&ps->cond);
 }
 
-/* Marks the helper gone: waiting callers get -ECONNRESET, abandoned entries are freed. */
+/* Marks the helper gone: waiting callers get -ECONNRESET, abandoned entries are freed. Called by
+ * the receiver at EOF and by run() when a send finds the socket closed; idempotent. */
 static void mark_dead(struct privsep *ps)
 {
+        pid_t pid;
         int st;
 
         pthread_mutex_lock(&ps->lock);
@@ -639,7 +644,10 @@ static void mark_dead(struct privsep *ps)
         pthread_cond_broadcast(&ps->cond);
         pthread_mutex_unlock(&ps->lock);
         /* Reap it if it has exited already; privsep_free() waits for it otherwise. */
-        if (waitpid(ps->pid, &st, WNOHANG) == ps->pid) {
+        pthread_mutex_lock(&ps->lock);
+        pid = ps->pid;
+        pthread_mutex_unlock(&ps->lock);
+        if (pid > 0 && waitpid(pid, &st, WNOHANG) == pid) {
                 pthread_mutex_lock(&ps->lock);
                 ps->pid = 0;
                 pthread_mutex_unlock(&ps->lock);
