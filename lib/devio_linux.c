@@ -313,7 +313,7 @@ static void ata_pass_through(int fd, uint32_t cmd, uint8_t *buf, struct devio_re
                 cdb[1] = 3 << 1; /* non-data */
                 cdb[2] = 0x20;   /* CK_COND: return the registers as sense data */
         }
-        sg_io(fd, cdb, sizeof cdb, data_in ? buf : NULL, data_in ? 512 : 0, res);
+        sg_io(fd, cdb, sizeof cdb, buf, data_in ? 512 : 0, res);
 }
 
 /* LOG SENSE (SPC-4 6.8): PC 01b cumulative values. First the 4-byte header, then the page with
