@@ -25,22 +25,24 @@
 /* IDENTIFY DEVICE, the fields diskpulse uses. Strings as smartctl prints them: leading and
  * trailing spaces removed, cut at a NUL, bytes outside ' '..'~' replaced by '?'. */
 struct ata_identity {
-        char serial[21];        /* words 10-19 */
-        char firmware[9];       /* words 23-26 */
-        char model[41];         /* words 27-46 */
-        char wwn[17];           /* words 108-111 as 16 lowercase hex digits (udev's ID_WWN without
-                              "0x"), "" unless word 84 or 87 says valid and the NAA is 5 */
-        uint16_t rotation_rate; /* word 217: 0 not reported (also for reserved values 0002h-0400h
-                                   and FFFFh), 1 non-rotating (solid state), else rpm */
-        bool smart_supported;   /* word 82 bit 0, when word 83 bits 15:14 = 01b */
-        bool smart_enabled;     /* word 85 bit 0, when word 87 bits 15:14 = 01b */
-        bool write_cache_supported;    /* word 82 bit 5, same validity */
-        bool write_cache_enabled;      /* word 85 bit 5, same validity */
-        bool lba48;                    /* word 83 bit 10: 48-bit addressing */
-        uint64_t sectors;              /* user addressable logical sectors: words 100-103 with
-                                       lba48, else words 60-61 */
-        uint32_t logical_sector_size;  /* bytes: words 117-118 (in words) when word 106 says so,
-                                          else 512 */
+        char serial[21];  /* words 10-19 */
+        char firmware[9]; /* words 23-26 */
+        char model[41];   /* words 27-46 */
+        /* words 108-111 as 16 lowercase hex digits (udev's ID_WWN without "0x"), "" unless word
+         * 84 or 87 says valid and the NAA is 5 */
+        char wwn[17];
+        /* word 217: 0 not reported (also for reserved values 0002h-0400h and FFFFh), 1
+         * non-rotating (solid state), else rpm */
+        uint16_t rotation_rate;
+        bool smart_supported;       /* word 82 bit 0, when word 83 bits 15:14 = 01b */
+        bool smart_enabled;         /* word 85 bit 0, when word 87 bits 15:14 = 01b */
+        bool write_cache_supported; /* word 82 bit 5, same validity */
+        bool write_cache_enabled;   /* word 85 bit 5, same validity */
+        bool lba48;                 /* word 83 bit 10: 48-bit addressing */
+        /* user addressable logical sectors: words 100-103 with lba48, else words 60-61 */
+        uint64_t sectors;
+        /* bytes: words 117-118 (in words) when word 106 says so, else 512 */
+        uint32_t logical_sector_size;
         uint32_t physical_sector_size; /* bytes: logical << word 106 bits 3:0 when valid */
         bool checksum_present;         /* word 255 low byte A5h (and the checksum held) */
 };
@@ -53,21 +55,22 @@ int ata_parse_identify(const uint8_t *buf, size_t len, struct ata_identity *ret)
 /* One SMART attribute (a 12-byte entry of READ DATA, its threshold from READ THRESHOLDS). */
 struct ata_attribute {
         uint8_t id;
-        uint16_t flags; /* bit 0 pre-failure, 1 online, 2 performance, 3 error rate, 4 event
-                           count, 5 self-preserving */
+        /* bits: 0 pre-failure, 1 online, 2 performance, 3 error rate, 4 event count,
+         * 5 self-preserving */
+        uint16_t flags;
         uint8_t value, worst, threshold; /* normalized current, worst, threshold */
         bool has_threshold;              /* threshold was read and has an entry with this id */
-        uint64_t raw; /* the 6 raw bytes as a little-endian 48-bit number: smartctl's JSON
-                         "raw": {"value": ...} */
+        /* the 6 raw bytes as a little-endian 48-bit number, smartctl's JSON raw.value */
+        uint64_t raw;
 };
 
 struct ata_smart {
         uint16_t revision; /* bytes 0-1 */
         size_t n;          /* attributes in attrs, in table order; entries with id 0 skipped */
         struct ata_attribute attrs[ATA_SMART_MAX_ATTRS];
-        uint8_t offline_status;         /* byte 362: offline data collection status */
-        uint8_t selftest_status;        /* byte 363: self-test execution status (bits 7:4
-                                          result, 3:0 percent remaining / 10) */
+        uint8_t offline_status; /* byte 362: offline data collection status */
+        /* byte 363: self-test execution status (bits 7:4 result, 3:0 percent remaining / 10) */
+        uint8_t selftest_status;
         uint16_t offline_seconds;       /* bytes 364-365: time to complete offline collection */
         uint8_t offline_capabilities;   /* byte 367 */
         uint16_t smart_capabilities;    /* bytes 368-369 */
@@ -111,16 +114,19 @@ const char *ata_attribute_name_rpm(uint8_t id, uint16_t rotation_rate);
 /* The unified health values, each with a has_ flag (false: the drive has no such attribute). */
 struct ata_derived {
         bool has_temperature;
-        int temperature_c; /* 194, else 190: raw byte 0 (bytes 2-5 hold min/max); a value
-                                outside 1..127 is skipped, as smartctl */
+        /* 194, else 190: raw byte 0 (bytes 2-5 hold min/max); a value outside 1..127 is skipped,
+         * as smartctl */
+        int temperature_c;
         bool has_power_on_hours;
-        uint64_t power_on_hours; /* 9: raw bits 0-23 (smartctl's default raw24 display; bytes
-                                    3-5 hold minutes or milliseconds on some drives) */
+        /* 9: raw bits 0-23 (smartctl's default raw24 display; bytes 3-5 hold minutes or
+         * milliseconds on some drives) */
+        uint64_t power_on_hours;
         bool has_power_cycles;
         uint64_t power_cycles; /* 12 */
         bool has_unsafe_shutdowns;
-        uint64_t unsafe_shutdowns; /* 174 Unexpected power loss count where present (SSDs that
-                                      count it explicitly), else 192 Power-Off_Retract_Count */
+        /* 174 Unexpected power loss count where present (SSDs that count it explicitly), else
+         * 192 Power-Off_Retract_Count */
+        uint64_t unsafe_shutdowns;
         bool has_reallocated;
         uint64_t reallocated; /* 5: raw bits 0-15 (smartctl's raw16) */
         bool has_pending;
@@ -136,13 +142,13 @@ struct ata_derived {
         bool has_lbas_read;
         uint64_t lbas_read; /* 242 */
         bool has_wear;
-        double wear_used_ratio; /* (100 - normalized value) / 100 clamped to 0..1, from the first
-                                   present of 233 Media_Wearout_Indicator, 231 SSD_Life_Left,
-                                   202 Percent_Lifetime_Remain, 177 Wear_Leveling_Count: the
-                                   dedicated attributes win over 177, which some drives use for
-                                   other things; 231 and 202 only on a solid state drive
-                                   (rotation rate 1), where they are not HDD counters */
-        uint8_t wear_id;        /* the attribute it came from, 0 without */
+        /* (100 - normalized value) / 100 clamped to 0..1, from the first present of 233
+         * Media_Wearout_Indicator, 231 SSD_Life_Left, 202 Percent_Lifetime_Remain, 177
+         * Wear_Leveling_Count: the dedicated attributes win over 177, which some drives use for
+         * other things; 231 and 202 only on a solid state drive (rotation rate 1), where they
+         * are not HDD counters */
+        double wear_used_ratio;
+        uint8_t wear_id; /* the attribute it came from, 0 without */
 };
 
 /* Derives the unified values from parsed SMART data (raw counts are raw48 unless noted).
@@ -165,11 +171,11 @@ enum ata_return_format {
  * not kept). */
 struct ata_return {
         uint8_t error, count, lba_low, lba_mid, lba_high, device, status;
-        bool has_lba;                 /* lba_low/mid/high were in the sense data */
-        bool extend;                  /* the EXTEND bit (a 48-bit command's result) */
-        uint8_t format;               /* enum ata_return_format */
-        uint8_t sense_key, asc, ascq; /* of the sense data (01h/00h/1Dh: ATA PASS-THROUGH
-                                         INFORMATION AVAILABLE) */
+        bool has_lba;   /* lba_low/mid/high were in the sense data */
+        bool extend;    /* the EXTEND bit (a 48-bit command's result) */
+        uint8_t format; /* enum ata_return_format */
+        /* of the sense data (01h/00h/1Dh: ATA PASS-THROUGH INFORMATION AVAILABLE) */
+        uint8_t sense_key, asc, ascq;
 };
 
 /* Parses ATA PASS-THROUGH sense data in either format: descriptor (72h/73h, searching the

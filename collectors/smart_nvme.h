@@ -48,20 +48,22 @@ struct nvme_identity {
         char serial[21];              /* SN, bytes 4-23 */
         char model[41];               /* MN, bytes 24-63 */
         char firmware[9];             /* FR, bytes 64-71 */
-        uint32_t ieee_oui;          /* IEEE, bytes 73-75, byte 73 least significant (as smartctl) */
-        uint16_t controller_id;     /* CNTLID, bytes 78-79 */
-        uint32_t version;           /* VER, bytes 80-83: major << 16 | minor << 8 | tertiary; 0
-                                         when not reported (before NVMe 1.2) */
-        char fguid[33];             /* FGUID, bytes 112-127 as 32 lowercase hex digits in byte
-                                         order; "" when all zero (NVMe 1.4, rarely set) */
+        uint32_t ieee_oui;      /* IEEE, bytes 73-75, byte 73 least significant (as smartctl) */
+        uint16_t controller_id; /* CNTLID, bytes 78-79 */
+        /* VER, bytes 80-83: major << 16 | minor << 8 | tertiary; 0 when not reported (before
+         * NVMe 1.2) */
+        uint32_t version;
+        /* FGUID, bytes 112-127 as 32 lowercase hex digits in byte order; "" when all zero (NVMe
+         * 1.4, rarely set) */
+        char fguid[33];
         uint16_t warning_temp_k;    /* WCTEMP, bytes 266-267, kelvin; 0 = not reported */
         uint16_t critical_temp_k;   /* CCTEMP, bytes 268-269, kelvin; 0 = not reported */
         struct u128 total_capacity; /* TNVMCAP, bytes 280-295, bytes; 0 = not reported */
         uint32_t namespaces;        /* NN, bytes 516-519 */
         bool volatile_write_cache;  /* VWC bit 0, byte 525: a volatile write cache is present */
-        char subnqn[257];           /* SUBNQN, bytes 768-1023: the NVM subsystem's qualified
-                                         name, the closest thing to a WWN a controller has (the
-                                         namespace ids NGUID/EUI64 are in Identify Namespace) */
+        /* SUBNQN, bytes 768-1023: the NVM subsystem's qualified name, the closest thing to a WWN
+         * a controller has (the namespace ids NGUID/EUI64 are in Identify Namespace) */
+        char subnqn[257];
 };
 
 /* Parses an Identify Controller data structure (CNS 01h). len must be at least 4096 (more is
@@ -90,10 +92,10 @@ struct nvme_health {
         uint32_t warning_temp_time;        /* bytes 192-195, minutes above WCTEMP */
         uint32_t critical_temp_time;       /* bytes 196-199, minutes above CCTEMP */
         uint16_t temp_sensor_k[8];         /* bytes 200-215, sensors 1-8, kelvin; 0 = absent */
-        uint32_t thermal_transitions[2];   /* bytes 216-223, thermal management temperature 1/2
-                                              transition counts */
-        uint32_t thermal_time[2];          /* bytes 224-231, total seconds in thermal
-                                              management 1/2 */
+        /* bytes 216-223, thermal management temperature 1/2 transition counts */
+        uint32_t thermal_transitions[2];
+        /* bytes 224-231, total seconds in thermal management 1/2 */
+        uint32_t thermal_time[2];
 };
 
 /* Parses the SMART / Health Information log page. len must be at least 512 (more is ignored).

@@ -108,6 +108,11 @@ int scsi_parse_sense(const uint8_t *sense, size_t len, struct scsi_sense *ret)
         return 0;
 }
 
+bool scsi_sense_unsupported(const struct scsi_sense *s)
+{
+        return s && s->key == SCSI_SK_ILLEGAL_REQUEST && (s->asc == 0x20 || s->asc == 0x24);
+}
+
 int scsi_parse_inquiry(const uint8_t *buf, size_t len, struct scsi_inquiry *ret)
 {
         struct scsi_inquiry q;

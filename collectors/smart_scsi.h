@@ -42,8 +42,9 @@ struct scsi_sense {
         uint8_t key, asc, ascq;
         bool descriptor; /* 72h/73h */
         bool deferred;   /* 71h/73h: an earlier command's error */
-        bool valid;      /* the INFORMATION field is valid (fixed: VALID bit 7 of byte 0;
-                            descriptor: an Information descriptor 00h with VALID) */
+        /* the INFORMATION field is valid (fixed: VALID bit 7 of byte 0; descriptor: an
+         * Information descriptor 00h with VALID) */
+        bool valid;
         uint64_t information;
 };
 
@@ -51,6 +52,11 @@ struct scsi_sense {
  * 0, -EINVAL for NULL, len 0, fixed data shorter than 3 bytes or descriptor data shorter than
  * 4, or a response code other than 70h-73h. */
 int scsi_parse_sense(const uint8_t *sense, size_t len, struct scsi_sense *ret);
+
+/* True when the sense says the device lacks the command or page asked for: ILLEGAL REQUEST with
+ * ASC 20h (INVALID COMMAND OPERATION CODE) or 24h (INVALID FIELD IN CDB), as scsi_debug answers
+ * LOG SENSE of a page it does not have and READ DEFECT DATA. False for NULL. */
+bool scsi_sense_unsupported(const struct scsi_sense *s);
 
 struct scsi_inquiry {
         uint8_t qualifier;   /* peripheral qualifier, byte 0 bits 7:5 */
@@ -152,10 +158,11 @@ int scsi_parse_background_scan(const uint8_t *buf, size_t len, struct scsi_backg
 
 /* Informational Exceptions page (2Fh), parameter 0000h. */
 struct scsi_ie {
-        uint8_t asc, ascq;      /* the most recent informational exception */
-        bool failure_predicted; /* ASC 5Dh (FAILURE PREDICTION THRESHOLD EXCEEDED, incl. the
-                                    5Dh/FFh a TEST=1 mode page produces) */
-        bool has_temperature;   /* value byte 2 present and not FFh */
+        uint8_t asc, ascq; /* the most recent informational exception */
+        /* ASC 5Dh (FAILURE PREDICTION THRESHOLD EXCEEDED, incl. the 5Dh/FFh a TEST=1 mode page
+         * produces) */
+        bool failure_predicted;
+        bool has_temperature; /* value byte 2 present and not FFh */
         int temperature_c;
 };
 

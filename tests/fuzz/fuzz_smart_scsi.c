@@ -67,6 +67,8 @@ static void check_all(const uint8_t *buf, size_t len)
         check_rc(r);
         if (r == 0 && (s.key > 15 || s.response_code < 0x70 || s.response_code > 0x73))
                 abort();
+        if (r == 0 && scsi_sense_unsupported(&s) && s.key != SCSI_SK_ILLEGAL_REQUEST)
+                abort();
         r = scsi_parse_inquiry(buf, len, &q);
         check_rc(r);
         if (r == 0) {

@@ -320,6 +320,15 @@ static void test_sense_captured(void **state)
         assert_int_equal(r.key, SCSI_SK_ILLEGAL_REQUEST);
         assert_int_equal(r.asc, 0x20);
         assert_int_equal(r.ascq, 0x00);
+        assert_true(scsi_sense_unsupported(&r));
+        n = load("scsi-debug-log-02.sense", s, sizeof(s));
+        assert_int_equal(scsi_parse_sense(s, n, &r), 0);
+        assert_true(scsi_sense_unsupported(&r));
+        r.key = SCSI_SK_MEDIUM_ERROR;
+        assert_false(scsi_sense_unsupported(&r));
+        r = (struct scsi_sense){.key = SCSI_SK_ILLEGAL_REQUEST, .asc = 0x21};
+        assert_false(scsi_sense_unsupported(&r)); /* LBA out of range */
+        assert_false(scsi_sense_unsupported(NULL));
 }
 
 static void test_inquiry(void **state)
