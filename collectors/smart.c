@@ -229,6 +229,11 @@ static void read_device(struct smart *s, const char *name, int kind)
         smart_read_device(cfg.io, name, kind, cfg.timeout, cfg.powermode, &out);
 
         pthread_mutex_lock(&s->lock);
+        if (s->stop) {
+                /* Shutting down: the read was cut short on purpose, nothing to record. */
+                pthread_mutex_unlock(&s->lock);
+                return;
+        }
         for (size_t i = 0; i < s->n; i++) {
                 struct smart_dev *d = s->devs[i];
                 usec_t now = now_monotonic();

@@ -568,6 +568,10 @@ static int start_helper(struct daemon *d)
 static void daemon_done(struct daemon *d)
 {
         d->http = http_server_free(d->http);
+        /* A SMART read may be waiting on a hung device: wake it, so shutdown takes no longer
+         * than a second. */
+        if (d->io && d->io->ops->cancel)
+                d->io->ops->cancel(d->io);
         d->smart = smart_free(d->smart);
         if (d->io)
                 d->io->ops->free(d->io);

@@ -709,10 +709,11 @@ static void *receiver(void *arg)
         return NULL;
 }
 
-/* Waits up to a second for the helper to exit after EOF on its socket, then kills it. */
+/* Waits up to 300 ms for the helper to exit after EOF on its socket, then kills it (the
+ * daemon's SIGTERM must finish within a second even with a worker stuck in a device). */
 static void stop_helper(struct privsep *ps)
 {
-        usec_t deadline = now_monotonic() + USEC_PER_SEC;
+        usec_t deadline = now_monotonic() + 300 * USEC_PER_MSEC;
 
         if (ps->pid <= 0)
                 return;
@@ -755,6 +756,18 @@ static int wait_hello(int fd)
         return 0;
 }
 
+static void privsep_cancel(struct devio *io)
+{
+        struct privsep *ps = (struct privsep *)io;
+
+        pthread_mutex_lock(&ps->lock);
+        ps->closing = true;
+        pthread_mutex_unlock(&ps->lock);
+        /* The receiver sees EOF and marks the helper gone, which wakes every waiter. */
+        if (ps->fd >= 0)
+                (void)shutdown(ps->fd, SHUT_RDWR);
+}
+
 static void privsep_free(struct devio *io)
 {
         struct privsep *ps = (struct privsep *)io;
@@ -786,6 +799,7 @@ static void privsep_free(struct devio *io)
 static const struct devio_ops privsep_ops = {
     .run = privsep_run,
     .busy = privsep_busy,
+    .cancel = privsep_cancel,
     .free = privsep_free,
 };
 

@@ -45,7 +45,7 @@ struct privsep_config {
 
 /* Forks the helper, waits (up to 5 s) until it says it is ready, its capabilities dropped, and
  * returns the client in *ret_io (free it with io->ops->free(io), which closes the socket, waits
- * up to a second for the helper to exit, then kills it). Unless
+ * up to 300 ms for the helper to exit, then kills it). Unless
  * cfg->keep_privileges, then drops every capability of the calling thread (privsep_drop_all()).
  * Finally starts the client's receiver thread (with all signals blocked and no capabilities).
  *

@@ -20,8 +20,8 @@ enum devio_kind {
 
 /* The commands. param is 0 unless a command names it (devio_request_valid() checks its range). */
 enum devio_cmd {
-        DEVIO_NVME_IDENTIFY_CTRL,  /* Identify, CNS 01h: 4096 bytes */
-        DEVIO_NVME_SMART_LOG,      /* Get Log Page 02h, nsid FFFFFFFFh, RAE set: 512 bytes */
+        DEVIO_NVME_IDENTIFY_CTRL,   /* Identify, CNS 01h: 4096 bytes */
+        DEVIO_NVME_SMART_LOG,       /* Get Log Page 02h, nsid FFFFFFFFh, RAE set: 512 bytes */
         DEVIO_ATA_CHECK_POWER_MODE, /* E5h, non-data, CK_COND=1: the count field in the sense */
         DEVIO_ATA_IDENTIFY,         /* ECh, PIO data-in: 512 bytes */
         DEVIO_ATA_SMART_READ_DATA,  /* B0h/D0h: 512 bytes */
@@ -85,6 +85,10 @@ struct devio_ops {
                    struct devio_response *resp);
         /* True while an earlier request to this device has not returned. */
         bool (*busy)(struct devio *io, const char *name);
+        /* Shutting down: wakes every caller waiting in run() (they return at once with an
+         * error) and makes later calls fail; io stays valid until free(). Any thread. May be
+         * NULL when run() never blocks. */
+        void (*cancel)(struct devio *io);
         void (*free)(struct devio *io);
 };
 

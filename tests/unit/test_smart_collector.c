@@ -18,6 +18,7 @@
 #include "expo.h"
 #include "fsroot.h"
 #include "metrics.h"
+#include "privsep.h"
 #include "smart.h"
 #include "smart_read.h"
 
@@ -425,12 +426,60 @@ static void test_hung_device_isolated(void **state)
         sysfs_teardown(fd);
 }
 
+/* The helper's worker hangs in a device command for 30 s (the test seam of privsep). */
+static int hanging_exec(const char *dev_dir, const struct devio_request *req,
+                        struct devio_response *resp)
+{
+        (void)dev_dir;
+        (void)req;
+        (void)resp;
+        sleep(30);
+        return -EIO;
+}
+
+/* Shutdown while a SMART read waits on a hung device takes well under a second. */
+static void test_shutdown_with_hung_device(void **state)
+{
+        struct privsep_config pc = {
+            .dev_dir = "/nonexistent", .keep_privileges = true, .exec = hanging_exec};
+        struct devio *io = NULL;
+        int fd = sysfs_setup();
+        struct smart *s;
+        struct smart_config c;
+        usec_t t0;
+        (void)state;
+
+        assert_int_equal(privsep_start(&pc, &io), 0);
+        c = (struct smart_config){.io = io,
+                                  .sysfs_fd = fd,
+                                  .interval = 3600 * USEC_PER_SEC,
+                                  .timeout = 60 * USEC_PER_SEC,
+                                  .powermode = SMART_PM_NEVER};
+        s = smart_new(&c);
+        assert_int_equal(smart_start(s), 0);
+        t0 = now_monotonic();
+        while (!io->ops->busy(io, "nvme0n1") && !io->ops->busy(io, "sda") &&
+               now_monotonic() - t0 < 5 * USEC_PER_SEC)
+                usleep(10000);
+        assert_true(io->ops->busy(io, "nvme0n1") || io->ops->busy(io, "sda"));
+        t0 = now_monotonic();
+        io->ops->cancel(io);
+        smart_free(s);
+        io->ops->free(io);
+        assert_true(now_monotonic() - t0 < 1500 * USEC_PER_MSEC);
+        sysfs_teardown(fd);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_classify),          cmocka_unit_test(test_read_qemu_devices),
-            cmocka_unit_test(test_standby_not_woken), cmocka_unit_test(test_errors_become_metrics),
-            cmocka_unit_test(test_reason_mapping),    cmocka_unit_test(test_hung_device_isolated),
+            cmocka_unit_test(test_classify),
+            cmocka_unit_test(test_read_qemu_devices),
+            cmocka_unit_test(test_standby_not_woken),
+            cmocka_unit_test(test_errors_become_metrics),
+            cmocka_unit_test(test_reason_mapping),
+            cmocka_unit_test(test_hung_device_isolated),
+            cmocka_unit_test(test_shutdown_with_hung_device),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
