@@ -257,7 +257,7 @@ static void read_ata(struct devio *io, const char *name, usec_t timeout,
                 goto done;
         }
         /* Thresholds and the verdict are worth having but not worth failing the read for. */
-        if (resp->n > 2 && resp->r[2].err == 0)
+        if (resp->n > 2 && resp->r[2].err == 0 && resp->r[2].scsi_status == 0)
                 (void)ata_parse_smart_thresholds(resp->r[2].data, resp->r[2].len, &d->ata);
         if (resp->n > 3 && resp->r[3].err == 0 &&
             ata_parse_return_sense(resp->r[3].sense, resp->r[3].sense_len, &ret) == 0)
@@ -326,15 +326,15 @@ static void read_scsi(struct devio *io, const char *name, usec_t timeout, struct
         snprintf(d->model, sizeof d->model, "%s%s%s", inq.vendor, inq.vendor[0] ? " " : "",
                  inq.product);
         strscpy(d->firmware, inq.revision, sizeof d->firmware);
-        if (resp->n > 1 && resp->r[1].err == 0)
+        if (resp->n > 1 && resp->r[1].err == 0 && resp->r[1].scsi_status == 0)
                 (void)scsi_parse_vpd_serial(resp->r[1].data, resp->r[1].len, d->serial,
                                             sizeof d->serial);
-        if (resp->n > 2 && resp->r[2].err == 0)
+        if (resp->n > 2 && resp->r[2].err == 0 && resp->r[2].scsi_status == 0)
                 (void)scsi_parse_vpd_wwn(resp->r[2].data, resp->r[2].len, d->wwn, sizeof d->wwn);
-        if (resp->n > 3 && resp->r[3].err == 0 &&
+        if (resp->n > 3 && resp->r[3].err == 0 && resp->r[3].scsi_status == 0 &&
             scsi_parse_vpd_rotation(resp->r[3].data, resp->r[3].len, &rpm) == 0 && rpm > 0)
                 set(d, SMART_ROTATION_RPM, rpm == 1 ? 0 : rpm);
-        if (resp->n > 4 && resp->r[4].err == 0)
+        if (resp->n > 4 && resp->r[4].err == 0 && resp->r[4].scsi_status == 0)
                 (void)scsi_parse_supported_pages(resp->r[4].data, resp->r[4].len, pages,
                                                  sizeof pages, &npages);
 
@@ -355,7 +355,9 @@ static void read_scsi(struct devio *io, const char *name, usec_t timeout, struct
                         struct scsi_start_stop ss;
                         uint8_t used;
 
-                        if (res->err < 0 || res->len == 0)
+                        /* A page the device refused (CHECK CONDITION) carries no data, whatever
+                         * the transferred length says. */
+                        if (res->err < 0 || res->len == 0 || res->scsi_status != 0)
                                 continue;
                         if (req.cmds[i].cmd == DEVIO_SCSI_READ_DEFECT_GLIST) {
                                 d->has_scsi_defects =

@@ -28,6 +28,7 @@ struct fake {
         pthread_mutex_t lock;
         int mode[4];          /* per device index: 0 pages, else -errno of run(), 1 hang */
         int standby;          /* CHECK POWER MODE count: 0xFF active, 0x00 standby */
+        bool exceeded;        /* SMART RETURN STATUS says a threshold was exceeded */
         unsigned requests[4]; /* requests seen per device */
         usec_t busy_until[4]; /* a hung request comes back at this monotonic time */
         usec_t hang;          /* how long a hanging request takes to come back */
@@ -124,6 +125,11 @@ static int fake_run(struct devio *io, const struct devio_request *req, usec_t ti
                         break;
                 case DEVIO_ATA_SMART_RETURN_STATUS:
                         sense(r, "qemu-ahci-return-status.sense");
+                        /* ATA Status Return descriptor at byte 8: LBA mid 9, LBA high 11 */
+                        if (f->exceeded && r->sense[0] == 0x72) {
+                                r->sense[8 + 9] = 0xF4;
+                                r->sense[8 + 11] = 0x2C;
+                        }
                         break;
                 default:
                         memset(r, 0, sizeof(*r));
@@ -333,6 +339,29 @@ static void test_standby_not_woken(void **state)
         sysfs_teardown(fd);
 }
 
+/* SMART RETURN STATUS "threshold exceeded" makes the disk unhealthy even when no attribute of
+ * the table is at its threshold. */
+static void test_return_status_failing(void **state)
+{
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *s;
+        char *text;
+        (void)state;
+
+        fake_init(&f);
+        f.exceeded = true;
+        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
+        smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_up{device=\"sda\"} 1\n");
+        assert_has(text, "diskpulse_smart_healthy{device=\"sda\"} 0\n");
+        assert_has(text, "diskpulse_smart_healthy{device=\"nvme0n1\"} 1\n");
+        free(text);
+        smart_free(s);
+        sysfs_teardown(fd);
+}
+
 static void test_errors_become_metrics(void **state)
 {
         struct fake f;
@@ -476,6 +505,7 @@ int main(void)
             cmocka_unit_test(test_classify),
             cmocka_unit_test(test_read_qemu_devices),
             cmocka_unit_test(test_standby_not_woken),
+            cmocka_unit_test(test_return_status_failing),
             cmocka_unit_test(test_errors_become_metrics),
             cmocka_unit_test(test_reason_mapping),
             cmocka_unit_test(test_hung_device_isolated),
