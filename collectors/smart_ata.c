@@ -498,11 +498,16 @@ int ata_parse_return_sense(const uint8_t *sense, size_t len, struct ata_return *
         return 0;
 }
 
+bool ata_return_failed(const struct ata_return *r)
+{
+        return r && (r->status & (ATA_STATUS_ERR | ATA_STATUS_DF));
+}
+
 int ata_smart_status_from_return(const struct ata_return *r)
 {
         if (!r)
                 return -EINVAL;
-        if (r->status & (ATA_STATUS_ERR | ATA_STATUS_DF))
+        if (ata_return_failed(r))
                 return -EIO;
         if (!r->has_lba)
                 return -ENODATA;

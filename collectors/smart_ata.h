@@ -181,10 +181,15 @@ struct ata_return {
 /* Parses ATA PASS-THROUGH sense data in either format: descriptor (72h/73h, searching the
  * descriptor list for type 09h with additional length 0Ch) or fixed (70h/71h, the SAT layout,
  * or the old libata layout, recognized by a clear VALID bit with zero INFORMATION bytes 3-6
- * and a non-zero status in byte 9). Returns 0, -EINVAL when sense is NULL, too short for its
+ * and a non-zero status in byte 9). Works for the sense of a failed command too (no CK_COND
+ * needed): Debian 12's kernel then sends the old fixed layout even for non-data commands. Returns 0, -EINVAL when sense is NULL, too short for its
  * format or not sense data (response code not 70h-73h), -ENODATA when it carries no ATA
  * registers (no 09h descriptor; a fixed-format status of 0). */
 int ata_parse_return_sense(const uint8_t *sense, size_t len, struct ata_return *ret);
+
+/* True when the returned status register says the command failed (ERR or DF set; the error
+ * register then says why, e.g. 04h ABRT for a SMART command with SMART disabled). */
+bool ata_return_failed(const struct ata_return *r);
 
 /* The SMART RETURN STATUS verdict from its returned registers. Returns 1 healthy (LBA mid/high
  * 4Fh/C2h), 0 threshold exceeded (F4h/2Ch), -EIO when the status register says the command

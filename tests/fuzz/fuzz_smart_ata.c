@@ -142,6 +142,8 @@ static void check_sense(const uint8_t *buf, size_t len)
                 abort();
         if (st == 1 && !(r.has_lba && r.lba_mid == 0x4f && r.lba_high == 0xc2))
                 abort();
+        if (ata_return_failed(&r) != (st == -EIO))
+                abort();
         k = ata_power_mode_from_count(r.count);
         if (k != ATA_POWER_ACTIVE_IDLE && k != ATA_POWER_STANDBY && k != -EBADMSG)
                 abort();

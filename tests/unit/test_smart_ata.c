@@ -1088,6 +1088,36 @@ static void test_qemu_sense(void **state)
         assert_int_equal(rd.lba_mid, 0x4f);
         assert_int_equal(rd.lba_high, 0xc2);
 
+        /* SMART switched off (smartctl -s off): SMART READ DATA is aborted. QEMU keeps IDENTIFY
+         * word 85 saying enabled, moves 512 zero bytes and the kernel sends fixed sense in the
+         * old layout with ERR and ABRT; RETURN STATUS fails the same way, also in fixed format
+         * although it is a non-data command. */
+        uint8_t zero[513];
+        assert_int_equal(load("qemu-ahci-smart-off-smart-data.bin", zero, sizeof(zero)), 512);
+        struct ata_smart sm;
+        assert_int_equal(ata_parse_smart_data(zero, 512, &sm), -ENODATA);
+        static const struct {
+                const char *file;
+                uint8_t count;
+        } off[] = {{"qemu-ahci-smart-off-smart-data.sense", 1},
+                   {"qemu-ahci-smart-off-return-status.sense", 0}};
+        for (size_t i = 0; i < 2; i++) {
+                n = load(off[i].file, s, sizeof(s));
+                assert_int_equal(ata_parse_return_sense(s, n, &r), 0);
+                assert_int_equal(r.format, ATA_RETURN_FIXED_LINUX);
+                assert_int_equal(r.sense_key, 0x0b);
+                assert_int_equal(r.status, 0x41); /* DRDY ERR */
+                assert_int_equal(r.error, 0x04);  /* ABRT */
+                assert_int_equal(r.count, off[i].count);
+                assert_true(ata_return_failed(&r));
+                assert_int_equal(ata_smart_status_from_return(&r), -EIO);
+        }
+        r.status = 0x50;
+        assert_false(ata_return_failed(&r));
+        r.status = 0x70; /* DF */
+        assert_true(ata_return_failed(&r));
+        assert_false(ata_return_failed(NULL));
+
         /* the same old layout with the whole 20 bytes (a larger sense buffer) has the LBA */
         memcpy(s,
                "\x70\x00\x01\x00\x00\x00\x00\x0c\x00\x50\x00\x00\x00\x1d\x00\x00\x00\x00\xf4\x2c",
