@@ -252,6 +252,15 @@ static void read_ata(struct devio *io, const char *name, usec_t timeout,
         }
         if (!result_ok(&req, resp, 1, true, out))
                 goto done;
+        /* A drive that aborts the command (SMART switched off behind IDENTIFY's back) may still
+         * move 512 zero bytes: the returned status tells. */
+        if (resp->r[1].scsi_status != 0 &&
+            ata_parse_return_sense(resp->r[1].sense, resp->r[1].sense_len, &ret) == 0 &&
+            ata_return_failed(&ret)) {
+                fail(out, SMART_REASON_DEVICE_STATUS, "SMART READ DATA: aborted (error 0x%02x)",
+                     ret.error);
+                goto done;
+        }
         if ((r = ata_parse_smart_data(resp->r[1].data, resp->r[1].len, &d->ata)) < 0) {
                 fail(out, SMART_REASON_BAD_DATA, "SMART READ DATA: %s", strerror(-r));
                 goto done;
