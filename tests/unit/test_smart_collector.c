@@ -29,6 +29,7 @@ struct fake {
         int mode[4];          /* per device index: 0 pages, else -errno of run(), 1 hang */
         int standby;          /* CHECK POWER MODE count: 0xFF active, 0x00 standby */
         bool exceeded;        /* SMART RETURN STATUS says a threshold was exceeded */
+        bool smart_off;       /* the drive aborts SMART commands (captured with SMART off) */
         unsigned requests[4]; /* requests seen per device */
         usec_t busy_until[4]; /* a hung request comes back at this monotonic time */
         usec_t hang;          /* how long a hanging request takes to come back */
@@ -118,6 +119,13 @@ static int fake_run(struct devio *io, const struct devio_request *req, usec_t ti
                         page(r, "qemu-ahci-identify.bin");
                         break;
                 case DEVIO_ATA_SMART_READ_DATA:
+                        if (f->smart_off) {
+                                /* QEMU still moves 512 zero bytes, with the abort in the sense */
+                                sense(r, "qemu-ahci-smart-off-smart-data.sense");
+                                r->len = (uint32_t)load("qemu-ahci-smart-off-smart-data.bin",
+                                                        r->data, sizeof r->data);
+                                break;
+                        }
                         page(r, "qemu-ahci-smart-data.bin");
                         break;
                 case DEVIO_ATA_SMART_READ_THRESHOLDS:
@@ -362,6 +370,27 @@ static void test_return_status_failing(void **state)
         sysfs_teardown(fd);
 }
 
+static void test_smart_disabled_is_device_status(void **state)
+{
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *s;
+        char *text;
+        (void)state;
+
+        fake_init(&f);
+        f.smart_off = true;
+        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
+        smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_up{device=\"sda\"} 0\n");
+        assert_has(text, "diskpulse_smart_read_errors_total{device=\"sda\",reason=\"device_"
+                         "status\"} 1\n");
+        free(text);
+        smart_free(s);
+        sysfs_teardown(fd);
+}
+
 static void test_errors_become_metrics(void **state)
 {
         struct fake f;
@@ -506,6 +535,7 @@ int main(void)
             cmocka_unit_test(test_read_qemu_devices),
             cmocka_unit_test(test_standby_not_woken),
             cmocka_unit_test(test_return_status_failing),
+            cmocka_unit_test(test_smart_disabled_is_device_status),
             cmocka_unit_test(test_errors_become_metrics),
             cmocka_unit_test(test_reason_mapping),
             cmocka_unit_test(test_hung_device_isolated),
