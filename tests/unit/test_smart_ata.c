@@ -12,151 +12,9 @@
 
 #include <cmocka.h>
 
+#include "fixture_json.h"
+
 #include "smart_ata.h"
-
-/* ---- fixtures and a minimal JSON reader for smartctl's output (each test file is standalone) */
-
-/* Reads FIXTURES/smart/name into buf; returns its size (fails the test if missing or larger). */
-static size_t load(const char *name, void *buf, size_t size)
-{
-        char path[512];
-        size_t n;
-        FILE *f;
-
-        snprintf(path, sizeof(path), "%s/smart/%s", FIXTURES, name);
-        f = fopen(path, "rb");
-        if (!f)
-                fail_msg("cannot open fixture %s", path);
-        n = fread(buf, 1, size, f);
-        if (!feof(f) && fgetc(f) != EOF)
-                fail_msg("fixture %s larger than %zu bytes", path, size);
-        fclose(f);
-        if (n < size)
-                ((char *)buf)[n] = 0;
-        return n;
-}
-
-static const char *js_ws(const char *p)
-{
-        while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
-                p++;
-        return p;
-}
-
-/* Returns the end of the JSON value at p. */
-static const char *js_skip(const char *p)
-{
-        int depth = 0;
-
-        p = js_ws(p);
-        do {
-                if (*p == '"') {
-                        for (p++; *p && *p != '"'; p++)
-                                if (*p == '\\' && p[1])
-                                        p++;
-                        if (*p)
-                                p++;
-                } else if (*p == '{' || *p == '[') {
-                        depth++;
-                        p++;
-                } else if (*p == '}' || *p == ']') {
-                        depth--;
-                        p++;
-                } else if (depth > 0) {
-                        p++;
-                } else {
-                        while (*p && !strchr(",}] \n\r\t", *p))
-                                p++;
-                }
-        } while (depth > 0 && *p);
-        return p;
-}
-
-/* Finds the value at path ("a.b[2].c") in the JSON text; NULL when absent. */
-static const char *js_find(const char *json, const char *path)
-{
-        const char *p = js_ws(json);
-
-        while (*path) {
-                if (*path == '.')
-                        path++;
-                if (*path == '[') {
-                        long idx = strtol(path + 1, (char **)&path, 10);
-                        path++; /* ']' */
-                        if (*p != '[')
-                                return NULL;
-                        p = js_ws(p + 1);
-                        for (; idx > 0; idx--) {
-                                p = js_ws(js_skip(p));
-                                if (*p != ',')
-                                        return NULL;
-                                p = js_ws(p + 1);
-                        }
-                        if (*p == ']')
-                                return NULL;
-                } else {
-                        size_t klen = strcspn(path, ".[");
-                        bool found = false;
-
-                        if (*p != '{')
-                                return NULL;
-                        p = js_ws(p + 1);
-                        while (*p == '"' && !found) {
-                                const char *k = p + 1, *v;
-                                v = js_ws(js_skip(p));
-                                if (*v != ':')
-                                        return NULL;
-                                v = js_ws(v + 1);
-                                if ((size_t)(strchr(k, '"') - k) == klen &&
-                                    strncmp(k, path, klen) == 0) {
-                                        p = v;
-                                        found = true;
-                                        break;
-                                }
-                                p = js_ws(js_skip(v));
-                                if (*p == ',')
-                                        p = js_ws(p + 1);
-                        }
-                        if (!found)
-                                return NULL;
-                        path += klen;
-                }
-        }
-        return p;
-}
-
-static uint64_t js_u64(const char *json, const char *path)
-{
-        const char *v = js_find(json, path);
-
-        if (!v || !strchr("0123456789", *v))
-                fail_msg("smartctl JSON has no number at %s", path);
-        return strtoull(v, NULL, 10);
-}
-
-static const char *js_str(const char *json, const char *path, char *out, size_t size)
-{
-        const char *v = js_find(json, path);
-        size_t n;
-
-        if (!v || *v != '"')
-                fail_msg("smartctl JSON has no string at %s", path);
-        n = strcspn(v + 1, "\"");
-        if (n >= size)
-                fail_msg("string at %s too long", path);
-        memcpy(out, v + 1, n);
-        out[n] = 0;
-        return out;
-}
-
-static bool js_bool(const char *json, const char *path)
-{
-        const char *v = js_find(json, path);
-
-        if (!v || (strncmp(v, "true", 4) && strncmp(v, "false", 5)))
-                fail_msg("smartctl JSON has no boolean at %s", path);
-        return *v == 't';
-}
 
 /* ---- hand-built pages */
 
@@ -940,8 +798,8 @@ static void test_qemu_identify(void **state)
         char s[128];
         (void)state;
 
-        assert_int_equal(load("qemu-ahci-identify.bin", b, sizeof(b)), 512);
-        load("qemu-ahci-smartctl.json", json, sizeof(json) - 1);
+        assert_int_equal(fixture_load("qemu-ahci-identify.bin", b, sizeof(b)), 512);
+        fixture_load("qemu-ahci-smartctl.json", json, sizeof(json) - 1);
         assert_int_equal(ata_parse_identify(b, 512, &id), 0);
         assert_string_equal(id.model, js_str(json, "model_name", s, sizeof(s)));
         assert_string_equal(id.serial, js_str(json, "serial_number", s, sizeof(s)));
@@ -970,9 +828,9 @@ static void test_qemu_smart_data(void **state)
         char key[128], name[64];
         (void)state;
 
-        assert_int_equal(load("qemu-ahci-smart-data.bin", d, sizeof(d)), 512);
-        assert_int_equal(load("qemu-ahci-smart-thresholds.bin", t, sizeof(t)), 512);
-        load("qemu-ahci-smartctl.json", json, sizeof(json) - 1);
+        assert_int_equal(fixture_load("qemu-ahci-smart-data.bin", d, sizeof(d)), 512);
+        assert_int_equal(fixture_load("qemu-ahci-smart-thresholds.bin", t, sizeof(t)), 512);
+        fixture_load("qemu-ahci-smartctl.json", json, sizeof(json) - 1);
         assert_int_equal(ata_parse_smart_data(d, 512, &s), 0);
         assert_int_equal(ata_parse_smart_thresholds(t, 512, &s), 0);
 
@@ -1035,10 +893,10 @@ static void test_qemu_sense(void **state)
         size_t n;
         (void)state;
 
-        load("qemu-ahci-smartctl.json", json, sizeof(json) - 1);
+        fixture_load("qemu-ahci-smartctl.json", json, sizeof(json) - 1);
 
         /* SMART RETURN STATUS, non-data with CK_COND: descriptor sense even with D_SENSE=0 */
-        n = load("qemu-ahci-return-status.sense", s, sizeof(s));
+        n = fixture_load("qemu-ahci-return-status.sense", s, sizeof(s));
         assert_int_equal(ata_parse_return_sense(s, n, &r), 0);
         assert_int_equal(r.format, ATA_RETURN_DESCRIPTOR);
         assert_int_equal(r.sense_key, 1);
@@ -1049,7 +907,7 @@ static void test_qemu_sense(void **state)
                          js_bool(json, "smart_status.passed"));
 
         /* CHECK POWER MODE: FACTS: QEMU always answers FFh */
-        n = load("qemu-ahci-check-power.sense", s, sizeof(s));
+        n = fixture_load("qemu-ahci-check-power.sense", s, sizeof(s));
         assert_int_equal(ata_parse_return_sense(s, n, &r), 0);
         assert_int_equal(r.count, 0xff);
         assert_int_equal(ata_power_mode_from_count(r.count), ATA_POWER_ACTIVE_IDLE);
@@ -1063,9 +921,9 @@ static void test_qemu_sense(void **state)
             {"qemu-ahci-smart-data-ck.sense", "qemu-ahci-smart-data-ck-dsense.sense"},
         };
         for (size_t i = 0; i < 2; i++) {
-                size_t nd = load(pairs[i][1], d, sizeof(d));
+                size_t nd = fixture_load(pairs[i][1], d, sizeof(d));
 
-                n = load(pairs[i][0], s, sizeof(s));
+                n = fixture_load(pairs[i][0], s, sizeof(s));
                 assert_int_equal(n, 18);
                 assert_int_equal(s[0], 0x70);
                 assert_int_equal(d[0], 0x72);
@@ -1093,7 +951,8 @@ static void test_qemu_sense(void **state)
          * old layout with ERR and ABRT; RETURN STATUS fails the same way, also in fixed format
          * although it is a non-data command. */
         uint8_t zero[513];
-        assert_int_equal(load("qemu-ahci-smart-off-smart-data.bin", zero, sizeof(zero)), 512);
+        assert_int_equal(fixture_load("qemu-ahci-smart-off-smart-data.bin", zero, sizeof(zero)),
+                         512);
         struct ata_smart sm;
         assert_int_equal(ata_parse_smart_data(zero, 512, &sm), -ENODATA);
         static const struct {
@@ -1102,7 +961,7 @@ static void test_qemu_sense(void **state)
         } off[] = {{"qemu-ahci-smart-off-smart-data.sense", 1},
                    {"qemu-ahci-smart-off-return-status.sense", 0}};
         for (size_t i = 0; i < 2; i++) {
-                n = load(off[i].file, s, sizeof(s));
+                n = fixture_load(off[i].file, s, sizeof(s));
                 assert_int_equal(ata_parse_return_sense(s, n, &r), 0);
                 assert_int_equal(r.format, ATA_RETURN_FIXED_LINUX);
                 assert_int_equal(r.sense_key, 0x0b);

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "fixture_json.h"
+
 #include "expo.h"
 #include "fsroot.h"
 #include "metrics.h"
@@ -45,31 +47,17 @@ static int dev_index(const char *name)
         return -1;
 }
 
-static size_t load(const char *file, uint8_t *buf, size_t size)
-{
-        char path[512];
-        FILE *f;
-        size_t n;
-
-        snprintf(path, sizeof path, "%s/smart/%s", FIXTURES, file);
-        f = fopen(path, "rb");
-        assert_non_null(f);
-        n = fread(buf, 1, size, f);
-        fclose(f);
-        return n;
-}
-
 static void page(struct devio_result *r, const char *file)
 {
         memset(r, 0, sizeof(*r));
-        r->len = (uint32_t)load(file, r->data, sizeof r->data);
+        r->len = (uint32_t)fixture_load(file, r->data, sizeof r->data);
 }
 
 static void sense(struct devio_result *r, const char *file)
 {
         memset(r, 0, sizeof(*r));
         r->scsi_status = 2; /* CHECK CONDITION, as with CK_COND */
-        r->sense_len = (uint8_t)load(file, r->sense, sizeof r->sense);
+        r->sense_len = (uint8_t)fixture_load(file, r->sense, sizeof r->sense);
 }
 
 static int fake_run(struct devio *io, const struct devio_request *req, usec_t timeout,
@@ -122,8 +110,8 @@ static int fake_run(struct devio *io, const struct devio_request *req, usec_t ti
                         if (f->smart_off) {
                                 /* QEMU still moves 512 zero bytes, with the abort in the sense */
                                 sense(r, "qemu-ahci-smart-off-smart-data.sense");
-                                r->len = (uint32_t)load("qemu-ahci-smart-off-smart-data.bin",
-                                                        r->data, sizeof r->data);
+                                r->len = (uint32_t)fixture_load(
+                                    "qemu-ahci-smart-off-smart-data.bin", r->data, sizeof r->data);
                                 break;
                         }
                         page(r, "qemu-ahci-smart-data.bin");

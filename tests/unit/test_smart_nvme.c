@@ -12,151 +12,9 @@
 
 #include <cmocka.h>
 
+#include "fixture_json.h"
+
 #include "smart_nvme.h"
-
-/* ---- fixtures and a minimal JSON reader for smartctl's output (each test file is standalone) */
-
-/* Reads FIXTURES/smart/name into buf; returns its size (fails the test if missing or larger). */
-static size_t load(const char *name, void *buf, size_t size)
-{
-        char path[512];
-        size_t n;
-        FILE *f;
-
-        snprintf(path, sizeof(path), "%s/smart/%s", FIXTURES, name);
-        f = fopen(path, "rb");
-        if (!f)
-                fail_msg("cannot open fixture %s", path);
-        n = fread(buf, 1, size, f);
-        if (!feof(f) && fgetc(f) != EOF)
-                fail_msg("fixture %s larger than %zu bytes", path, size);
-        fclose(f);
-        if (n < size)
-                ((char *)buf)[n] = 0;
-        return n;
-}
-
-static const char *js_ws(const char *p)
-{
-        while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
-                p++;
-        return p;
-}
-
-/* Returns the end of the JSON value at p. */
-static const char *js_skip(const char *p)
-{
-        int depth = 0;
-
-        p = js_ws(p);
-        do {
-                if (*p == '"') {
-                        for (p++; *p && *p != '"'; p++)
-                                if (*p == '\\' && p[1])
-                                        p++;
-                        if (*p)
-                                p++;
-                } else if (*p == '{' || *p == '[') {
-                        depth++;
-                        p++;
-                } else if (*p == '}' || *p == ']') {
-                        depth--;
-                        p++;
-                } else if (depth > 0) {
-                        p++;
-                } else {
-                        while (*p && !strchr(",}] \n\r\t", *p))
-                                p++;
-                }
-        } while (depth > 0 && *p);
-        return p;
-}
-
-/* Finds the value at path ("a.b[2].c") in the JSON text; NULL when absent. */
-static const char *js_find(const char *json, const char *path)
-{
-        const char *p = js_ws(json);
-
-        while (*path) {
-                if (*path == '.')
-                        path++;
-                if (*path == '[') {
-                        long idx = strtol(path + 1, (char **)&path, 10);
-                        path++; /* ']' */
-                        if (*p != '[')
-                                return NULL;
-                        p = js_ws(p + 1);
-                        for (; idx > 0; idx--) {
-                                p = js_ws(js_skip(p));
-                                if (*p != ',')
-                                        return NULL;
-                                p = js_ws(p + 1);
-                        }
-                        if (*p == ']')
-                                return NULL;
-                } else {
-                        size_t klen = strcspn(path, ".[");
-                        bool found = false;
-
-                        if (*p != '{')
-                                return NULL;
-                        p = js_ws(p + 1);
-                        while (*p == '"' && !found) {
-                                const char *k = p + 1, *v;
-                                v = js_ws(js_skip(p));
-                                if (*v != ':')
-                                        return NULL;
-                                v = js_ws(v + 1);
-                                if ((size_t)(strchr(k, '"') - k) == klen &&
-                                    strncmp(k, path, klen) == 0) {
-                                        p = v;
-                                        found = true;
-                                        break;
-                                }
-                                p = js_ws(js_skip(v));
-                                if (*p == ',')
-                                        p = js_ws(p + 1);
-                        }
-                        if (!found)
-                                return NULL;
-                        path += klen;
-                }
-        }
-        return p;
-}
-
-static uint64_t js_u64(const char *json, const char *path)
-{
-        const char *v = js_find(json, path);
-
-        if (!v || !strchr("0123456789", *v))
-                fail_msg("smartctl JSON has no number at %s", path);
-        return strtoull(v, NULL, 10);
-}
-
-static const char *js_str(const char *json, const char *path, char *out, size_t size)
-{
-        const char *v = js_find(json, path);
-        size_t n;
-
-        if (!v || *v != '"')
-                fail_msg("smartctl JSON has no string at %s", path);
-        n = strcspn(v + 1, "\"");
-        if (n >= size)
-                fail_msg("string at %s too long", path);
-        memcpy(out, v + 1, n);
-        out[n] = 0;
-        return out;
-}
-
-static bool js_bool(const char *json, const char *path)
-{
-        const char *v = js_find(json, path);
-
-        if (!v || (strncmp(v, "true", 4) && strncmp(v, "false", 5)))
-                fail_msg("smartctl JSON has no boolean at %s", path);
-        return *v == 't';
-}
 
 /* ---- hand-built pages */
 
@@ -407,8 +265,8 @@ static void check_health_vs_smartctl(const char *bin, const char *jsonfile)
         };
         char key[128];
 
-        assert_int_equal(load(bin, b, sizeof(b)), NVME_SMART_LOG_SIZE);
-        load(jsonfile, json, sizeof(json) - 1);
+        assert_int_equal(fixture_load(bin, b, sizeof(b)), NVME_SMART_LOG_SIZE);
+        fixture_load(jsonfile, json, sizeof(json) - 1);
         assert_int_equal(nvme_parse_smart_log(b, NVME_SMART_LOG_SIZE, &h), 0);
 
 #define LOG "nvme_smart_health_information_log."
@@ -452,7 +310,7 @@ static void test_qemu_smart_log(void **state)
 
         check_health_vs_smartctl("qemu-nvme-smart.bin", "qemu-nvme-smartctl.json");
         /* FACTS: QEMU's composite temperature is fixed at 323 K */
-        load("qemu-nvme-smart.bin", b, sizeof(b));
+        fixture_load("qemu-nvme-smart.bin", b, sizeof(b));
         assert_int_equal(nvme_parse_smart_log(b, sizeof(b), &h), 0);
         assert_int_equal(h.temperature_k, 323);
 }
@@ -466,8 +324,8 @@ static void test_qemu_smart_log_critical_warning(void **state)
 
         /* smart_critical_warning=31 set through QMP qom-set */
         check_health_vs_smartctl("qemu-nvme-smart-cw31.bin", "qemu-nvme-cw31-smartctl.json");
-        load("qemu-nvme-smart-cw31.bin", b, sizeof(b));
-        load("qemu-nvme-cw31-smartctl.json", json, sizeof(json) - 1);
+        fixture_load("qemu-nvme-smart-cw31.bin", b, sizeof(b));
+        fixture_load("qemu-nvme-cw31-smartctl.json", json, sizeof(json) - 1);
         assert_int_equal(nvme_parse_smart_log(b, sizeof(b), &h), 0);
         assert_int_equal(!!(h.critical_warning & NVME_CW_SPARE),
                          js_bool(json, "smart_status.nvme.spare_below_threshold"));
@@ -491,8 +349,9 @@ static void test_qemu_identify(void **state)
         char s[128];
         (void)state;
 
-        assert_int_equal(load("qemu-nvme-identify.bin", b, sizeof(b)), NVME_IDENTIFY_CTRL_SIZE);
-        load("qemu-nvme-smartctl.json", json, sizeof(json) - 1);
+        assert_int_equal(fixture_load("qemu-nvme-identify.bin", b, sizeof(b)),
+                         NVME_IDENTIFY_CTRL_SIZE);
+        fixture_load("qemu-nvme-smartctl.json", json, sizeof(json) - 1);
         assert_int_equal(nvme_parse_identify_ctrl(b, NVME_IDENTIFY_CTRL_SIZE, &id), 0);
         assert_string_equal(id.model, js_str(json, "model_name", s, sizeof(s)));
         assert_string_equal(id.serial, js_str(json, "serial_number", s, sizeof(s)));

@@ -11,151 +11,9 @@
 
 #include <cmocka.h>
 
+#include "fixture_json.h"
+
 #include "smart_scsi.h"
-
-/* ---- fixtures and a minimal JSON reader for smartctl's output (each test file is standalone) */
-
-/* Reads FIXTURES/smart/name into buf; returns its size (fails the test if missing or larger). */
-static size_t load(const char *name, void *buf, size_t size)
-{
-        char path[512];
-        size_t n;
-        FILE *f;
-
-        snprintf(path, sizeof(path), "%s/smart/%s", FIXTURES, name);
-        f = fopen(path, "rb");
-        if (!f)
-                fail_msg("cannot open fixture %s", path);
-        n = fread(buf, 1, size, f);
-        if (!feof(f) && fgetc(f) != EOF)
-                fail_msg("fixture %s larger than %zu bytes", path, size);
-        fclose(f);
-        if (n < size)
-                ((char *)buf)[n] = 0;
-        return n;
-}
-
-static const char *js_ws(const char *p)
-{
-        while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
-                p++;
-        return p;
-}
-
-/* Returns the end of the JSON value at p. */
-static const char *js_skip(const char *p)
-{
-        int depth = 0;
-
-        p = js_ws(p);
-        do {
-                if (*p == '"') {
-                        for (p++; *p && *p != '"'; p++)
-                                if (*p == '\\' && p[1])
-                                        p++;
-                        if (*p)
-                                p++;
-                } else if (*p == '{' || *p == '[') {
-                        depth++;
-                        p++;
-                } else if (*p == '}' || *p == ']') {
-                        depth--;
-                        p++;
-                } else if (depth > 0) {
-                        p++;
-                } else {
-                        while (*p && !strchr(",}] \n\r\t", *p))
-                                p++;
-                }
-        } while (depth > 0 && *p);
-        return p;
-}
-
-/* Finds the value at path ("a.b[2].c") in the JSON text; NULL when absent. */
-static const char *js_find(const char *json, const char *path)
-{
-        const char *p = js_ws(json);
-
-        while (*path) {
-                if (*path == '.')
-                        path++;
-                if (*path == '[') {
-                        long idx = strtol(path + 1, (char **)&path, 10);
-                        path++; /* ']' */
-                        if (*p != '[')
-                                return NULL;
-                        p = js_ws(p + 1);
-                        for (; idx > 0; idx--) {
-                                p = js_ws(js_skip(p));
-                                if (*p != ',')
-                                        return NULL;
-                                p = js_ws(p + 1);
-                        }
-                        if (*p == ']')
-                                return NULL;
-                } else {
-                        size_t klen = strcspn(path, ".[");
-                        bool found = false;
-
-                        if (*p != '{')
-                                return NULL;
-                        p = js_ws(p + 1);
-                        while (*p == '"' && !found) {
-                                const char *k = p + 1, *v;
-                                v = js_ws(js_skip(p));
-                                if (*v != ':')
-                                        return NULL;
-                                v = js_ws(v + 1);
-                                if ((size_t)(strchr(k, '"') - k) == klen &&
-                                    strncmp(k, path, klen) == 0) {
-                                        p = v;
-                                        found = true;
-                                        break;
-                                }
-                                p = js_ws(js_skip(v));
-                                if (*p == ',')
-                                        p = js_ws(p + 1);
-                        }
-                        if (!found)
-                                return NULL;
-                        path += klen;
-                }
-        }
-        return p;
-}
-
-static uint64_t js_u64(const char *json, const char *path)
-{
-        const char *v = js_find(json, path);
-
-        if (!v || !strchr("0123456789", *v))
-                fail_msg("smartctl JSON has no number at %s", path);
-        return strtoull(v, NULL, 10);
-}
-
-static const char *js_str(const char *json, const char *path, char *out, size_t size)
-{
-        const char *v = js_find(json, path);
-        size_t n;
-
-        if (!v || *v != '"')
-                fail_msg("smartctl JSON has no string at %s", path);
-        n = strcspn(v + 1, "\"");
-        if (n >= size)
-                fail_msg("string at %s too long", path);
-        memcpy(out, v + 1, n);
-        out[n] = 0;
-        return out;
-}
-
-static bool js_bool(const char *json, const char *path)
-{
-        const char *v = js_find(json, path);
-
-        if (!v || (strncmp(v, "true", 4) && strncmp(v, "false", 5)))
-                fail_msg("smartctl JSON has no boolean at %s", path);
-        return *v == 't';
-}
 
 /* ---- hand-built pages */
 
@@ -292,7 +150,7 @@ static void test_sense_descriptor(void **state)
         assert_int_equal(scsi_parse_sense(s, 3, &r), -EINVAL);
         /* the QEMU AHCI disk's RETURN STATUS sense, read as plain sense */
         uint8_t q[64];
-        size_t n = load("qemu-ahci-return-status.sense", q, sizeof(q));
+        size_t n = fixture_load("qemu-ahci-return-status.sense", q, sizeof(q));
         assert_int_equal(scsi_parse_sense(q, n, &r), 0);
         assert_int_equal(r.key, SCSI_SK_RECOVERED_ERROR);
         assert_int_equal(r.asc, 0x00);
@@ -307,7 +165,7 @@ static void test_sense_captured(void **state)
         (void)state;
 
         /* LOG SENSE of a page scsi_debug lacks: INVALID FIELD IN CDB */
-        n = load("scsi-debug-log-02.sense", s, sizeof(s));
+        n = fixture_load("scsi-debug-log-02.sense", s, sizeof(s));
         assert_int_equal(scsi_parse_sense(s, n, &r), 0);
         assert_int_equal(r.response_code, 0x70);
         assert_int_equal(r.key, SCSI_SK_ILLEGAL_REQUEST);
@@ -315,13 +173,13 @@ static void test_sense_captured(void **state)
         assert_int_equal(r.ascq, 0x00);
         assert_false(r.valid);
         /* READ DEFECT DATA: INVALID COMMAND OPERATION CODE */
-        n = load("scsi-debug-read-defect.sense", s, sizeof(s));
+        n = fixture_load("scsi-debug-read-defect.sense", s, sizeof(s));
         assert_int_equal(scsi_parse_sense(s, n, &r), 0);
         assert_int_equal(r.key, SCSI_SK_ILLEGAL_REQUEST);
         assert_int_equal(r.asc, 0x20);
         assert_int_equal(r.ascq, 0x00);
         assert_true(scsi_sense_unsupported(&r));
-        n = load("scsi-debug-log-02.sense", s, sizeof(s));
+        n = fixture_load("scsi-debug-log-02.sense", s, sizeof(s));
         assert_int_equal(scsi_parse_sense(s, n, &r), 0);
         assert_true(scsi_sense_unsupported(&r));
         r.key = SCSI_SK_MEDIUM_ERROR;
@@ -819,8 +677,8 @@ static void test_scsi_debug_identity(void **state)
         size_t n;
         (void)state;
 
-        load("scsi-debug-smartctl.json", json, sizeof(json) - 1);
-        n = load("scsi-debug-inquiry.bin", b, sizeof(b));
+        fixture_load("scsi-debug-smartctl.json", json, sizeof(json) - 1);
+        n = fixture_load("scsi-debug-inquiry.bin", b, sizeof(b));
         assert_int_equal(scsi_parse_inquiry(b, n, &q), 0);
         assert_string_equal(q.vendor, js_str(json, "scsi_vendor", s, sizeof(s)));
         assert_string_equal(q.product, js_str(json, "scsi_product", s, sizeof(s)));
@@ -829,24 +687,24 @@ static void test_scsi_debug_identity(void **state)
         assert_int_equal(q.version, 7); /* smartctl: "scsi_version": "SPC-5" */
         assert_string_equal(js_str(json, "scsi_version", s, sizeof(s)), "SPC-5");
 
-        n = load("scsi-debug-vpd-80.bin", b, sizeof(b));
+        n = fixture_load("scsi-debug-vpd-80.bin", b, sizeof(b));
         assert_int_equal(scsi_parse_vpd_serial(b, n, out, sizeof(out)), 0);
         assert_string_equal(out, js_str(json, "serial_number", s, sizeof(s)));
 
-        n = load("scsi-debug-vpd-83.bin", b, sizeof(b));
+        n = fixture_load("scsi-debug-vpd-83.bin", b, sizeof(b));
         assert_int_equal(scsi_parse_vpd_wwn(b, n, out, sizeof(out)), 0);
         js_str(json, "logical_unit_id", s, sizeof(s));
         assert_memory_equal(s, "0x", 2);
         assert_string_equal(out, s + 2);
 
         /* B1h says 1 (non-rotating); smartctl shows that as "rotation_rate": 0 */
-        n = load("scsi-debug-vpd-b1.bin", b, sizeof(b));
+        n = fixture_load("scsi-debug-vpd-b1.bin", b, sizeof(b));
         assert_int_equal(scsi_parse_vpd_rotation(b, n, &rpm), 0);
         assert_int_equal(rpm, 1);
         assert_int_equal(js_u64(json, "rotation_rate"), 0);
 
         /* other pages are not what these parsers take */
-        n = load("scsi-debug-vpd-00.bin", b, sizeof(b));
+        n = fixture_load("scsi-debug-vpd-00.bin", b, sizeof(b));
         assert_int_equal(scsi_parse_vpd_serial(b, n, out, sizeof(out)), -EBADMSG);
         assert_int_equal(scsi_parse_vpd_rotation(b, n, &rpm), -EBADMSG);
         assert_int_equal(scsi_parse_vpd_wwn(b, n, out, sizeof(out)), -EBADMSG);
@@ -861,25 +719,25 @@ static void test_scsi_debug_log_pages(void **state)
         size_t n, np;
         (void)state;
 
-        load("scsi-debug-smartctl.json", json, sizeof(json) - 1);
-        n = load("scsi-debug-log-00.bin", b, sizeof(b));
+        fixture_load("scsi-debug-smartctl.json", json, sizeof(json) - 1);
+        n = fixture_load("scsi-debug-log-00.bin", b, sizeof(b));
         assert_int_equal(scsi_parse_supported_pages(b, n, pages, 64, &np), 0);
         assert_int_equal(np, 3);
         assert_memory_equal(pages, "\x00\x0d\x2f", 3);
-        n = load("scsi-debug-log-00-ff.bin", b, sizeof(b));
+        n = fixture_load("scsi-debug-log-00-ff.bin", b, sizeof(b));
         assert_int_equal(scsi_parse_supported_pages(b, n, pages, 64, &np), 0);
         assert_int_equal(np, 3);
         assert_memory_equal(pages, "\x00\x0d\x2f", 3);
         assert_int_equal(scsi_parse_temperature(b, n, &t), -EBADMSG);
 
-        n = load("scsi-debug-log-0d.bin", b, sizeof(b));
+        n = fixture_load("scsi-debug-log-0d.bin", b, sizeof(b));
         assert_int_equal(scsi_parse_temperature(b, n, &t), 0);
         assert_true(t.has_current && t.has_reference);
         assert_int_equal(t.current_c, js_u64(json, "temperature.current"));
         assert_int_equal(t.reference_c, js_u64(json, "temperature.drive_trip"));
         assert_int_equal(scsi_parse_ie(b, n, &ie), -EBADMSG);
 
-        n = load("scsi-debug-log-2f.bin", b, sizeof(b));
+        n = fixture_load("scsi-debug-log-2f.bin", b, sizeof(b));
         assert_int_equal(scsi_parse_ie(b, n, &ie), 0);
         assert_int_equal(ie.asc, 0);
         assert_int_equal(ie.ascq, 0);
@@ -889,8 +747,8 @@ static void test_scsi_debug_log_pages(void **state)
         assert_int_equal(!ie.failure_predicted, js_bool(json, "smart_status.passed"));
 
         /* TEST=1 in the IE mode page: a false failure prediction, 5Dh/FFh */
-        load("scsi-debug-ie-test-smartctl.json", json, sizeof(json) - 1);
-        n = load("scsi-debug-log-2f-test.bin", b, sizeof(b));
+        fixture_load("scsi-debug-ie-test-smartctl.json", json, sizeof(json) - 1);
+        n = fixture_load("scsi-debug-log-2f-test.bin", b, sizeof(b));
         assert_int_equal(scsi_parse_ie(b, n, &ie), 0);
         assert_true(ie.failure_predicted);
         assert_int_equal(ie.asc, js_u64(json, "smart_status.scsi.asc"));
