@@ -28,7 +28,11 @@ udevadm settle -t 10 2>/dev/null
 smartctl --json=g -a /dev/$SD >/tmp/sc_a
 smartctl -x /dev/$SD >/tmp/sc_x
 daemon_start --smart.interval=2s --log.level=debug || exit 1
-check "first SMART read of $SD" wait_for 15 smart_up $SD
+if ! wait_for 15 smart_up $SD; then
+	fail "first SMART read of $SD" "$(grep -e "^diskpulse_smart_[a-z_]*{device=\"$SD\"" $METRICS | tr '\n' ' ')"
+	exit 1 # nothing below can pass
+fi
+ok "first SMART read of $SD"
 scrape
 
 info="diskpulse_smart_info{device=\"$SD\"}"
