@@ -85,11 +85,15 @@ int smart_classify(const char *name, bool has_vpd_pg89, const char *vendor)
                 return DEVIO_NVME;
         }
         if (strncmp(name, "sd", 2) == 0 && all_of(name + 2, "abcdefghijklmnopqrstuvwxyz")) {
-                /* libata disks carry the ATA Information VPD page (SAT) and vendor "ATA". */
-                if (has_vpd_pg89 || (vendor && strncmp(vendor, "ATA", 3) == 0 &&
-                                     (vendor[3] == 0 || vendor[3] == ' ')))
-                        return DEVIO_ATA;
-                return DEVIO_SCSI;
+                /* libata reports the SCSI vendor "ATA" (SAT); smartctl goes by that too. The
+                 * ATA Information VPD page alone is not enough: scsi_debug and some SAS
+                 * targets emulate it. It decides only when the vendor is unknown. */
+                if (vendor && *vendor)
+                        return strncmp(vendor, "ATA", 3) == 0 &&
+                                       (vendor[3] == 0 || vendor[3] == ' ')
+                                   ? DEVIO_ATA
+                                   : DEVIO_SCSI;
+                return has_vpd_pg89 ? DEVIO_ATA : DEVIO_SCSI;
         }
         return -ENODEV;
 }
@@ -370,11 +374,29 @@ struct smart *smart_free(struct smart *s)
         return NULL;
 }
 
+/* Drops devices whose sysfs entry is gone (unplugged since the last enumeration), so their
+ * series vanish with the next scrape rather than at the next rescan. Under the lock. */
+static void drop_vanished(struct smart *s)
+{
+        size_t kept = 0;
+        char path[64];
+
+        for (size_t i = 0; i < s->n; i++) {
+                snprintf(path, sizeof path, "block/%s", s->devs[i]->name);
+                if (faccessat(s->cfg.sysfs_fd, path, F_OK, 0) == 0)
+                        s->devs[kept++] = s->devs[i];
+                else
+                        free(s->devs[i]);
+        }
+        s->n = kept;
+}
+
 void smart_export(struct smart *s, struct mset *out)
 {
         struct mfamily *f;
 
         pthread_mutex_lock(&s->lock);
+        drop_vanished(s);
         f = mset_family(out, "diskpulse_smart_up",
                         "Whether the last SMART read of the device succeeded.", MT_GAUGE);
         for (size_t i = 0; i < s->n; i++)

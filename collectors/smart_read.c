@@ -103,7 +103,9 @@ static bool result_ok(const struct devio_request *req, const struct devio_respon
                      res->nvme_status);
                 return false;
         }
-        if (need_data && (res->scsi_status & 0x3e) != 0 && res->len == 0) {
+        /* CHECK CONDITION and friends: the command failed, whatever length SG_IO reports (it
+         * may count a zero-filled buffer as transferred). */
+        if (need_data && (res->scsi_status & 0x3e) != 0) {
                 fail(out, SMART_REASON_DEVICE_STATUS, "%s: SCSI status 0x%x", what,
                      res->scsi_status);
                 return false;
@@ -192,7 +194,15 @@ static int ata_power_mode(struct devio *io, const char *name, usec_t timeout,
         add_cmd(&req, DEVIO_ATA_CHECK_POWER_MODE, 0);
         if (run(io, &req, timeout, resp, out) < 0)
                 return -2;
-        if (resp->n < 1 || resp->r[0].err < 0)
+        if (resp->n < 1)
+                return -1;
+        if (resp->r[0].err < 0 && resp->r[0].err != -EIO) {
+                /* Not allowed, or no such device: a read error, not a power mode. */
+                fail(out, smart_reason_from_errno(resp->r[0].err), "CHECK POWER MODE: %s",
+                     strerror(-resp->r[0].err));
+                return -2;
+        }
+        if (resp->r[0].err < 0)
                 return 2; /* a sleeping drive does not answer: do not insist */
         if (ata_parse_return_sense(resp->r[0].sense, resp->r[0].sense_len, &ret) < 0)
                 return -1;

@@ -32,6 +32,7 @@ struct fake {
         int standby;          /* CHECK POWER MODE count: 0xFF active, 0x00 standby */
         bool exceeded;        /* SMART RETURN STATUS says a threshold was exceeded */
         bool smart_off;       /* the drive aborts SMART commands (captured with SMART off) */
+        int cmd_err[4];       /* per device: every command's result fails with this -errno */
         unsigned requests[4]; /* requests seen per device */
         usec_t busy_until[4]; /* a hung request comes back at this monotonic time */
         usec_t hang;          /* how long a hanging request takes to come back */
@@ -88,6 +89,12 @@ static int fake_run(struct devio *io, const struct devio_request *req, usec_t ti
         }
         memset(resp, 0, sizeof(*resp));
         resp->n = req->n;
+        if (f->cmd_err[i]) {
+                /* as devio_exec reports a failed open: one result carrying the error */
+                resp->n = 1;
+                resp->r[0].err = f->cmd_err[i];
+                return 0;
+        }
         for (uint32_t k = 0; k < req->n; k++) {
                 struct devio_result *r = &resp->r[k];
                 switch (req->cmds[k].cmd) {
@@ -241,6 +248,10 @@ static void test_classify(void **state)
         assert_int_equal(smart_classify("nvme0", false, NULL), -ENODEV);
         assert_int_equal(smart_classify("nvme0n1p1", false, NULL), -ENODEV);
         assert_int_equal(smart_classify("sda", true, NULL), DEVIO_ATA);
+        assert_int_equal(smart_classify("sda", true, ""), DEVIO_ATA);
+        /* scsi_debug emulates VPD page 89h but is no ATA disk: the vendor decides */
+        assert_int_equal(smart_classify("sdd", true, "Linux   "), DEVIO_SCSI);
+        assert_int_equal(smart_classify("sde", true, "ATA     "), DEVIO_ATA);
         assert_int_equal(smart_classify("sdb", false, "ATA     "), DEVIO_ATA);
         assert_int_equal(smart_classify("sdc", false, "SEAGATE "), DEVIO_SCSI);
         assert_int_equal(smart_classify("sdaa", false, NULL), DEVIO_SCSI);
@@ -374,6 +385,55 @@ static void test_smart_disabled_is_device_status(void **state)
         assert_has(text, "diskpulse_smart_up{device=\"sda\"} 0\n");
         assert_has(text, "diskpulse_smart_read_errors_total{device=\"sda\",reason=\"device_"
                          "status\"} 1\n");
+        free(text);
+        smart_free(s);
+        sysfs_teardown(fd);
+}
+
+/* Without CAP_SYS_RAWIO CHECK POWER MODE fails with EPERM: that is a permission error, not a
+ * sleeping disk. */
+static void test_check_power_mode_not_permitted(void **state)
+{
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *s;
+        char *text;
+        (void)state;
+
+        fake_init(&f);
+        f.cmd_err[1] = -EPERM;
+        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
+        smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_read_errors_total{device=\"sda\",reason=\"permission\"} "
+                         "1\n");
+        assert_has(text, "diskpulse_smart_skipped_total{device=\"sda\",reason=\"sleep\"} 0\n");
+        assert_null(strstr(text, "diskpulse_smart_power_mode{device=\"sda\"}"));
+        free(text);
+        smart_free(s);
+        sysfs_teardown(fd);
+}
+
+/* An unplugged device's series go with the next export, not at the next rescan. */
+static void test_vanished_device_dropped(void **state)
+{
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *s;
+        char *text, cmd[160];
+        (void)state;
+
+        fake_init(&f);
+        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
+        smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_up{device=\"nvme0n1\"} 1\n");
+        free(text);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s/block/nvme0n1'", root);
+        assert_int_equal(system(cmd), 0);
+        text = render(s);
+        assert_null(strstr(text, "device=\"nvme0n1\""));
+        assert_has(text, "diskpulse_smart_up{device=\"sda\"} 1\n");
         free(text);
         smart_free(s);
         sysfs_teardown(fd);
@@ -524,6 +584,8 @@ int main(void)
             cmocka_unit_test(test_standby_not_woken),
             cmocka_unit_test(test_return_status_failing),
             cmocka_unit_test(test_smart_disabled_is_device_status),
+            cmocka_unit_test(test_check_power_mode_not_permitted),
+            cmocka_unit_test(test_vanished_device_dropped),
             cmocka_unit_test(test_errors_become_metrics),
             cmocka_unit_test(test_reason_mapping),
             cmocka_unit_test(test_hung_device_isolated),
