@@ -329,7 +329,7 @@ static int apply(struct dp_options *o, size_t idx, const char *value, bool negat
                 return 0;
         case OPT_POWERMODE:
                 if (smart_powermode_from_string(
-                            value, (enum smart_powermode_check *)(base + d->offset)) < 0) {
+                        value, (enum smart_powermode_check *)(base + d->offset)) < 0) {
                         fail(err, errsz,
                              "%sinvalid value for %s: \"%s\" (expected never, standby or sleep)",
                              where, d->name, value);
