@@ -1,0 +1,259 @@
+/* Atomic, durable replacement and bounded reading of small state files (the pattern of
+ * systemd's fileio.c: O_TMPFILE + linkat, else a unique temp name; fsync; rename; fsync dir). */
+#include "statefile.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define TMP_TAG       ".tmp-"
+#define TMP_HEXDIGITS 16
+#define TMP_ATTEMPTS  16
+
+static bool name_valid(const char *name)
+{
+        size_t l;
+
+        if (!name)
+                return false;
+        l = strlen(name);
+        return l > 0 && l <= STATEFILE_NAME_MAX && strcmp(name, ".") != 0 &&
+               strcmp(name, "..") != 0 && !strchr(name, '/');
+}
+
+/* ".NAME.tmp-" and 16 random hex digits. */
+static void tmp_name(char *buf, size_t size, const char *name)
+{
+        static unsigned long counter;
+        uint64_t x = 0;
+
+        if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x)
+                x = now_monotonic() ^ ((uint64_t)getpid() << 32) ^
+                    __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) * 0x9E3779B97F4A7C15ULL;
+        snprintf(buf, size, ".%s" TMP_TAG "%016llx", name, (unsigned long long)x);
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+        const char *p = data;
+
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return -EIO;
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+/* Errors after which another way of creating the temp file cannot help. */
+static bool is_final(int e)
+{
+        return e == ENOSPC || e == EDQUOT || e == EIO || e == EROFS || e == ENOMEM || e == EFBIG;
+}
+
+/* Links the written O_TMPFILE fd as a temp name in dir and renames it over name. Returns 0,
+ * -errno, or 1 when linking is impossible here (no /proc, no privilege): fall back. */
+static int link_and_rename(int fd, int dir, const char *name)
+{
+        char tmp[NAME_MAX + 1], proc[64];
+
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        for (int attempt = 0; attempt < TMP_ATTEMPTS; attempt++) {
+                int e;
+
+                tmp_name(tmp, sizeof tmp, name);
+                if (linkat(AT_FDCWD, proc, dir, tmp, AT_SYMLINK_FOLLOW) < 0) {
+                        e = errno;
+                        if (e == ENOENT && linkat(fd, "", dir, tmp, AT_EMPTY_PATH) == 0)
+                                e = 0;
+                        else if (e == ENOENT)
+                                e = errno;
+                        if (e == EEXIST)
+                                continue;
+                        if (e != 0)
+                                return is_final(e) ? -e : 1;
+                }
+                if (renameat(dir, tmp, dir, name) < 0) {
+                        e = errno;
+                        (void)unlinkat(dir, tmp, 0);
+                        return -e;
+                }
+                return 0;
+        }
+        return -EEXIST;
+}
+
+/* The O_TMPFILE way. Returns 0, -errno, or 1 to fall back to a named temp file. */
+static int write_via_tmpfile(int dir, const char *name, const void *data, size_t len)
+{
+        _cleanup_close_ int fd = openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+        int r;
+
+        if (fd < 0)
+                return is_final(errno) ? -errno : 1;
+        r = write_all(fd, data, len);
+        if (r < 0)
+                return r; /* the unlinked file goes with the fd */
+        if (fsync(fd) < 0)
+                return -errno;
+        return link_and_rename(fd, dir, name);
+}
+
+static int write_via_named(int dir, const char *name, const void *data, size_t len)
+{
+        char tmp[NAME_MAX + 1];
+        int fd = -1, r;
+
+        for (int attempt = 0; attempt < TMP_ATTEMPTS && fd < 0; attempt++) {
+                tmp_name(tmp, sizeof tmp, name);
+                fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+                if (fd < 0 && errno != EEXIST)
+                        return -errno;
+        }
+        if (fd < 0)
+                return -EEXIST;
+        r = write_all(fd, data, len);
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (close(fd) < 0 && r == 0 && errno != EINTR)
+                r = -errno;
+        if (r == 0 && renameat(dir, tmp, dir, name) < 0)
+                r = -errno;
+        if (r < 0)
+                (void)unlinkat(dir, tmp, 0);
+        return r;
+}
+
+int statefile_write_atomic_flags(int dirfd, const char *name, const void *data, size_t len,
+                                 unsigned flags)
+{
+        _cleanup_close_ int dir = -1;
+        int r = 1;
+
+        if (!name_valid(name) || (!data && len > 0))
+                return -EINVAL;
+        if (len > STATEFILE_MAX_SIZE)
+                return -EFBIG;
+        /* A readable fd of the directory: dirfd may be O_PATH, which fsync() refuses. */
+        dir = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0)
+                return -errno;
+        if (!(flags & STATEFILE_NO_TMPFILE))
+                r = write_via_tmpfile(dir, name, data, len);
+        if (r == 1)
+                r = write_via_named(dir, name, data, len);
+        if (r < 0)
+                return r;
+        if (fsync(dir) < 0)
+                return -errno;
+        return 0;
+}
+
+int statefile_write_atomic(int dirfd, const char *name, const void *data, size_t len)
+{
+        return statefile_write_atomic_flags(dirfd, name, data, len, 0);
+}
+
+int statefile_read(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len)
+{
+        _cleanup_close_ int fd = -1;
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0, cap;
+        struct stat st;
+
+        if (!name_valid(name))
+                return -EINVAL;
+        if (max > SIZE_MAX / 4)
+                max = SIZE_MAX / 4; /* room for the arithmetic below */
+        /* O_NONBLOCK: opening a FIFO put there must not hang; regular files ignore it. */
+        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        if ((uint64_t)st.st_size > max)
+                return -EFBIG;
+        cap = (size_t)st.st_size + 1; /* one more to see a file that grew */
+        buf = xmalloc(cap + 1);
+        for (;;) {
+                ssize_t n;
+
+                if (len == cap) {
+                        if (len > max)
+                                return -EFBIG;
+                        cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+                        buf = xrealloc(buf, cap + 1);
+                }
+                n = read(fd, buf + len, cap - len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        if (len > max)
+                return -EFBIG;
+        buf[len] = 0;
+        *ret = buf;
+        buf = NULL;
+        *ret_len = len;
+        return 0;
+}
+
+static bool is_stale_name(const char *entry, const char *name)
+{
+        size_t nl = strlen(name), tl = strlen(TMP_TAG);
+        const char *p = entry;
+
+        if (p[0] != '.' || strncmp(p + 1, name, nl) != 0 || strncmp(p + 1 + nl, TMP_TAG, tl) != 0)
+                return false;
+        p += 1 + nl + tl;
+        for (int i = 0; i < TMP_HEXDIGITS; i++, p++)
+                if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+                        return false;
+        return *p == 0;
+}
+
+int statefile_remove_stale(int dirfd, const char *name)
+{
+        int fd, removed = 0;
+        struct dirent *e;
+        DIR *d;
+
+        if (!name_valid(name))
+                return -EINVAL;
+        fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        while ((e = readdir(d)))
+                if (is_stale_name(e->d_name, name) && unlinkat(fd, e->d_name, 0) == 0)
+                        removed++;
+        closedir(d);
+        return removed;
+}

@@ -1,0 +1,46 @@
+/* Small state files in the state directory, replaced atomically and durably (temp file, fsync,
+ * rename, fsync of the directory) and read back with a size limit. */
+#pragma once
+
+#include <stddef.h>
+
+/* Largest file statefile_write_atomic() writes. */
+#define STATEFILE_MAX_SIZE (16u * 1024 * 1024)
+/* Longest name (temp names add a prefix and a suffix within NAME_MAX). */
+#define STATEFILE_NAME_MAX 200
+
+/* Flags of statefile_write_atomic_flags(). */
+enum {
+        /* Skip O_TMPFILE and use a named temp file, as on filesystems without it. */
+        STATEFILE_NO_TMPFILE = 1u << 0,
+};
+
+/* Replaces the file name in directory dirfd (any fd of the directory, O_PATH included, or
+ * AT_FDCWD) with len bytes of data, mode 0644 minus the umask: the data goes to a temp file in
+ * the same directory (O_TMPFILE linked under a temporary name where the filesystem and /proc
+ * allow, else ".NAME.tmp-XXXXXXXXXXXXXXXX" created with O_EXCL), which is fsync'ed and renamed
+ * over name; then the directory is fsync'ed. Readers see the old or the new content, never a
+ * mix, and after a crash one of the two. Returns 0, or -errno: -EINVAL for a name that is empty,
+ * ".", "..", contains '/' or is longer than STATEFILE_NAME_MAX, -EFBIG above STATEFILE_MAX_SIZE,
+ * else the failing call's error (-ENOSPC, -EROFS, -EACCES, -EIO, ...). On failure before the
+ * rename the temp file is removed and the old file is left intact; only a failure of the final
+ * directory fsync (-EIO and the like) comes after the rename: the new content is in place but
+ * may not survive a crash. Any thread; concurrent writers of the same name are serialized by
+ * the rename (the last one wins). */
+int statefile_write_atomic(int dirfd, const char *name, const void *data, size_t len);
+/* The same with STATEFILE_* flags. */
+int statefile_write_atomic_flags(int dirfd, const char *name, const void *data, size_t len,
+                                 unsigned flags);
+
+/* Reads the regular file name in dirfd (symlinks not followed) into a malloc'd buffer with a
+ * NUL after the data (the caller frees it). Returns 0 and sets *ret / *ret_len, or -errno:
+ * -ENOENT when absent, -EFBIG when larger than max bytes, -EINVAL for a bad name or a file that
+ * is not regular, -ELOOP for a symlink, else the failing call's error. ret and ret_len are
+ * untouched on failure. Any thread. */
+int statefile_read(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len);
+
+/* Removes temp files of name left by a crash during a named-temp write (".NAME.tmp-" followed by
+ * 16 hex digits). Call it at start, before writing. Returns how many were removed, or -errno
+ * when the directory cannot be read (-EINVAL for a bad name). Not while another process writes
+ * name. */
+int statefile_remove_stale(int dirfd, const char *name);
