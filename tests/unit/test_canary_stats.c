@@ -1,0 +1,1004 @@
+/* Unit tests of collectors/canary_stats.c: histogram bounds and export, recent quantiles and
+ * window expiry on a fake clock, bounded memory, the baseline's speed and guard, the ratio, and
+ * the state records (round trip, garbage, keys). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "canary_stats.h"
+#include "expo.h"
+
+#define SEC  USEC_PER_SEC
+#define HOUR (3600 * SEC)
+#define DAY  (24 * HOUR)
+/* a wall clock far from 0, to see that it is stored and not used for periods */
+#define REAL0 ((usec_t)1718000000 * SEC)
+
+static void assert_close(double got, double want, double rel)
+{
+        if (!(fabs(got - want) <= rel * fabs(want)))
+                fail_msg("got %.17g, want %.17g (relative tolerance %g)", got, want, rel);
+}
+
+static char *render(struct mset *s)
+{
+        char *text = NULL;
+        size_t len = 0;
+
+        assert_int_equal(expo_render_text(&s, 1, &text, &len), 0);
+        return text;
+}
+
+/* ---- Histogram ---- */
+
+static void test_hist_bounds(void **state)
+{
+        (void)state;
+
+        assert_true(canary_hist_bound(0) == 1e-05);
+        assert_string_equal(canary_hist_le(0), "1e-05");
+        assert_true(canary_hist_bound(CANARY_HIST_NBOUNDS - 1) >= 10);
+        assert_true(isinf(canary_hist_bound(CANARY_HIST_NBOUNDS)));
+        assert_string_equal(canary_hist_le(CANARY_HIST_NBOUNDS), "+Inf");
+        for (size_t i = 0; i < CANARY_HIST_NBOUNDS; i++) {
+                double b = canary_hist_bound(i);
+                char buf[40];
+
+                /* the label is the bound, written as the exposition writes numbers (and as
+                 * client_golang writes "le") */
+                assert_true(strtod(canary_hist_le(i), NULL) == b);
+                assert_string_equal(canary_hist_le(i), expo_format_double(b, buf, sizeof buf));
+                if (i > 0) {
+                        double prev = canary_hist_bound(i - 1);
+                        assert_true(b > prev);
+                        if (!(b / prev <= 2.5 * (1 + 1e-12)))
+                                fail_msg("bounds %g and %g are more than x2.5 apart", prev, b);
+                }
+        }
+        assert_int_equal(CANARY_HIST_NBOUNDS, 19);
+}
+
+static void test_hist_add(void **state)
+{
+        struct canary_hist h;
+        (void)state;
+
+        canary_hist_init(&h);
+        /* le is inclusive */
+        assert_int_equal(canary_hist_add(&h, 1e-05), 0);
+        assert_int_equal(canary_hist_add(&h, 0), 0);
+        assert_int_equal(h.counts[0], 2);
+        assert_int_equal(canary_hist_add(&h, 1.0000001e-05), 0);
+        assert_int_equal(h.counts[1], 1);
+        assert_int_equal(canary_hist_add(&h, 10), 0);
+        assert_int_equal(h.counts[CANARY_HIST_NBOUNDS - 1], 1);
+        assert_int_equal(canary_hist_add(&h, 10.5), 0);
+        assert_int_equal(canary_hist_add(&h, 1e9), 0);
+        assert_int_equal(h.counts[CANARY_HIST_NBOUNDS], 2);
+        assert_int_equal(h.count, 6);
+
+        assert_int_equal(canary_hist_add(&h, NAN), -EINVAL);
+        assert_int_equal(canary_hist_add(&h, -1e-6), -EINVAL);
+        assert_int_equal(canary_hist_add(&h, INFINITY), -EINVAL);
+        assert_int_equal(canary_hist_add(&h, 1.5e9), -ERANGE);
+        assert_int_equal(h.count, 6);
+        assert_close(h.sum, 1e-05 + 1.0000001e-05 + 10 + 10.5 + 1e9, 1e-15);
+}
+
+static void test_hist_export_text(void **state)
+{
+        struct mset *s = mset_new();
+        const char *labels;
+        struct canary_hist h;
+        char sum[40], *text;
+        (void)state;
+
+        canary_hist_init(&h);
+        labels = mset_labels(s, "path", "/var/lib/pg", "device", "sda", "mode", "fdatasync", NULL);
+        assert_int_equal(canary_hist_add(&h, 0.000007), 0); /* le 1e-05 */
+        assert_int_equal(canary_hist_add(&h, 0.0003), 0);   /* le 0.0005 */
+        assert_int_equal(canary_hist_add(&h, 0.0005), 0);   /* le 0.0005 (inclusive) */
+        assert_int_equal(canary_hist_add(&h, 0.0042), 0);   /* le 0.005 */
+        assert_int_equal(canary_hist_add(&h, 0.25), 0);     /* le 0.25 */
+        assert_int_equal(canary_hist_add(&h, 12), 0);       /* +Inf */
+        canary_hist_export(&h, s, labels);
+        text = render(s);
+        expo_format_double(h.sum, sum, sizeof sum);
+        assert_close(h.sum, 12.2550070, 1e-12);
+
+        char want[4096];
+        const char *L = "path=\"/var/lib/pg\",device=\"sda\",mode=\"fdatasync\"";
+        int o = snprintf(want, sizeof want,
+                         "# HELP diskpulse_sync_latency_seconds Latency of one canary probe (a "
+                         "small write and fdatasync, or the mode's equivalent).\n"
+                         "# TYPE diskpulse_sync_latency_seconds histogram\n");
+        static const unsigned cum[] = {1, 1, 1, 1, 1, 3, 3, 3, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 6};
+        static const char *const le[] = {"1e-05",  "2.5e-05", "5e-05",  "0.0001", "0.00025",
+                                         "0.0005", "0.001",   "0.0025", "0.005",  "0.01",
+                                         "0.025",  "0.05",    "0.1",    "0.25",   "0.5",
+                                         "1",      "2.5",     "5",      "10",     "+Inf"};
+        for (size_t i = 0; i < ARRAY_SIZE(cum); i++)
+                o += snprintf(want + o, sizeof want - (size_t)o,
+                              "diskpulse_sync_latency_seconds_bucket{%s,le=\"%s\"} %u\n", L, le[i],
+                              cum[i]);
+        o += snprintf(want + o, sizeof want - (size_t)o,
+                      "diskpulse_sync_latency_seconds_sum{%s} %s\n"
+                      "diskpulse_sync_latency_seconds_count{%s} 6\n",
+                      L, sum, L);
+        assert_true((size_t)o < sizeof want);
+        assert_string_equal(text, want);
+        free(text);
+        mset_free(s);
+}
+
+/* ---- Recent window ---- */
+
+static void test_quantile_definition(void **state)
+{
+        static const double one[] = {0.005};
+        static const double even[] = {1, 2, 3, 4};
+        static const double odd[] = {1, 2, 3, 4, 5};
+        static const double ties[] = {2, 2, 2, 7};
+        (void)state;
+
+        assert_true(canary_quantile_sorted(one, 1, 0.5) == 0.005);
+        assert_true(canary_quantile_sorted(one, 1, 0.99) == 0.005);
+        assert_true(canary_quantile_sorted(one, 1, 0) == 0.005);
+        /* numpy.percentile([1,2,3,4], [50,90,99]) = 2.5, 3.7, 3.97 */
+        assert_close(canary_quantile_sorted(even, 4, 0.5), 2.5, 1e-15);
+        assert_close(canary_quantile_sorted(even, 4, 0.9), 3.7, 1e-15);
+        assert_close(canary_quantile_sorted(even, 4, 0.99), 3.97, 1e-15);
+        /* numpy.percentile([1,2,3,4,5], [50,90,99]) = 3, 4.6, 4.96 */
+        assert_true(canary_quantile_sorted(odd, 5, 0.5) == 3);
+        assert_close(canary_quantile_sorted(odd, 5, 0.9), 4.6, 1e-15);
+        assert_close(canary_quantile_sorted(odd, 5, 0.99), 4.96, 1e-15);
+        /* ties: numpy.percentile([2,2,2,7], [50,90,99]) = 2, 5.5, 6.85 */
+        assert_true(canary_quantile_sorted(ties, 4, 0.5) == 2);
+        assert_close(canary_quantile_sorted(ties, 4, 0.9), 5.5, 1e-15);
+        assert_close(canary_quantile_sorted(ties, 4, 0.99), 6.85, 1e-15);
+        assert_true(canary_quantile_sorted(ties, 4, 0) == 2);
+        assert_true(canary_quantile_sorted(ties, 4, 1) == 7);
+}
+
+static void test_recent_quantiles(void **state)
+{
+        static const double qs[] = {0.5, 0.9, 0.99};
+        struct canary_recent w;
+        double v[3] = {-1, -1, -1}, bad = 1.5;
+        (void)state;
+
+        assert_int_equal(canary_recent_init(&w, 0, 10), -EINVAL);
+        assert_int_equal(canary_recent_init(&w, SEC, 0), -EINVAL);
+        assert_int_equal(canary_recent_init(&w, SEC, CANARY_RECENT_MAX_SAMPLES + 1), -EINVAL);
+        assert_int_equal(canary_recent_init(&w, CANARY_RECENT_WINDOW, CANARY_RECENT_MAX_SAMPLES),
+                         0);
+        /* empty: no data, output untouched */
+        assert_int_equal(canary_recent_quantiles(&w, 0, qs, 3, v), -ENODATA);
+        assert_true(v[0] == -1);
+        assert_int_equal(canary_recent_median(&w, 0, v), -ENODATA);
+
+        /* one sample */
+        assert_int_equal(canary_recent_add(&w, 0.004, 10 * SEC), 0);
+        assert_int_equal(canary_recent_quantiles(&w, 10 * SEC, qs, 3, v), 0);
+        assert_true(v[0] == 0.004 && v[1] == 0.004 && v[2] == 0.004);
+
+        /* unsorted input, odd count: 0.004 0.001 0.003 0.002 0.005 */
+        assert_int_equal(canary_recent_add(&w, 0.001, 20 * SEC), 0);
+        assert_int_equal(canary_recent_add(&w, 0.003, 30 * SEC), 0);
+        assert_int_equal(canary_recent_add(&w, 0.002, 40 * SEC), 0);
+        assert_int_equal(canary_recent_add(&w, 0.005, 50 * SEC), 0);
+        assert_int_equal(canary_recent_quantiles(&w, 50 * SEC, qs, 3, v), 0);
+        assert_true(v[0] == 0.003);
+        assert_close(v[1], 0.0046, 1e-12);
+        assert_close(v[2], 0.00496, 1e-12);
+        /* even count: + 0.006 -> median (0.003 + 0.004) / 2 */
+        assert_int_equal(canary_recent_add(&w, 0.006, 60 * SEC), 0);
+        assert_int_equal(canary_recent_median(&w, 60 * SEC, v), 0);
+        assert_close(v[0], 0.0035, 1e-12);
+
+        assert_int_equal(canary_recent_quantiles(&w, 60 * SEC, &bad, 1, v), -EINVAL);
+        assert_int_equal(canary_recent_add(&w, NAN, 70 * SEC), -EINVAL);
+        assert_int_equal(canary_recent_add(&w, -1, 70 * SEC), -EINVAL);
+        assert_int_equal(canary_recent_add(&w, 2e9, 70 * SEC), -ERANGE);
+        assert_int_equal(canary_recent_count(&w, 70 * SEC), 6);
+        assert_int_equal(w.count, 6);
+        canary_recent_done(&w);
+        canary_recent_done(&w); /* twice is fine */
+}
+
+static void test_recent_expiry(void **state)
+{
+        struct canary_recent w;
+        double m;
+        (void)state;
+
+        assert_int_equal(canary_recent_init(&w, 300 * SEC, 100), 0);
+        assert_int_equal(canary_recent_add(&w, 0.001, 1000 * SEC), 0);
+        assert_int_equal(canary_recent_add(&w, 0.002, 1100 * SEC), 0);
+        assert_int_equal(canary_recent_add(&w, 0.003, 1200 * SEC), 0);
+        /* a sample is in the window while now - t < window */
+        assert_int_equal(canary_recent_count(&w, 1300 * SEC - 1), 3);
+        assert_int_equal(canary_recent_count(&w, 1300 * SEC), 2);
+        assert_int_equal(canary_recent_median(&w, 1300 * SEC, &m), 0);
+        assert_close(m, 0.0025, 1e-12);
+        assert_int_equal(canary_recent_count(&w, 1400 * SEC), 1);
+        assert_int_equal(canary_recent_median(&w, 1400 * SEC, &m), 0);
+        assert_true(m == 0.003);
+        assert_int_equal(canary_recent_count(&w, 1500 * SEC), 0);
+        assert_int_equal(canary_recent_median(&w, 1500 * SEC, &m), -ENODATA);
+        /* a query earlier than the samples sees them all */
+        assert_int_equal(canary_recent_count(&w, 0), 3);
+
+        /* a sample stamped before the newest counts as the newest */
+        assert_int_equal(canary_recent_add(&w, 0.009, 1150 * SEC), 0);
+        assert_int_equal(canary_recent_count(&w, 1499 * SEC), 2);
+        assert_int_equal(canary_recent_median(&w, 1499 * SEC, &m), 0);
+        assert_close(m, 0.006, 1e-12);
+        /* adding forgets what expired: at 2000 s only the new one is held */
+        assert_int_equal(canary_recent_add(&w, 0.004, 2000 * SEC), 0);
+        assert_int_equal(w.n, 1);
+        /* cumulative count and sum are not windowed */
+        assert_int_equal(w.count, 5);
+        assert_close(w.sum, 0.019, 1e-12);
+        canary_recent_done(&w);
+}
+
+static void test_recent_bounded_memory(void **state)
+{
+        struct canary_recent w;
+        usec_t t = 0;
+        double m;
+        size_t peak = 0;
+        (void)state;
+
+        assert_int_equal(canary_recent_init(&w, CANARY_RECENT_WINDOW, CANARY_RECENT_MAX_SAMPLES),
+                         0);
+        /* every 100 ms for an hour: the window holds exactly 5 min = 3000 samples */
+        for (int i = 0; i < 36000; i++) {
+                t += 100 * USEC_PER_MSEC;
+                assert_int_equal(canary_recent_add(&w, 0.001 + (i % 7) * 1e-6, t), 0);
+                if (w.cap > peak)
+                        peak = w.cap;
+        }
+        assert_int_equal(canary_recent_count(&w, t), 3000);
+        assert_int_equal(w.dropped, 0);
+        assert_true(peak <= CANARY_RECENT_MAX_SAMPLES);
+        assert_true(w.cap >= 3000 && w.cap <= CANARY_RECENT_MAX_SAMPLES);
+
+        /* every 10 ms: capped at 4096, the oldest dropped early, still exact over them:
+         * values 0..n-1 in order, the window holds the last 4096 */
+        for (int i = 0; i < 60000; i++) {
+                t += 10 * USEC_PER_MSEC;
+                assert_int_equal(canary_recent_add(&w, (double)i * 1e-6, t), 0);
+        }
+        assert_int_equal(canary_recent_count(&w, t), CANARY_RECENT_MAX_SAMPLES);
+        assert_int_equal(w.cap, CANARY_RECENT_MAX_SAMPLES);
+        assert_true(w.dropped > 0);
+        assert_int_equal(canary_recent_median(&w, t, &m), 0);
+        /* the last 4096 values are 55904..59999: median 57951.5 us */
+        assert_close(m, 57951.5e-6, 1e-12);
+
+        /* back to every 10 s: the memory shrinks again */
+        for (int i = 0; i < 120; i++) {
+                t += 10 * SEC;
+                assert_int_equal(canary_recent_add(&w, 0.002, t), 0);
+        }
+        assert_int_equal(canary_recent_count(&w, t), 30);
+        assert_true(w.cap <= 64);
+        canary_recent_done(&w);
+}
+
+static void test_recent_export_empty_and_full(void **state)
+{
+        struct canary_recent w;
+        struct mset *s = mset_new();
+        char *text;
+        (void)state;
+
+        assert_int_equal(canary_recent_init(&w, CANARY_RECENT_WINDOW, 16), 0);
+        canary_recent_export(&w, s, "path=\"/x\"", 0);
+        text = render(s);
+        /* empty: no quantile lines (absent, not 0), sum and count 0 */
+        assert_string_equal(text,
+                            "# HELP diskpulse_sync_recent_seconds Quantiles of the canary probe "
+                            "latency over the recent window (5 minutes unless configured); _sum "
+                            "and _count since start.\n"
+                            "# TYPE diskpulse_sync_recent_seconds summary\n"
+                            "diskpulse_sync_recent_seconds_sum{path=\"/x\"} 0\n"
+                            "diskpulse_sync_recent_seconds_count{path=\"/x\"} 0\n");
+        free(text);
+        mset_free(s);
+
+        s = mset_new();
+        assert_int_equal(canary_recent_add(&w, 0.5, SEC), 0);
+        assert_int_equal(canary_recent_add(&w, 0.25, 2 * SEC), 0);
+        assert_int_equal(canary_recent_add(&w, 1, 3 * SEC), 0);
+        canary_recent_export(&w, s, "path=\"/x\"", 3 * SEC);
+        text = render(s);
+        assert_non_null(strstr(text, "diskpulse_sync_recent_seconds{path=\"/x\",quantile=\"0.5\"} "
+                                     "0.5\n"
+                                     "diskpulse_sync_recent_seconds{path=\"/x\",quantile=\"0.9\"} "
+                                     "0.9\n"
+                                     "diskpulse_sync_recent_seconds{path=\"/x\",quantile=\"0.99\"} "
+                                     "0.99\n"
+                                     "diskpulse_sync_recent_seconds_sum{path=\"/x\"} 1.75\n"
+                                     "diskpulse_sync_recent_seconds_count{path=\"/x\"} 3\n"));
+        free(text);
+        mset_free(s);
+        /* after the window: quantiles gone, sum and count stay (counters) */
+        s = mset_new();
+        canary_recent_export(&w, s, "", 400 * SEC);
+        text = render(s);
+        assert_null(strstr(text, "quantile"));
+        assert_non_null(strstr(text, "diskpulse_sync_recent_seconds_count 3\n"));
+        free(text);
+        mset_free(s);
+        canary_recent_done(&w);
+}
+
+/* ---- Baseline ---- */
+
+/* A fake prober: one probe every interval on both clocks. */
+struct clock {
+        usec_t mono, real, interval;
+        int applied;
+};
+
+static void probe(struct canary_stats *s, struct clock *c, double v)
+{
+        int r = canary_stats_add(s, v, c->mono, c->real);
+        assert_true(r == 0 || r == 1);
+        c->applied += r;
+        c->mono += c->interval;
+        c->real += c->interval;
+}
+
+/* Probes with value v until `hours` more observations were applied. */
+static void hours_of(struct canary_stats *s, struct clock *c, double v, int hours)
+{
+        int until = c->applied + hours;
+
+        while (c->applied < until)
+                probe(s, c, v);
+}
+
+static double baseline_of(const struct canary_stats *s)
+{
+        double b = 0;
+        assert_true(canary_baseline_get(&s->baseline, &b));
+        return b;
+}
+
+static void start(struct canary_stats *s, struct clock *c, usec_t interval)
+{
+        assert_int_equal(canary_stats_init(s, CANARY_RECENT_WINDOW, CANARY_RECENT_MAX_SAMPLES), 0);
+        *c = (struct clock){.mono = 5 * SEC, .real = REAL0, .interval = interval};
+}
+
+static void test_baseline_warmup(void **state)
+{
+        struct canary_stats s;
+        struct clock c;
+        double b;
+        (void)state;
+
+        start(&s, &c, 10 * SEC);
+        /* an observation per hour: the probe after 1 h of probing ends the period */
+        for (int i = 0; i < 360; i++)
+                probe(&s, &c, 0.001);
+        assert_int_equal(c.applied, 0);
+        probe(&s, &c, 0.001);
+        assert_int_equal(c.applied, 1);
+        assert_int_equal(s.baseline.st.n_warmup, 1);
+        assert_true(s.baseline.st.updated == REAL0 + 360 * 10 * SEC);
+        assert_false(canary_baseline_get(&s.baseline, &b));
+
+        /* hours of 1, 1, 9 (a bad hour), 2, 1.5 and 1.2 ms: absent until the 6th */
+        hours_of(&s, &c, 0.001, 1);
+        hours_of(&s, &c, 0.009, 1);
+        hours_of(&s, &c, 0.002, 1);
+        hours_of(&s, &c, 0.0015, 1);
+        assert_int_equal(s.baseline.st.n_warmup, 5);
+        assert_false(canary_baseline_get(&s.baseline, &b));
+        hours_of(&s, &c, 0.0012, 1);
+        /* median of 1, 1, 9, 2, 1.5, 1.2 ms = (1.2 + 1.5) / 2 */
+        assert_close(baseline_of(&s), 0.00135, 1e-12);
+        assert_int_equal(s.baseline.st.n_warmup, 0);
+        assert_int_equal(s.baseline.st.updates, 6);
+        canary_stats_done(&s);
+}
+
+/* Warm-up at value v: 6 hours. */
+static void warm(struct canary_stats *s, struct clock *c, double v)
+{
+        hours_of(s, c, v, CANARY_BASELINE_WARMUP);
+        assert_true(baseline_of(s) == v);
+}
+
+static void test_baseline_converges(void **state)
+{
+        struct canary_stats s;
+        struct clock c;
+        (void)state;
+
+        start(&s, &c, 30 * SEC);
+        warm(&s, &c, 0.001);
+        /* a stable 1.2 ms (inside the band): half of the log distance in 7 days */
+        hours_of(&s, &c, 0.0012, 7 * 24);
+        assert_close(baseline_of(&s), 0.0012 * pow(1 / 1.2, 0.5), 1e-9); /* 1.0954 ms */
+        hours_of(&s, &c, 0.0012, 7 * 24);
+        assert_close(baseline_of(&s), 0.0012 * pow(1 / 1.2, 0.25), 1e-9); /* 1.1467 ms */
+        /* after 30 days 2^(-720/168) = 5.1 % of the log distance is left (95 % in 30.3) */
+        hours_of(&s, &c, 0.0012, 16 * 24);
+        assert_close(log(0.0012 / baseline_of(&s)) / log(1.2), pow(2, -720.0 / 168), 1e-9);
+        hours_of(&s, &c, 0.0012, 8);
+        assert_true(log(0.0012 / baseline_of(&s)) / log(1.2) < 0.05);
+        assert_int_equal(s.baseline.st.updates, 6 + 30 * 24 + 8);
+        canary_stats_done(&s);
+}
+
+static void test_baseline_refuses_degradation(void **state)
+{
+        struct canary_stats s;
+        struct clock c;
+        struct mset *set;
+        double before, after, ratio = 0;
+        (void)state;
+
+        start(&s, &c, 10 * SEC);
+        warm(&s, &c, 0.001);
+        hours_of(&s, &c, 0.001, 24);
+        before = baseline_of(&s);
+        assert_true(before == 0.001);
+
+        /* a day at 3x: +1 % (the cap per day of probing), far within 10 % */
+        hours_of(&s, &c, 0.003, 24);
+        after = baseline_of(&s);
+        assert_close(after / before, 1.01, 1e-9);
+        assert_true(after / before <= 1.10);
+        /* the ratio shows the degradation in full */
+        assert_int_equal(canary_recent_median(&s.recent, c.mono, &ratio), 0);
+        assert_int_equal(canary_degradation_ratio(ratio, after, &ratio), 0);
+        assert_close(ratio, 3 / 1.01, 1e-9);
+        set = mset_new();
+        canary_stats_export(&s, set, "", c.mono);
+        assert_true(mset_find(set, CANARY_FAMILY_DEGRADATION)->samples[0].d > 2.9);
+        mset_free(set);
+
+        /* a week at 3x: +7.2 % */
+        hours_of(&s, &c, 0.003, 6 * 24);
+        assert_close(baseline_of(&s) / before, pow(1.01, 7), 1e-9);
+        /* a 100x outage for a day moves it no more than a 3x day */
+        after = baseline_of(&s);
+        hours_of(&s, &c, 0.1, 24);
+        assert_close(baseline_of(&s) / after, 1.01, 1e-9);
+        canary_stats_done(&s);
+}
+
+static void test_baseline_learns_improvement(void **state)
+{
+        struct canary_stats s;
+        struct clock c;
+        double b60, want;
+        (void)state;
+
+        start(&s, &c, 30 * SEC);
+        warm(&s, &c, 0.010);
+        /* the disk becomes 10x faster: half-life 1 day until within 1.5x */
+        hours_of(&s, &c, 0.001, 60);
+        b60 = baseline_of(&s);
+        assert_true(b60 > 0.0015);
+        assert_close(b60, 0.001 * exp(log(10) * pow(2, -60.0 / 24)), 1e-9);
+        hours_of(&s, &c, 0.001, 1);
+        assert_true(baseline_of(&s) < 0.0015);
+        /* then the normal rule: after 3 days in all */
+        hours_of(&s, &c, 0.001, 11);
+        want = 0.001 * exp(log(10) * pow(2, -61.0 / 24) * pow(2, -11.0 / 168));
+        assert_close(baseline_of(&s), want, 1e-9);
+        /* a small improvement inside the band is learnt at the normal speed */
+        canary_stats_done(&s);
+
+        start(&s, &c, 30 * SEC);
+        warm(&s, &c, 0.001);
+        hours_of(&s, &c, 0.0008, 7 * 24);
+        assert_close(baseline_of(&s), 0.0008 * pow(1 / 0.8, 0.5), 1e-9);
+        canary_stats_done(&s);
+}
+
+static void test_baseline_rule(void **state)
+{
+        const double a = 1 - pow(2, -1.0 / 168);
+        (void)state;
+
+        /* the band edges */
+        assert_close(canary_baseline_next(1, 1.5), exp(a * log(1.5)), 1e-12);
+        assert_close(canary_baseline_next(1, 1 / 1.5), exp(a * log(1 / 1.5)), 1e-12);
+        assert_close(canary_baseline_next(1, 1.51), pow(1.01, 1.0 / 24), 1e-12);
+        assert_close(canary_baseline_next(1, 1e6), pow(1.01, 1.0 / 24), 1e-12);
+        assert_close(canary_baseline_next(1, 0.5), exp((1 - pow(2, -1.0 / 24)) * log(0.5)), 1e-12);
+        assert_true(canary_baseline_next(0.002, 0.002) == 0.002);
+        /* never below the floor */
+        assert_true(canary_baseline_next(1e-6, 1e-9) == 1e-6);
+}
+
+static void test_baseline_periods(void **state)
+{
+        struct canary_baseline b;
+        int applied = 0;
+        (void)state;
+
+        /* sparse probes, every 20 min: a period needs 6 probes, so it lasts 2 h */
+        canary_baseline_init(&b);
+        for (int i = 0; i < 6; i++)
+                assert_int_equal(canary_baseline_add(&b, 0.002, (usec_t)i * 1200 * SEC, REAL0), 0);
+        assert_int_equal(canary_baseline_add(&b, 0.002, 6 * 1200 * SEC, REAL0 + 1), 1);
+        assert_int_equal(b.st.n_warmup, 1);
+        assert_true(b.st.warmup[0] == 0.002);
+        assert_true(b.st.updated == REAL0 + 1);
+
+        /* 100 ms probes: 36000 in an hour, at most 1024 kept, evenly: median of the kept ones
+         * (every 64th of i = 0..35999, values 1 ms + (i mod 1000) us) */
+        canary_baseline_init(&b);
+        for (int i = 0; i <= 36000 && !applied; i++) {
+                int r = canary_baseline_add(&b, 0.001 + (i % 1000) * 1e-6,
+                                            (usec_t)i * 100 * USEC_PER_MSEC, REAL0);
+                assert_true(r == 0 || r == 1);
+                applied = r;
+                if (!applied)
+                        assert_true(b.period_kept <= CANARY_PERIOD_KEEP);
+        }
+        assert_int_equal(applied, 1);
+        assert_close(b.st.warmup[0], 0.0015, 0.02);
+
+        /* a value of 0 counts as 1 us; bad values leave b unchanged */
+        canary_baseline_init(&b);
+        assert_int_equal(canary_baseline_add(&b, NAN, 0, 0), -EINVAL);
+        assert_false(b.period_open);
+        assert_int_equal(canary_baseline_observe(&b, 0, REAL0), 0);
+        assert_true(b.st.warmup[0] == CANARY_BASELINE_FLOOR);
+        assert_int_equal(canary_baseline_observe(&b, -1, REAL0), -EINVAL);
+        assert_int_equal(b.st.updates, 1);
+}
+
+static void test_degradation_ratio(void **state)
+{
+        double r = -1;
+        (void)state;
+
+        assert_int_equal(canary_degradation_ratio(0.002, 0.001, &r), 0);
+        assert_true(r == 2);
+        assert_int_equal(canary_degradation_ratio(0.0005, 0.001, &r), 0);
+        assert_true(r == 0.5);
+        assert_int_equal(canary_degradation_ratio(0, 0.001, &r), 0);
+        assert_true(r == 0 && !signbit(r));
+        r = -1;
+        assert_int_equal(canary_degradation_ratio(0.002, 0, &r), -ENODATA);
+        assert_int_equal(canary_degradation_ratio(0.002, NAN, &r), -ENODATA);
+        assert_int_equal(canary_degradation_ratio(0.002, INFINITY, &r), -ENODATA);
+        assert_int_equal(canary_degradation_ratio(0.002, 1e-9, &r), -ENODATA);
+        assert_int_equal(canary_degradation_ratio(NAN, 0.001, &r), -EINVAL);
+        assert_int_equal(canary_degradation_ratio(-1, 0.001, &r), -EINVAL);
+        assert_true(r == -1);
+        /* the largest possible: 1e9 s over the 1 us floor, finite */
+        assert_int_equal(canary_degradation_ratio(1e9, 1e-6, &r), 0);
+        assert_true(isfinite(r));
+}
+
+/* Labels live in a set's arena: made anew for each set. */
+static const char *target_labels(struct mset *set)
+{
+        return mset_labels(set, "path", "/srv", "device", "nvme0n1", "mode", "fdatasync", NULL);
+}
+
+static void test_stats_export(void **state)
+{
+        struct canary_stats s;
+        struct clock c;
+        struct mset *set;
+        const char *labels;
+        char *text;
+        (void)state;
+
+        start(&s, &c, 10 * SEC);
+        set = mset_new();
+        labels = target_labels(set);
+        /* nothing probed: histogram of zeros and the summary's sum and count only */
+        canary_stats_export(&s, set, labels, c.mono);
+        assert_non_null(mset_find(set, CANARY_FAMILY_LATENCY));
+        assert_int_equal(mset_find(set, CANARY_FAMILY_LAST)->n, 0);
+        assert_int_equal(mset_find(set, CANARY_FAMILY_RECENT)->n, 2);
+        assert_int_equal(mset_find(set, CANARY_FAMILY_BASELINE)->n, 0);
+        assert_null(mset_find(set, CANARY_FAMILY_DEGRADATION));
+        mset_free(set);
+
+        /* warming up: last and quantiles, no baseline, no ratio */
+        hours_of(&s, &c, 0.001, 5);
+        probe(&s, &c, 0.004);
+        set = mset_new();
+        labels = target_labels(set);
+        canary_stats_export(&s, set, labels, c.mono);
+        text = render(set);
+        assert_non_null(strstr(text, "diskpulse_sync_last_seconds{path=\"/srv\",device=\"nvme0n1\","
+                                     "mode=\"fdatasync\"} 0.004\n"));
+        assert_non_null(strstr(text, "quantile=\"0.5\"} 0.001\n"));
+        assert_null(strstr(text, "diskpulse_sync_baseline_seconds{"));
+        assert_null(strstr(text, "diskpulse_sync_degradation_ratio"));
+        free(text);
+        mset_free(set);
+
+        /* warmed up: baseline 1 ms, ratio 1 */
+        hours_of(&s, &c, 0.001, 1);
+        set = mset_new();
+        labels = target_labels(set);
+        canary_stats_export(&s, set, labels, c.mono);
+        text = render(set);
+        assert_non_null(strstr(text, "diskpulse_sync_baseline_seconds{path=\"/srv\",device="
+                                     "\"nvme0n1\",mode=\"fdatasync\"} 0.001\n"));
+        assert_non_null(strstr(text, "diskpulse_sync_degradation_ratio{path=\"/srv\",device="
+                                     "\"nvme0n1\",mode=\"fdatasync\"} 1\n"));
+        free(text);
+        mset_free(set);
+
+        /* 10 minutes without probes: the window is empty, the ratio absent, baseline stays */
+        set = mset_new();
+        labels = target_labels(set);
+        canary_stats_export(&s, set, labels, c.mono + 600 * SEC);
+        assert_int_equal(mset_find(set, CANARY_FAMILY_BASELINE)->n, 1);
+        assert_int_equal(mset_find(set, CANARY_FAMILY_DEGRADATION)->n, 0);
+        mset_free(set);
+
+        assert_int_equal(canary_stats_add(&s, NAN, c.mono, c.real), -EINVAL);
+        assert_int_equal(canary_stats_add(&s, 2e9, c.mono, c.real), -ERANGE);
+        assert_true(s.last == 0.001);
+        canary_stats_done(&s);
+}
+
+/* ---- State records ---- */
+
+static void test_record_roundtrip_restart(void **state)
+{
+        struct canary_stats s, s2;
+        struct clock c, c2;
+        struct canary_records recs = {0}, back;
+        struct canary_record rec;
+        char *text;
+        size_t len;
+        (void)state;
+
+        /* mid-warm-up */
+        start(&s, &c, 10 * SEC);
+        hours_of(&s, &c, 0.00123456789, 2);
+        hours_of(&s, &c, 0.000987654321, 1);
+        assert_int_equal(canary_record_init(&rec, "wwn:0x5002538e40a1b2c3", "fdatasync",
+                                            "/var/lib/postgresql/15/main"),
+                         0);
+        rec.st = s.baseline.st;
+        assert_int_equal(canary_records_put(&recs, &rec), 0);
+
+        /* after warm-up, a value with all 17 digits */
+        start(&s2, &c2, 10 * SEC);
+        warm(&s2, &c2, 0.001);
+        hours_of(&s2, &c2, 0.0012345, 5);
+        assert_int_equal(canary_record_init(&rec, "serial:Samsung_SSD_860_EVO_S3Z", "dsync",
+                                            "/srv/with space/and\\backslash/\xc3\xa9t\xc3\xa9"),
+                         0);
+        rec.st = s2.baseline.st;
+        assert_int_equal(canary_records_put(&recs, &rec), 0);
+
+        assert_int_equal(canary_records_format(&recs, &text, &len), 0);
+        assert_int_equal(strlen(text), len);
+        assert_non_null(strstr(text, "path=/srv/with\\x20space/and\\\\backslash/\\xc3\\xa9t"));
+        assert_int_equal(canary_records_parse(text, len, &back), 0);
+        assert_int_equal(back.n, 2);
+        assert_int_equal(back.bad, 0);
+
+        /* the restarted daemon finds its records by key and restores the exact values */
+        const struct canary_record *r1 = canary_records_find(
+            &back, "wwn:0x5002538e40a1b2c3", "fdatasync", "/var/lib/postgresql/15/main");
+        const struct canary_record *r2 =
+            canary_records_find(&back, "serial:Samsung_SSD_860_EVO_S3Z", "dsync",
+                                "/srv/with space/and\\backslash/\xc3\xa9t\xc3\xa9");
+        assert_non_null(r1);
+        assert_non_null(r2);
+        assert_true(r1->st.value == 0);
+        assert_int_equal(r1->st.n_warmup, 3);
+        for (unsigned i = 0; i < 3; i++)
+                assert_true(r1->st.warmup[i] == s.baseline.st.warmup[i]);
+        assert_true(r1->st.updates == 3 && r1->st.updated == s.baseline.st.updated);
+        assert_true(r2->st.value == s2.baseline.st.value); /* bit for bit */
+        assert_true(r2->st.updates == 11 && r2->st.updated == s2.baseline.st.updated);
+
+        struct canary_stats restored;
+        struct clock c3 = c2;
+        assert_int_equal(canary_stats_init(&restored, CANARY_RECENT_WINDOW, 64), 0);
+        assert_int_equal(canary_baseline_restore(&restored.baseline, &r2->st), 0);
+        assert_true(baseline_of(&restored) == baseline_of(&s2));
+        /* both go on identically from the next full hour (the restarted one lost its period) */
+        c3.applied = 0;
+        hours_of(&restored, &c3, 0.002, 3);
+        c2.applied = 0;
+        hours_of(&s2, &c2, 0.002, 3);
+        assert_true(baseline_of(&restored) == baseline_of(&s2));
+        /* ... and so does a warm-up */
+        struct canary_stats w;
+        struct clock cw = c;
+        assert_int_equal(canary_stats_init(&w, CANARY_RECENT_WINDOW, 64), 0);
+        assert_int_equal(canary_baseline_restore(&w.baseline, &r1->st), 0);
+        cw.applied = 0;
+        hours_of(&w, &cw, 0.0011, 3);
+        c.applied = 0;
+        hours_of(&s, &c, 0.0011, 3);
+        assert_true(baseline_of(&w) == baseline_of(&s));
+
+        /* a record formats to the same text again */
+        char *text2;
+        size_t len2;
+        assert_int_equal(canary_records_format(&back, &text2, &len2), 0);
+        assert_int_equal(len2, len);
+        assert_memory_equal(text2, text, len);
+        free(text2);
+        free(text);
+        canary_records_free(&back);
+        canary_records_free(&recs);
+        canary_stats_done(&s);
+        canary_stats_done(&s2);
+        canary_stats_done(&restored);
+        canary_stats_done(&w);
+}
+
+static void test_records_garbage(void **state)
+{
+        static const char file[] =
+            "# diskpulse canary baselines\n"
+            "\n"
+            "diskpulse-canary-baselines 1\r\n"
+            "disk=wwn:1 mode=fdatasync path=/a baseline=0.001 updates=7 updated=5 warmup=-\n"
+            "garbage\n"
+            "disk=wwn:2 mode=fdatasync path=/a baseline=abc updates=7\n"              /* number */
+            "disk=wwn:3 mode=fdatasync path=/a updates=7\n"                           /* missing */
+            "disk=wwn:4 mode=fdatasync path=/a baseline=0.001 baseline=1 updates=7\n" /* twice */
+            "disk=wwn:5 mode=fdatasync path=/a baseline=0.001 updates=-1\n"           /* sign */
+            "disk=wwn:6 mode=fdatasync path=/a baseline=0.001 updates=1 warmup=0.001\n" /* both */
+            "disk=wwn:7 mode=fdatasync path=/a baseline=0 updates=6 "
+            "warmup=0.001,0.001,0.001,0.001,0.001,0.001\n"                         /* 6 */
+            "disk=wwn:8 mode=fdatasync path=/a baseline=1e-400 updates=1\n"        /* under */
+            "disk=wwn:9 mode=fdatasync path=/a baseline=inf updates=1\n"           /* inf */
+            "disk=wwn:10 mode=fdatasync path=/a\\x00b baseline=0.001 updates=1\n"  /* NUL */
+            "disk=wwn:11 mode=fdatasync path=/a\\q baseline=0.001 updates=1\n"     /* escape */
+            "disk=wwn:12 mode=fdatasync path=/a\\x4 baseline=0.001 updates=1\n"    /* short */
+            "disk=wwn:13 mode=fdatasync path=/\xc3\xa9 baseline=0.001 updates=1\n" /* raw */
+            "disk=wwn:14 mode=fdatasync path= baseline=0.001 updates=1\n"          /* empty */
+            "disk=wwn:15 mode=fdatasync path=/a baseline=2e-7 updates=1\n"         /* floor */
+            "disk=wwn:1 mode=fdatasync path=/a baseline=0.002 updates=8\n"         /* dup */
+            "   # a comment\n"
+            "disk=wwn:16 mode=fdatasync\tpath=/b  baseline=-0 updates=2 future_field=x "
+            "warmup=0.0011,0.0012\n"
+            "disk=wwn:17 mode=fdatasync path=/c baseline=0.003 updates=9 Bad=1\n" /* name */
+            "=x disk=wwn:18 mode=fdatasync path=/c baseline=0.003 updates=9\n"
+            "disk=wwn:19 mode=fdatasync path=/c baseline=0.003 updates=9"; /* no newline */
+        struct canary_records recs;
+        const struct canary_record *r;
+        (void)state;
+
+        assert_int_equal(canary_records_parse(file, sizeof file - 1, &recs), 0);
+        assert_int_equal(recs.n, 3);
+        assert_int_equal(recs.bad, 18);
+        r = canary_records_find(&recs, "wwn:1", "fdatasync", "/a");
+        assert_non_null(r);
+        assert_true(r->st.value == 0.001 && r->st.updates == 7 && r->st.updated == 5);
+        r = canary_records_find(&recs, "wwn:16", "fdatasync", "/b");
+        assert_non_null(r);
+        assert_true(r->st.value == 0 && !signbit(r->st.value));
+        assert_int_equal(r->st.n_warmup, 2);
+        assert_true(r->st.warmup[1] == 0.0012 && r->st.updated == 0);
+        assert_non_null(canary_records_find(&recs, "wwn:19", "fdatasync", "/c"));
+        canary_records_free(&recs);
+        canary_records_free(&recs);
+}
+
+static void test_records_header_and_limits(void **state)
+{
+        struct canary_records recs = {.bad = 42};
+        struct canary_record rec;
+        char *big;
+        (void)state;
+
+        /* empty and blank files have no records */
+        assert_int_equal(canary_records_parse("", 0, &recs), 0);
+        assert_int_equal(recs.n, 0);
+        assert_int_equal(recs.bad, 0);
+        canary_records_free(&recs);
+        assert_int_equal(canary_records_parse("\n# only a comment\n  \n", 21, &recs), 0);
+        assert_int_equal(recs.n, 0);
+        canary_records_free(&recs);
+
+        recs.bad = 42;
+        assert_int_equal(canary_records_parse("garbage\n", 8, &recs), -EBADMSG);
+        assert_int_equal(recs.bad, 42); /* untouched */
+        assert_int_equal(canary_records_parse("diskpulse-canary-baselines\n", 27, &recs), -EBADMSG);
+        assert_int_equal(canary_records_parse("diskpulse-canary-baselines x\n", 29, &recs),
+                         -EBADMSG);
+        assert_int_equal(
+            canary_records_parse("disk=wwn:1 mode=m path=/ baseline=0 updates=0\n", 46, &recs),
+            -EBADMSG);
+        assert_int_equal(canary_records_parse("diskpulse-canary-baselines 2\n", 29, &recs),
+                         -EPROTONOSUPPORT);
+        big = calloc(1, CANARY_STATE_MAX_BYTES + 1);
+        assert_non_null(big);
+        assert_int_equal(canary_records_parse(big, CANARY_STATE_MAX_BYTES + 1, &recs), -EFBIG);
+        free(big);
+
+        /* keys */
+        assert_int_equal(canary_record_init(&rec, "", "fdatasync", "/"), -EINVAL);
+        assert_int_equal(canary_record_init(&rec, "wwn:1", "fdatasync", NULL), -EINVAL);
+        char longpath[CANARY_PATH_MAX + 1];
+        memset(longpath, 'a', sizeof longpath - 1);
+        longpath[sizeof longpath - 1] = 0;
+        assert_int_equal(canary_record_init(&rec, "wwn:1", "fdatasync", longpath), -ENAMETOOLONG);
+        longpath[CANARY_PATH_MAX - 1] = 0; /* 1023 bytes: fits */
+        assert_int_equal(canary_record_init(&rec, "wwn:1", "fdatasync", longpath), 0);
+
+        /* the longest record, escaped everywhere, parses back */
+        memset(longpath, 0x01, CANARY_PATH_MAX - 1);
+        assert_int_equal(canary_record_init(&rec, "wwn:1", "fdatasync", longpath), 0);
+        rec.st.value = 1e9;
+        rec.st.updates = UINT64_MAX;
+        rec.st.updated = UINT64_MAX;
+        recs = (struct canary_records){0};
+        assert_int_equal(canary_records_put(&recs, &rec), 0);
+        char *text;
+        size_t len;
+        struct canary_records back;
+        assert_int_equal(canary_records_format(&recs, &text, &len), 0);
+        assert_int_equal(canary_records_parse(text, len, &back), 0);
+        assert_int_equal(back.n, 1);
+        assert_string_equal(back.v[0].path, longpath);
+        assert_true(back.v[0].st.updates == UINT64_MAX);
+        canary_records_free(&back);
+        free(text);
+
+        /* an invalid record is refused */
+        rec.st.value = NAN;
+        assert_int_equal(canary_records_put(&recs, &rec), -EINVAL);
+        recs.v[0].st.n_warmup = 3; /* with a baseline: inconsistent */
+        assert_int_equal(canary_records_format(&recs, &text, &len), -EINVAL);
+        canary_records_free(&recs);
+
+        /* a line too long */
+        char *line = malloc(CANARY_LINE_MAX + 2);
+        assert_non_null(line);
+        memset(line, 'a', CANARY_LINE_MAX + 1);
+        assert_int_equal(canary_record_parse_line(line, CANARY_LINE_MAX + 1, &rec), -ERANGE);
+        free(line);
+}
+
+static void test_records_keys(void **state)
+{
+        struct canary_records recs = {0};
+        struct canary_record rec;
+        char id[64];
+        (void)state;
+
+        assert_int_equal(canary_disk_id(id, sizeof id, "0x5002538e40a1b2c3", "S3Z"), 0);
+        assert_string_equal(id, "wwn:0x5002538e40a1b2c3");
+        assert_int_equal(canary_disk_id(id, sizeof id, "", "Samsung_SSD_S3Z"), 0);
+        assert_string_equal(id, "serial:Samsung_SSD_S3Z");
+        assert_int_equal(canary_disk_id(id, sizeof id, NULL, NULL), -ENOENT);
+        assert_int_equal(canary_disk_id(id, sizeof id, "", ""), -ENOENT);
+        assert_int_equal(canary_disk_id(id, 8, "0x5002538e40a1b2c3", NULL), -ENAMETOOLONG);
+
+        assert_int_equal(canary_record_init(&rec, "wwn:A", "fdatasync", "/srv"), 0);
+        rec.st.value = 0.001;
+        rec.st.updates = 10;
+        assert_int_equal(canary_records_put(&recs, &rec), 0);
+        /* the key has no kernel name: sdb renamed sdc finds it */
+        assert_non_null(canary_records_find(&recs, "wwn:A", "fdatasync", "/srv"));
+        /* a replaced disk (another WWN), another mode or path: not found, start fresh */
+        assert_null(canary_records_find(&recs, "wwn:B", "fdatasync", "/srv"));
+        assert_null(canary_records_find(&recs, "wwn:A", "direct", "/srv"));
+        assert_null(canary_records_find(&recs, "wwn:A", "fdatasync", "/srv2"));
+        /* put replaces by key */
+        rec.st.value = 0.002;
+        assert_int_equal(canary_records_put(&recs, &rec), 0);
+        assert_int_equal(recs.n, 1);
+        assert_true(recs.v[0].st.value == 0.002);
+
+        /* full: the least recently updated record makes room */
+        for (unsigned i = 1; i < CANARY_RECORDS_MAX; i++) {
+                snprintf(id, sizeof id, "wwn:%u", i);
+                assert_int_equal(canary_record_init(&rec, id, "fdatasync", "/srv"), 0);
+                rec.st.updated = 1000 + i;
+                assert_int_equal(canary_records_put(&recs, &rec), 0);
+        }
+        recs.v[0].st.updated = 5000; /* wwn:A recently used */
+        assert_int_equal(recs.n, CANARY_RECORDS_MAX);
+        assert_int_equal(canary_record_init(&rec, "wwn:new", "fdatasync", "/srv"), 0);
+        rec.st.updated = 9000;
+        assert_int_equal(canary_records_put(&recs, &rec), 0);
+        assert_int_equal(recs.n, CANARY_RECORDS_MAX);
+        assert_null(canary_records_find(&recs, "wwn:1", "fdatasync", "/srv"));
+        assert_non_null(canary_records_find(&recs, "wwn:A", "fdatasync", "/srv"));
+        assert_non_null(canary_records_find(&recs, "wwn:new", "fdatasync", "/srv"));
+
+        /* a file with more records than the limit: the excess is counted as bad */
+        char *text;
+        size_t len;
+        struct canary_records back;
+        assert_int_equal(canary_records_format(&recs, &text, &len), 0);
+        char *more = realloc(text, len + 200);
+        assert_non_null(more);
+        text = more;
+        len += (size_t)sprintf(text + len, "disk=wwn:extra mode=m path=/ baseline=0 updates=0\n");
+        assert_int_equal(canary_records_parse(text, len, &back), 0);
+        assert_int_equal(back.n, CANARY_RECORDS_MAX);
+        assert_int_equal(back.bad, 1);
+        canary_records_free(&back);
+        free(text);
+        canary_records_free(&recs);
+}
+
+static void test_baseline_restore_checks(void **state)
+{
+        struct canary_baseline b;
+        struct canary_baseline_state st = {0};
+        double v;
+        (void)state;
+
+        canary_baseline_init(&b);
+        st.value = 0.001;
+        st.n_warmup = 2;
+        st.warmup[0] = st.warmup[1] = 0.001;
+        assert_int_equal(canary_baseline_restore(&b, &st), -EINVAL);
+        assert_false(canary_baseline_get(&b, &v));
+        st.value = 0;
+        st.n_warmup = CANARY_BASELINE_WARMUP;
+        assert_int_equal(canary_baseline_restore(&b, &st), -EINVAL);
+        st.n_warmup = 2;
+        st.warmup[1] = NAN;
+        assert_int_equal(canary_baseline_restore(&b, &st), -EINVAL);
+        st.warmup[1] = 0.002;
+        st.updates = 2;
+        assert_int_equal(canary_baseline_restore(&b, &st), 0);
+        assert_int_equal(b.st.n_warmup, 2);
+        st.value = 1e-7;
+        st.n_warmup = 0;
+        assert_int_equal(canary_baseline_restore(&b, &st), -EINVAL);
+        st.value = 0.5;
+        assert_int_equal(canary_baseline_restore(&b, &st), 0);
+        assert_true(canary_baseline_get(&b, &v) && v == 0.5);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_hist_bounds),
+            cmocka_unit_test(test_hist_add),
+            cmocka_unit_test(test_hist_export_text),
+            cmocka_unit_test(test_quantile_definition),
+            cmocka_unit_test(test_recent_quantiles),
+            cmocka_unit_test(test_recent_expiry),
+            cmocka_unit_test(test_recent_bounded_memory),
+            cmocka_unit_test(test_recent_export_empty_and_full),
+            cmocka_unit_test(test_baseline_warmup),
+            cmocka_unit_test(test_baseline_converges),
+            cmocka_unit_test(test_baseline_refuses_degradation),
+            cmocka_unit_test(test_baseline_learns_improvement),
+            cmocka_unit_test(test_baseline_rule),
+            cmocka_unit_test(test_baseline_periods),
+            cmocka_unit_test(test_degradation_ratio),
+            cmocka_unit_test(test_stats_export),
+            cmocka_unit_test(test_record_roundtrip_restart),
+            cmocka_unit_test(test_records_garbage),
+            cmocka_unit_test(test_records_header_and_limits),
+            cmocka_unit_test(test_records_keys),
+            cmocka_unit_test(test_baseline_restore_checks),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
