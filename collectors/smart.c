@@ -215,7 +215,8 @@ static void enumerate(struct smart *s)
                 }
                 s->n = kept;
         }
-        qsort(s->devs, s->n, sizeof(*s->devs), cmp_dev);
+        if (s->n > 1)
+                qsort(s->devs, s->n, sizeof(*s->devs), cmp_dev);
         pthread_mutex_unlock(&s->lock);
 }
 
