@@ -6,6 +6,7 @@
 
 _Static_assert(sizeof(struct devio_proto_hdr) == 24, "header without padding");
 _Static_assert(offsetof(struct devio_response, r) == 4, "response: n, then the results");
+_Static_assert(sizeof(struct devio_proto_ctl) == 16, "control message without padding");
 
 /* The largest errno the kernel hands out (include/linux/err.h MAX_ERRNO). */
 #define ERRNO_MAX 4095
@@ -141,5 +142,64 @@ int devio_proto_decode_response(const struct devio_proto_hdr *hdr, const void *b
         }
         memset(ret_resp, 0, sizeof *ret_resp);
         memcpy(ret_resp, p, hdr->len);
+        return 0;
+}
+
+static void put_ctl(void *buf, uint16_t type, int32_t status, int32_t pid)
+{
+        struct devio_proto_ctl c = {
+            .magic = DEVIO_PROTO_CTL_MAGIC,
+            .version = DEVIO_PROTO_VERSION,
+            .type = type,
+            .status = status,
+            .pid = pid,
+        };
+
+        memcpy(buf, &c, sizeof c);
+}
+
+int devio_proto_encode_spawn(void *buf, size_t size)
+{
+        if (!buf || size < DEVIO_PROTO_CTL_SIZE)
+                return -EINVAL;
+        put_ctl(buf, DEVIO_PROTO_SPAWN, 0, 0);
+        return (int)DEVIO_PROTO_CTL_SIZE;
+}
+
+bool devio_proto_is_spawn(const void *buf, size_t len)
+{
+        uint8_t want[DEVIO_PROTO_CTL_SIZE];
+
+        if (!buf || len != DEVIO_PROTO_CTL_SIZE)
+                return false;
+        put_ctl(want, DEVIO_PROTO_SPAWN, 0, 0);
+        return memcmp(buf, want, sizeof want) == 0;
+}
+
+static bool spawned_valid(int status, int32_t pid)
+{
+        return status == 0 ? pid > 0 : status < 0 && status >= -ERRNO_MAX && pid == 0;
+}
+
+int devio_proto_encode_spawned(int status, int32_t pid, void *buf, size_t size)
+{
+        if (!buf || size < DEVIO_PROTO_CTL_SIZE || !spawned_valid(status, pid))
+                return -EINVAL;
+        put_ctl(buf, DEVIO_PROTO_SPAWNED, status, pid);
+        return (int)DEVIO_PROTO_CTL_SIZE;
+}
+
+int devio_proto_decode_spawned(const void *buf, size_t len, int *ret_status, int32_t *ret_pid)
+{
+        struct devio_proto_ctl c;
+
+        if (!buf || len != DEVIO_PROTO_CTL_SIZE)
+                return -EBADMSG;
+        memcpy(&c, buf, sizeof c);
+        if (c.magic != DEVIO_PROTO_CTL_MAGIC || c.version != DEVIO_PROTO_VERSION ||
+            c.type != DEVIO_PROTO_SPAWNED || !spawned_valid(c.status, c.pid))
+                return -EBADMSG;
+        *ret_status = c.status;
+        *ret_pid = c.pid;
         return 0;
 }

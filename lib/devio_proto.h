@@ -2,6 +2,7 @@
  * message per request or response, a fixed header and a length-checked payload. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,3 +75,45 @@ int devio_proto_decode_request(const struct devio_proto_hdr *hdr, const void *bu
  * Returns 0 or -EBADMSG. Pure. */
 int devio_proto_decode_response(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
                                 struct devio_response *ret_resp);
+
+/* The zygote's control socket (daemon/privsep.h) carries two fixed 16-byte messages of its own,
+ * never framed by struct devio_proto_hdr (a helper that is sent one drops it as malformed):
+ *
+ * SPAWN   (daemon -> zygote): magic DEVIO_PROTO_CTL_MAGIC, version DEVIO_PROTO_VERSION, type
+ *         DEVIO_PROTO_SPAWN, status 0, pid 0. The zygote compares what it receives byte for byte
+ *         with this one message (devio_proto_is_spawn()) and ignores anything else: it parses
+ *         nothing.
+ * SPAWNED (zygote -> daemon, one per SPAWN, in order): type DEVIO_PROTO_SPAWNED; either status 0,
+ *         pid > 0 (the new helper) and exactly one file descriptor attached with SCM_RIGHTS (the
+ *         daemon's end of the helper's socket), or status -errno, pid 0 and no descriptor. */
+#define DEVIO_PROTO_CTL_MAGIC 0x5a495044u /* "DPIZ" read as little-endian bytes */
+
+enum devio_proto_ctl_type {
+        DEVIO_PROTO_SPAWN = 16,
+        DEVIO_PROTO_SPAWNED = 17,
+};
+
+struct devio_proto_ctl {
+        uint32_t magic;
+        uint16_t version;
+        uint16_t type; /* enum devio_proto_ctl_type */
+        int32_t status;
+        int32_t pid;
+};
+
+#define DEVIO_PROTO_CTL_SIZE sizeof(struct devio_proto_ctl)
+
+/* Encodes SPAWN into buf (at least DEVIO_PROTO_CTL_SIZE bytes). Returns the length or -EINVAL.
+ * Pure; any thread. */
+int devio_proto_encode_spawn(void *buf, size_t size);
+
+/* True when the len bytes at buf are exactly the SPAWN message. Pure. */
+bool devio_proto_is_spawn(const void *buf, size_t len);
+
+/* Encodes SPAWNED: status 0 with pid > 0, or status -errno (> -4096) with pid 0. Returns the
+ * length, or -EINVAL for any other combination or a buffer under DEVIO_PROTO_CTL_SIZE. Pure. */
+int devio_proto_encode_spawned(int status, int32_t pid, void *buf, size_t size);
+
+/* Decodes SPAWNED (the same rules as the encoder). Returns 0 and fills *ret_status and *ret_pid,
+ * or -EBADMSG. Pure. */
+int devio_proto_decode_spawned(const void *buf, size_t len, int *ret_status, int32_t *ret_pid);

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Least privilege (SPEC §5) of the real daemon: every thread of the main process holds no
 capability and has no_new_privs; its device-I/O helper child holds exactly CAP_SYS_ADMIN and
-CAP_SYS_RAWIO (as root) and nothing else open; the helper dies with the daemon (SIGTERM, SIGKILL);
-started as nobody, the daemon still serves. Skips (77) while the daemon starts no helper."""
+CAP_SYS_RAWIO (as root) and nothing else open; so does its zygote child, the process that starts
+helpers, with nothing open but stdio and its control socket. A helper that is killed is replaced
+within seconds with the same capabilities, which shows on /metrics (diskpulse_helper_up,
+diskpulse_helper_restarts_total). Helper and zygote die with the daemon (SIGTERM, within a second,
+and SIGKILL); started as nobody, the daemon still serves. Skips (77) while the daemon starts no
+helper."""
 import os
 import shutil
 import signal
@@ -50,16 +54,26 @@ def children(pid):
     return out
 
 
-def find_helper(pid, within=5.0):
-    """The daemon's helper child (comm diskpulse-priv, else any child), or None."""
+def find_child(pid, comm, within=5.0, exclude=()):
+    """A live child of pid named comm (and not in exclude), or None."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        kids = [k for k in children(pid) if stat(k) and stat(k)[1] != "Z"]
-        named = [k for k in kids if stat(k) and stat(k)[0] == "diskpulse-priv"]
-        if named or kids:
-            return (named or kids)[0]
-        time.sleep(0.1)
+        for k in children(pid):
+            s = stat(k)
+            if s and s[1] not in ("Z", "X") and s[0] == comm and k not in exclude:
+                return k
+        time.sleep(0.05)
     return None
+
+
+def find_helper(pid, within=5.0, exclude=()):
+    """The daemon's helper child (comm diskpulse-priv), or None."""
+    return find_child(pid, "diskpulse-priv", within, exclude)
+
+
+def find_zygote(pid, within=5.0):
+    """The daemon's zygote child (comm diskpulse-zyg), or None."""
+    return find_child(pid, "diskpulse-zyg", within)
 
 
 def gone(pid, within):
@@ -126,27 +140,100 @@ def check_helper(helper, expect):
              "helper holds only stdio, its socket and a signalfd: %s" % sorted(fds.items()))
 
 
+def fds_of(pid):
+    try:
+        return {int(f): os.readlink("/proc/%d/fd/%s" % (pid, f)) for f in os.listdir("/proc/%d/fd" % pid)}
+    except (PermissionError, FileNotFoundError):
+        return None
+
+
+def check_zygote(zygote, daemon, expect):
+    st = status("/proc/%d/status" % zygote)
+    if not dp.check(st is not None, "zygote %d alive" % zygote):
+        return
+    dp.check(stat(zygote)[2] == daemon, "zygote is a child of the daemon")
+    c = caps(st)
+    dp.check(c["CapEff"] == expect, "zygote CapEff %x == %x" % (c["CapEff"], expect))
+    dp.check(c["CapPrm"] == expect, "zygote CapPrm %x == %x" % (c["CapPrm"], expect))
+    dp.check(c["CapInh"] == 0 and c["CapAmb"] == 0, "zygote: nothing inheritable or ambient")
+    if expect:
+        dp.check(c["CapBnd"] == expect, "zygote bounding set %x == %x" % (c["CapBnd"], expect))
+    dp.check(st.get("NoNewPrivs") == "1", "zygote NoNewPrivs 1")
+    dp.check(st.get("Threads") == "1", "zygote is single-threaded (%s)" % st.get("Threads"))
+    fds = fds_of(zygote)
+    if fds is not None:
+        dp.check(sorted(fds) == [0, 1, 2, 3] and fds[3].startswith("socket:"),
+                 "zygote holds only stdio and its control socket: %s" % sorted(fds.items()))
+
+
+def metric(d, name):
+    try:
+        return dp.value(d.scrape(), name)
+    except (OSError, AssertionError):
+        return None
+
+
+def restart_after_kill(d, helper, zygote, expect):
+    """SIGKILLs the helper of a running daemon: a new one with the same capabilities comes, and
+    /metrics says so."""
+    dp.check(metric(d, "diskpulse_helper_restarts_total") == 0, "diskpulse_helper_restarts_total 0 at start")
+    os.kill(helper, signal.SIGKILL)
+    t0 = time.monotonic()
+    seen_down = False
+    up = restarts = None
+    while time.monotonic() - t0 < 10:
+        up, restarts = metric(d, "diskpulse_helper_up"), metric(d, "diskpulse_helper_restarts_total")
+        seen_down = seen_down or up == 0
+        if up == 1 and restarts == 1:
+            break
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    print("helper %d killed: /metrics shows a new one after %.2f s (saw helper_up 0: %s)" % (helper, took, seen_down))
+    dp.check(up == 1 and restarts == 1 and took < 5,
+             "SIGKILL of the helper: within 5 s diskpulse_helper_up 1 (%s) and diskpulse_helper_restarts_total 1 (%s)"
+             % (up, restarts))
+    new = find_helper(d.proc.pid, exclude=(helper,))
+    if dp.check(new is not None and new != helper, "a new helper child runs (%s, was %d)" % (new, helper)):
+        check_helper(new, expect)
+    dp.check(find_zygote(d.proc.pid, 1.0) == zygote, "the same zygote")
+    dp.check(dp.http_get(d.url + "/metrics")[0] == 200, "serves /metrics after the restart")
+    return new
+
+
 def as_root(flags):
     with dp.Daemon(BIN, *flags) as d:
         helper = find_helper(d.proc.pid)
         if helper is None:
             dp.skip("the daemon started no helper child process (privsep not wired in yet)")
-        print("daemon %d, helper %d (%s)" % (d.proc.pid, helper, stat(helper)[0]))
+        zygote = find_zygote(d.proc.pid)
+        print("daemon %d, helper %d (%s), zygote %s" % (d.proc.pid, helper, stat(helper)[0], zygote))
         check_main(d.proc.pid, expect_bounding_empty=True)
         check_helper(helper, HELPER_CAPS)
+        if dp.check(zygote is not None, "the daemon has a zygote child (diskpulse-zyg)"):
+            check_zygote(zygote, d.proc.pid, HELPER_CAPS)
         dp.check(dp.http_get(d.url + "/metrics")[0] == 200, "serves /metrics")
+        if zygote:
+            helper = restart_after_kill(d, helper, zygote, HELPER_CAPS) or helper
+            check_main(d.proc.pid, expect_bounding_empty=True)
         rc, took = d.stop()
         dp.check(rc == 0, "SIGTERM: exit status 0 (%s)" % rc)
+        dp.check(took < 1.0, "SIGTERM: exits within 1 s (%.3f s)" % took)
         dp.check(gone(helper, 2.0), "SIGTERM: the helper is gone too")
+        if zygote:
+            dp.check(gone(zygote, 2.0), "SIGTERM: the zygote is gone too")
 
-    # SIGKILL leaves no time for cleanup: PR_SET_PDEATHSIG must take the helper down.
+    # SIGKILL leaves no time for cleanup: PR_SET_PDEATHSIG must take helper and zygote down.
     with dp.Daemon(BIN, *flags) as d:
         helper = find_helper(d.proc.pid)
+        zygote = find_zygote(d.proc.pid)
         dp.check(helper is not None, "second daemon has a helper")
+        dp.check(zygote is not None, "second daemon has a zygote")
         d.proc.kill()
         d.proc.wait()
         if helper:
             dp.check(gone(helper, 2.0), "SIGKILL of the daemon: the helper dies with it")
+        if zygote:
+            dp.check(gone(zygote, 2.0), "SIGKILL of the daemon: the zygote dies with it")
 
 
 def unprivileged(flags):
@@ -185,6 +272,9 @@ def unprivileged(flags):
         dp.check(helper is not None, "unprivileged daemon has its helper")
         if helper:
             check_helper(helper, 0)
+        zygote = find_zygote(proc.pid)
+        if dp.check(zygote is not None, "unprivileged daemon has its zygote"):
+            check_zygote(zygote, proc.pid, 0)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

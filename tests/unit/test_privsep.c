@@ -1,6 +1,7 @@
-/* Unit tests of the privileged helper and its client: answers by id, timeouts and busy devices,
- * worker crashes and deadlines, the worker limit, garbage on the socket, helper death,
- * capability sets. A fake exec (the config's test seam) makes workers echo, hang or die. */
+/* Unit tests of the privileged helper, the zygote that starts it and the client: answers by id,
+ * timeouts and busy devices, worker crashes and deadlines, the worker limit, garbage on the
+ * sockets, helper death and restart with backoff, zygote death, shutdown during a backoff or a
+ * spawn, capability sets. A fake exec (the config's test seam) makes workers echo, hang or die. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,9 +11,11 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -51,6 +54,7 @@ static int fake_exec(const char *dev_dir, const struct devio_request *req,
 struct fixture {
         char dir[64];
         struct devio *io;
+        usec_t restart_delay, restart_max;
 };
 
 static struct devio_request vpd(const char *name, uint32_t page)
@@ -74,20 +78,30 @@ static int start(struct fixture *f, unsigned max_workers, usec_t worker_timeout)
             .worker_timeout = worker_timeout,
             .keep_privileges = true, /* the test process keeps its own */
             .exec = fake_exec,
+            .restart_delay = f->restart_delay,
+            .restart_max = f->restart_max,
         };
 
         return privsep_start(&cfg, &f->io);
 }
 
-static int setup_common(void **state, unsigned max_workers, usec_t worker_timeout)
+static int setup_restarting(void **state, unsigned max_workers, usec_t worker_timeout,
+                            usec_t restart_delay, usec_t restart_max)
 {
         struct fixture *f = calloc(1, sizeof *f);
 
         snprintf(f->dir, sizeof f->dir, "/tmp/diskpulse-test-privsep-XXXXXX");
+        f->restart_delay = restart_delay;
+        f->restart_max = restart_max;
         if (!mkdtemp(f->dir) || start(f, max_workers, worker_timeout) < 0)
                 return -1;
         *state = f;
         return 0;
+}
+
+static int setup_common(void **state, unsigned max_workers, usec_t worker_timeout)
+{
+        return setup_restarting(state, max_workers, worker_timeout, 0, 0);
 }
 
 static int setup(void **state)
@@ -105,15 +119,47 @@ static int setup_short_deadline(void **state)
         return setup_common(state, 0, 300 * USEC_PER_MSEC);
 }
 
+/* A helper that dies stays down for a minute: long enough to look at. */
+static int setup_slow_restart(void **state)
+{
+        return setup_restarting(state, 0, 0, 60 * USEC_PER_SEC, 0);
+}
+
+static int setup_restart_200ms(void **state)
+{
+        return setup_restarting(state, 0, 0, 200 * USEC_PER_MSEC, 10 * USEC_PER_SEC);
+}
+
+static int setup_restart_250ms_max_800ms(void **state)
+{
+        return setup_restarting(state, 0, 0, 250 * USEC_PER_MSEC, 800 * USEC_PER_MSEC);
+}
+
+static int setup_restart_100ms(void **state)
+{
+        return setup_restarting(state, 0, 0, 100 * USEC_PER_MSEC, 10 * USEC_PER_SEC);
+}
+
+/* True when this process has no child left, running or zombie: the zygote and every helper were
+ * collected. */
+static bool no_children(void)
+{
+        return waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD;
+}
+
 static int teardown(void **state)
 {
         struct fixture *f = *state;
+        bool clean;
 
         if (f->io)
                 f->io->ops->free(f->io);
+        clean = no_children();
+        if (!clean)
+                print_message("teardown: a child process was left behind\n");
         rmdir(f->dir);
         free(f);
-        return 0;
+        return clean ? 0 : -1;
 }
 
 static bool wait_until_idle(struct devio *io, const char *name, usec_t within)
@@ -321,6 +367,10 @@ static void helper_killed(void **state)
         assert_false(st.helper_up);
         assert_false(privsep_helper_up(f->io));
         assert_int_equal(st.helper_exits, 1);
+        assert_int_equal(st.helper_pid, 0);
+        assert_int_equal(st.helper_restarts, 0);
+        assert_true(st.zygote_up);
+        assert_false(f->io->ops->busy(f->io, "sdxa"));
 }
 
 struct hang_arg {
@@ -384,6 +434,423 @@ static void stats_of_other_devio(void **state)
         assert_int_equal(privsep_stats(&other, &st), -EINVAL);
         assert_false(privsep_helper_up(&other));
         assert_false(privsep_helper_up(NULL));
+}
+
+/* ---- restarts ---- */
+
+/* Waits until a helper is up and helper_restarts reached n. Returns the time it took or
+ * USEC_INFINITY. */
+static usec_t wait_restarts(struct devio *io, uint64_t n, usec_t within)
+{
+        usec_t t0 = now_monotonic();
+        struct privsep_stats st;
+
+        for (;;) {
+                assert_int_equal(privsep_stats(io, &st), 0);
+                if (st.helper_up && st.helper_restarts >= n)
+                        return now_monotonic() - t0;
+                if (now_monotonic() - t0 > within)
+                        return USEC_INFINITY;
+                usleep(1000);
+        }
+}
+
+/* The parent pid of a process, from /proc/<pid>/stat, or -1. */
+static pid_t ppid_of(pid_t pid)
+{
+        char path[64], buf[512], *p;
+        FILE *fp;
+        int ppid = -1;
+
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        fp = fopen(path, "re");
+        if (!fp)
+                return -1;
+        if (fgets(buf, sizeof buf, fp) && (p = strrchr(buf, ')')) != NULL)
+                (void)sscanf(p + 2, "%*c %d", &ppid);
+        fclose(fp);
+        return ppid;
+}
+
+static bool echo_works(struct devio *io, const char *name, uint32_t param)
+{
+        static struct devio_response resp;
+        struct devio_request r = vpd(name, param);
+        char want[64];
+        int n = snprintf(want, sizeof want, "%s:%u", name, param);
+
+        return io->ops->run(io, &r, 5 * USEC_PER_SEC, &resp) == 0 && resp.n == 1 &&
+               resp.r[0].len == (uint32_t)n && memcmp(resp.r[0].data, want, (size_t)n) == 0;
+}
+
+/* SIGKILLs the running helper and returns how long until the next one is up (the n-th restart),
+ * checking what callers see meanwhile. */
+static usec_t kill_helper_and_time_restart(struct devio *io, uint64_t n)
+{
+        static struct devio_response resp;
+        struct devio_request r = vpd("sdxk", 1);
+        struct privsep_stats st;
+        usec_t t0, took;
+        pid_t old;
+
+        assert_int_equal(privsep_stats(io, &st), 0);
+        assert_true(st.helper_up);
+        old = st.helper_pid;
+        assert_true(old > 0);
+        assert_int_equal(kill(old, SIGKILL), 0);
+        t0 = now_monotonic();
+        /* a caller gets -ECONNRESET: the helper is gone */
+        assert_int_equal(io->ops->run(io, &r, 5 * USEC_PER_SEC, &resp), -ECONNRESET);
+        assert_true(now_monotonic() - t0 < USEC_PER_SEC);
+        assert_int_equal(privsep_stats(io, &st), 0);
+        assert_false(st.helper_up);
+        assert_int_equal(st.helper_pid, 0);
+        assert_true(wait_restarts(io, n, 20 * USEC_PER_SEC) != USEC_INFINITY);
+        took = now_monotonic() - t0; /* from the kill */
+        assert_int_equal(privsep_stats(io, &st), 0);
+        assert_int_equal(st.helper_restarts, n);
+        assert_true(st.helper_pid > 0 && st.helper_pid != old);
+        return took;
+}
+
+static void helper_restarted(void **state)
+{
+        struct fixture *f = *state;
+        static struct devio_response resp;
+        struct devio_request r = vpd("sdxa", 1);
+        struct privsep_stats st0, st;
+        usec_t t0, took;
+        int rc;
+
+        assert_int_equal(privsep_stats(f->io, &st0), 0);
+        assert_true(st0.zygote_up && st0.zygote_pid > 0);
+        assert_int_equal(st0.helper_restarts, 0);
+        /* every helper is a child of the client's process, the zygote too */
+        assert_int_equal(ppid_of(st0.helper_pid), getpid());
+        assert_int_equal(ppid_of(st0.zygote_pid), getpid());
+        assert_int_equal(kill(st0.helper_pid, SIGKILL), 0);
+        t0 = now_monotonic();
+        assert_int_equal(f->io->ops->run(f->io, &r, 10 * USEC_PER_SEC, &resp), -ECONNRESET);
+        /* while it is down (200 ms), calls fail at once */
+        rc = f->io->ops->run(f->io, &r, 10 * USEC_PER_SEC, &resp);
+        if (now_monotonic() - t0 < 150 * USEC_PER_MSEC) {
+                assert_int_equal(rc, -ECONNRESET);
+                assert_false(privsep_helper_up(f->io));
+        }
+        took = wait_restarts(f->io, 1, 10 * USEC_PER_SEC);
+        assert_true(took != USEC_INFINITY);
+        took = now_monotonic() - t0;
+        print_message("restart latency: %.1f ms (restart_delay 200 ms)\n",
+                      (double)took / (double)USEC_PER_MSEC);
+        assert_true(took >= 200 * USEC_PER_MSEC);
+        assert_true(took < 200 * USEC_PER_MSEC + 2 * USEC_PER_SEC);
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_true(st.helper_up);
+        assert_int_equal(st.helper_exits, 1);
+        assert_int_equal(st.helper_restarts, 1);
+        assert_int_equal(st.failed_restarts, 0);
+        assert_true(st.helper_pid > 0 && st.helper_pid != st0.helper_pid);
+        assert_int_equal(st.zygote_pid, st0.zygote_pid);
+        assert_int_equal(ppid_of(st.helper_pid), getpid());
+        /* the new helper answers; requests counted across helpers */
+        assert_true(echo_works(f->io, "sdxa", 7));
+        assert_true(echo_works(f->io, "sdxb", 8));
+        /* and survives a crashing worker like the first one */
+        r = vpd("sdkill", 0);
+        assert_int_equal(f->io->ops->run(f->io, &r, 5 * USEC_PER_SEC, &resp), -EIO);
+        assert_true(privsep_helper_up(f->io));
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_int_equal(st.inflight, 0);
+        assert_int_equal(st.helper_restarts, 1);
+}
+
+static void restart_backs_off(void **state)
+{
+        struct fixture *f = *state;
+        usec_t a, b, c;
+        struct privsep_stats st;
+
+        a = kill_helper_and_time_restart(f->io, 1);
+        b = kill_helper_and_time_restart(f->io, 2);
+        c = kill_helper_and_time_restart(f->io, 3);
+        print_message("restart after 1st death %.0f ms, 2nd %.0f ms, 3rd %.0f ms\n",
+                      (double)a / 1000.0, (double)b / 1000.0, (double)c / 1000.0);
+        assert_true(a >= 200 * USEC_PER_MSEC);
+        assert_true(b >= 400 * USEC_PER_MSEC); /* doubled: the helper died soon */
+        assert_true(c >= 800 * USEC_PER_MSEC);
+        assert_true(b > a && c > b);
+        assert_true(c < 800 * USEC_PER_MSEC + 2 * USEC_PER_SEC);
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_int_equal(st.helper_exits, 3);
+        assert_int_equal(st.helper_restarts, 3);
+        assert_true(echo_works(f->io, "sdxz", 3));
+}
+
+static void backoff_resets_after_a_stable_helper(void **state)
+{
+        struct fixture *f = *state;
+        usec_t a, b, c;
+
+        a = kill_helper_and_time_restart(f->io, 1);
+        b = kill_helper_and_time_restart(f->io, 2);
+        assert_true(a >= 250 * USEC_PER_MSEC);
+        assert_true(b >= 500 * USEC_PER_MSEC);
+        /* this helper lives longer than restart_max (800 ms): back to 250 ms */
+        usleep(900 * 1000);
+        c = kill_helper_and_time_restart(f->io, 3);
+        print_message("restart %.0f ms, %.0f ms, after a stable helper %.0f ms\n",
+                      (double)a / 1000.0, (double)b / 1000.0, (double)c / 1000.0);
+        assert_true(c >= 250 * USEC_PER_MSEC);
+        assert_true(c < 500 * USEC_PER_MSEC);
+}
+
+static bool wait_zygote_down(struct devio *io, usec_t within)
+{
+        usec_t end = now_monotonic() + within;
+        struct privsep_stats st;
+
+        for (;;) {
+                assert_int_equal(privsep_stats(io, &st), 0);
+                if (!st.zygote_up)
+                        return true;
+                if (now_monotonic() > end)
+                        return false;
+                usleep(1000);
+        }
+}
+
+static void zygote_killed_then_helper(void **state)
+{
+        struct fixture *f = *state;
+        static struct devio_response resp;
+        struct devio_request r = vpd("sdxa", 1);
+        struct privsep_stats st;
+        pid_t zygote;
+        usec_t t0;
+
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        zygote = st.zygote_pid;
+        assert_int_equal(kill(zygote, SIGKILL), 0);
+        assert_true(wait_zygote_down(f->io, 5 * USEC_PER_SEC));
+        /* the helper does not depend on the zygote: it goes on */
+        assert_true(echo_works(f->io, "sdxa", 2));
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_true(st.helper_up);
+        assert_int_equal(st.zygote_pid, 0);
+        /* the zygote was collected, not left a zombie */
+        assert_int_equal(waitpid(zygote, NULL, WNOHANG), -1);
+        assert_int_equal(errno, ECHILD);
+
+        assert_int_equal(kill(st.helper_pid, SIGKILL), 0);
+        assert_int_equal(f->io->ops->run(f->io, &r, 10 * USEC_PER_SEC, &resp), -ECONNRESET);
+        usleep(600 * 1000); /* 6 restart delays */
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_false(st.helper_up);
+        assert_int_equal(st.helper_restarts, 0);
+        assert_int_equal(st.helper_exits, 1);
+        t0 = now_monotonic();
+        assert_int_equal(f->io->ops->run(f->io, &r, 10 * USEC_PER_SEC, &resp), -ECONNRESET);
+        assert_true(now_monotonic() - t0 < 50 * USEC_PER_MSEC);
+        assert_false(privsep_helper_up(f->io));
+}
+
+/* The zygote dies while the restart waits: the attempt finds it gone and that is final. */
+static void zygote_killed_during_backoff(void **state)
+{
+        struct fixture *f = *state;
+        static struct devio_response resp;
+        struct devio_request r = vpd("sdxa", 1);
+        struct privsep_stats st;
+
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_int_equal(kill(st.helper_pid, SIGKILL), 0);
+        assert_int_equal(kill(st.zygote_pid, SIGKILL), 0);
+        assert_int_equal(f->io->ops->run(f->io, &r, 10 * USEC_PER_SEC, &resp), -ECONNRESET);
+        assert_true(wait_zygote_down(f->io, 5 * USEC_PER_SEC));
+        usleep(600 * 1000);
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_false(st.helper_up);
+        assert_int_equal(st.helper_restarts, 0);
+        assert_int_equal(f->io->ops->run(f->io, &r, 10 * USEC_PER_SEC, &resp), -ECONNRESET);
+}
+
+/* SIGTERM, SIGHUP, SIGINT (a cgroup stop, a reload, a terminal) do not end the zygote. */
+static void zygote_ignores_stray_signals(void **state)
+{
+        struct fixture *f = *state;
+        struct privsep_stats st;
+
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_int_equal(kill(st.zygote_pid, SIGTERM), 0);
+        assert_int_equal(kill(st.zygote_pid, SIGHUP), 0);
+        assert_int_equal(kill(st.zygote_pid, SIGINT), 0);
+        assert_int_equal(kill(st.zygote_pid, SIGUSR1), 0);
+        assert_int_equal(kill(st.zygote_pid, SIGPIPE), 0);
+        usleep(100 * 1000);
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_true(st.zygote_up);
+        assert_int_equal(ppid_of(st.zygote_pid), getpid());
+        (void)kill_helper_and_time_restart(f->io, 1);
+}
+
+static void free_during_backoff(void **state)
+{
+        struct fixture *f = *state;
+        struct privsep_stats st;
+        usec_t t0, took;
+
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_int_equal(kill(st.helper_pid, SIGKILL), 0);
+        while (privsep_helper_up(f->io))
+                usleep(1000);
+        usleep(50 * 1000); /* into the minute-long wait */
+        t0 = now_monotonic();
+        f->io->ops->cancel(f->io);
+        f->io->ops->free(f->io);
+        f->io = NULL;
+        took = now_monotonic() - t0;
+        print_message("free during a backoff: %.1f ms\n", (double)took / 1000.0);
+        assert_true(took < 300 * USEC_PER_MSEC);
+        assert_true(no_children());
+}
+
+/* The zygote is stopped (SIGSTOP) when the restart asks it: the client thread waits for its
+ * answer, and free() must not. */
+static void free_during_spawn(void **state)
+{
+        struct fixture *f = *state;
+        struct privsep_stats st;
+        usec_t t0, took;
+
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_int_equal(kill(st.zygote_pid, SIGSTOP), 0);
+        assert_int_equal(kill(st.helper_pid, SIGKILL), 0);
+        usleep(400 * 1000); /* 100 ms restart delay: the SPAWN is waiting for its answer */
+        assert_false(privsep_helper_up(f->io));
+        t0 = now_monotonic();
+        f->io->ops->free(f->io);
+        f->io = NULL;
+        took = now_monotonic() - t0;
+        print_message("free during a spawn: %.1f ms\n", (double)took / 1000.0);
+        assert_true(took < 300 * USEC_PER_MSEC + 200 * USEC_PER_MSEC);
+        assert_true(no_children());
+}
+
+/* The zygote is slow (stopped for a while): the spawn goes on when it continues, and free()
+ * afterwards collects everything, also a helper whose answer came late. */
+static void slow_zygote(void **state)
+{
+        struct fixture *f = *state;
+        struct privsep_stats st;
+
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_int_equal(kill(st.zygote_pid, SIGSTOP), 0);
+        assert_int_equal(kill(st.helper_pid, SIGKILL), 0);
+        usleep(300 * 1000);
+        assert_int_equal(kill(st.zygote_pid, SIGCONT), 0);
+        assert_true(wait_restarts(f->io, 1, 5 * USEC_PER_SEC) != USEC_INFINITY);
+        assert_true(echo_works(f->io, "sdxs", 1));
+}
+
+struct restart_arg {
+        struct devio *io;
+        char name[16];
+        atomic_bool *stop;
+        int ok, reset, wrong, failed;
+};
+
+static void *restart_caller(void *p)
+{
+        struct restart_arg *a = p;
+        struct devio_response *resp = malloc(sizeof *resp);
+
+        for (uint32_t i = 0; !atomic_load(a->stop); i++) {
+                struct devio_request r = vpd(a->name, i & 0xff);
+                char want[64];
+                int rc = a->io->ops->run(a->io, &r, 10 * USEC_PER_SEC, resp);
+
+                if (rc == -ECONNRESET) {
+                        a->reset++;
+                        usleep(2000);
+                        continue;
+                }
+                if (rc != 0 || resp->n != 1) {
+                        a->failed++;
+                        continue;
+                }
+                snprintf(want, sizeof want, "%s:%u", a->name, i & 0xff);
+                if (resp->r[0].len == strlen(want) &&
+                    memcmp(resp->r[0].data, want, resp->r[0].len) == 0)
+                        a->ok++;
+                else
+                        a->wrong++;
+        }
+        free(resp);
+        return NULL;
+}
+
+/* Eight threads call run() in a loop while the helper is killed twice: each call either gets its
+ * own answer or -ECONNRESET, nothing else, and no entry is left behind. */
+static void concurrent_callers_across_restarts(void **state)
+{
+        struct fixture *f = *state;
+        struct restart_arg args[8];
+        atomic_bool stop = false;
+        struct privsep_stats st;
+        pthread_t t[8];
+
+        for (int i = 0; i < 8; i++) {
+                args[i] = (struct restart_arg){.io = f->io, .stop = &stop};
+                snprintf(args[i].name, sizeof args[i].name, "sdx%c", 'a' + i);
+                assert_int_equal(pthread_create(&t[i], NULL, restart_caller, &args[i]), 0);
+        }
+        for (int k = 1; k <= 2; k++) {
+                usleep(100 * 1000);
+                assert_int_equal(privsep_stats(f->io, &st), 0);
+                assert_int_equal(kill(st.helper_pid, SIGKILL), 0);
+                assert_true(wait_restarts(f->io, (uint64_t)k, 10 * USEC_PER_SEC) != USEC_INFINITY);
+        }
+        usleep(100 * 1000);
+        atomic_store(&stop, true);
+        for (int i = 0; i < 8; i++) {
+                pthread_join(t[i], NULL);
+                assert_int_equal(args[i].failed, 0);
+                assert_int_equal(args[i].wrong, 0);
+                assert_true(args[i].ok > 0);
+                assert_true(args[i].reset > 0);
+        }
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_true(st.helper_up);
+        assert_int_equal(st.helper_exits, 2);
+        assert_int_equal(st.helper_restarts, 2);
+        assert_int_equal(st.inflight, 0);
+        assert_int_equal(st.dropped, 0);
+        for (int i = 0; i < 8; i++)
+                assert_false(f->io->ops->busy(f->io, args[i].name));
+}
+
+/* A caller waits on a hung device when the helper dies: it gets -ECONNRESET at once, the device
+ * is not busy any more, and the new helper serves it. */
+static void waiter_across_restart(void **state)
+{
+        struct fixture *f = *state;
+        struct hang_arg a = {.io = f->io};
+        struct privsep_stats st;
+        pthread_t t;
+
+        assert_int_equal(pthread_create(&t, NULL, hang_thread, &a), 0);
+        usleep(200000);
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_int_equal(st.inflight, 1);
+        assert_int_equal(kill(st.helper_pid, SIGKILL), 0);
+        pthread_join(t, NULL);
+        assert_int_equal(a.rc, -ECONNRESET);
+        assert_true(a.took < HANG_USEC);
+        assert_false(f->io->ops->busy(f->io, "sdhang"));
+        assert_true(wait_restarts(f->io, 1, 10 * USEC_PER_SEC) != USEC_INFINITY);
+        assert_true(echo_works(f->io, "sdxhang", 4));
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_int_equal(st.inflight, 0);
 }
 
 /* ---- the raw protocol against privsep_helper_main() ---- */
@@ -533,6 +1000,334 @@ static void garbage_does_not_kill_the_helper(void **state)
         raw_stop(&raw);
 }
 
+/* ---- the zygote, raw, against privsep_zygote_main() ---- */
+
+static void zygote_raw_start(struct raw *z, const char *dir)
+{
+        struct privsep_config cfg = {.dev_dir = dir, .exec = fake_exec};
+        int sv[2];
+
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        z->pid = fork();
+        assert_true(z->pid >= 0);
+        if (z->pid == 0) {
+                close(sv[0]);
+                privsep_zygote_main(sv[1], &cfg);
+        }
+        close(sv[1]);
+        z->fd = sv[0];
+}
+
+/* Receives a SPAWNED within 5 s: 0 and its fields, or -1. */
+static int recv_spawned(int fd, int *status, pid_t *pid, int *ret_fd)
+{
+        uint8_t buf[64];
+        union {
+                char buf[CMSG_SPACE(4 * sizeof(int))];
+                struct cmsghdr align;
+        } cbuf;
+        struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
+        struct msghdr m = {.msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = cbuf.buf,
+                           .msg_controllen = sizeof cbuf.buf};
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        struct cmsghdr *c;
+        int32_t pid32;
+        ssize_t n;
+
+        *ret_fd = -1;
+        if (poll(&p, 1, 5000) != 1)
+                return -1;
+        n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+        if (n <= 0 || devio_proto_decode_spawned(buf, (size_t)n, status, &pid32) < 0)
+                return -1;
+        *pid = pid32;
+        c = CMSG_FIRSTHDR(&m);
+        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)))
+                memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+        return 0;
+}
+
+/* The descriptors a process holds, as a bit set of fds 0..63 (bit 63: any fd above 62). */
+static uint64_t fds_of(pid_t pid)
+{
+        char path[64];
+        struct dirent *e;
+        uint64_t set = 0;
+        DIR *d;
+
+        snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+        d = opendir(path);
+        if (!d)
+                return UINT64_MAX;
+        while ((e = readdir(d)) != NULL) {
+                int fd;
+
+                if (e->d_name[0] == '.')
+                        continue;
+                fd = atoi(e->d_name);
+                set |= UINT64_C(1) << (fd < 63 ? fd : 63);
+        }
+        closedir(d);
+        return set;
+}
+
+/* How many children this process has (every thread's), from /proc/self/task/<tid>/children. */
+static int count_children(void)
+{
+        DIR *d = opendir("/proc/self/task");
+        struct dirent *e;
+        int n = 0;
+
+        if (!d)
+                return -1;
+        while ((e = readdir(d)) != NULL) {
+                char path[64];
+                FILE *fp;
+                int pid;
+
+                if (e->d_name[0] == '.')
+                        continue;
+                snprintf(path, sizeof path, "/proc/self/task/%d/children", atoi(e->d_name));
+                fp = fopen(path, "re");
+                if (!fp)
+                        continue;
+                while (fscanf(fp, "%d", &pid) == 1)
+                        n++;
+                fclose(fp);
+        }
+        closedir(d);
+        return n;
+}
+
+/* The zygote closes its copy of a new helper's socket just after sending it: wait for that. */
+static uint64_t settled_fds_of(pid_t pid)
+{
+        usec_t end = now_monotonic() + 2 * USEC_PER_SEC;
+        uint64_t set;
+
+        while ((set = fds_of(pid)) != 0xf && now_monotonic() < end)
+                usleep(1000);
+        return set;
+}
+
+static bool fd_is_socket(pid_t pid, int fd)
+{
+        char path[64], target[64];
+        ssize_t n;
+
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
+        n = readlink(path, target, sizeof target - 1);
+        if (n < 0)
+                return false;
+        target[n] = '\0';
+        return strncmp(target, "socket:", 7) == 0;
+}
+
+static void zygote_ignores_garbage(void **state)
+{
+        struct fixture *f = *state;
+        static uint8_t buf[DEVIO_PROTO_REQUEST_SIZE], big[65536];
+        static struct devio_response resp;
+        struct devio_request req = vpd("sdxz", 5);
+        uint8_t spawn[DEVIO_PROTO_CTL_SIZE];
+        struct pollfd p;
+        struct raw z, helper;
+        struct devio_proto_hdr h;
+        int status, hfd, st, len, kids;
+        pid_t pid;
+        ssize_t n;
+
+        kids = count_children(); /* the fixture's zygote and helper */
+        zygote_raw_start(&z, f->dir);
+        assert_int_equal(devio_proto_encode_spawn(spawn, sizeof spawn), (int)sizeof spawn);
+        /* empty, short, random, oversized messages */
+        raw_send(&z, "", 0);
+        raw_send(&z, "s", 1);
+        srand(11);
+        for (int i = 0; i < 300; i++) {
+                size_t l = (size_t)(rand() % 40);
+                for (size_t k = 0; k < l; k++)
+                        buf[k] = (uint8_t)rand();
+                if (l == sizeof spawn)
+                        buf[0] ^= 0xff; /* never the one message by chance */
+                raw_send(&z, buf, l);
+        }
+        memset(big, 0xa5, sizeof big);
+        raw_send(&z, big, sizeof big);
+        /* near misses: each byte of SPAWN flipped, one byte short, one byte more, SPAWN twice in
+         * one message, a SPAWNED, a helper request, a HELLO */
+        for (size_t i = 0; i < sizeof spawn; i++) {
+                memcpy(buf, spawn, sizeof spawn);
+                buf[i] ^= 0x01;
+                raw_send(&z, buf, sizeof spawn);
+        }
+        raw_send(&z, spawn, sizeof spawn - 1);
+        memcpy(buf, spawn, sizeof spawn);
+        buf[sizeof spawn] = 0;
+        raw_send(&z, buf, sizeof spawn + 1);
+        memcpy(buf + sizeof spawn, spawn, sizeof spawn);
+        raw_send(&z, buf, 2 * sizeof spawn);
+        len = devio_proto_encode_spawned(0, 1234, buf, sizeof buf);
+        raw_send(&z, buf, (size_t)len);
+        len = devio_proto_encode_request(1, &req, buf, sizeof buf);
+        raw_send(&z, buf, (size_t)len);
+        len = devio_proto_encode_hello(buf, sizeof buf);
+        raw_send(&z, buf, (size_t)len);
+        /* garbage with a descriptor attached */
+        {
+                int pass = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+                struct iovec iov = {.iov_base = big, .iov_len = 7};
+                struct msghdr m = {.msg_iov = &iov,
+                                   .msg_iovlen = 1,
+                                   .msg_control = cbuf,
+                                   .msg_controllen = sizeof cbuf};
+                struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &pass, sizeof pass);
+                assert_int_equal(sendmsg(z.fd, &m, MSG_NOSIGNAL), 7);
+                close(pass);
+        }
+        /* nothing was answered, nothing was started, the zygote lives with stdio and its socket */
+        p = (struct pollfd){.fd = z.fd, .events = POLLIN};
+        assert_int_equal(poll(&p, 1, 200), 0);
+        assert_int_equal(count_children(), kids + 1); /* the zygote; no helper was started */
+        assert_int_equal(settled_fds_of(z.pid), 0xf);
+        assert_true(fd_is_socket(z.pid, 3));
+
+        /* the one message: a helper, our child, on the socket that comes with the answer */
+        raw_send(&z, spawn, sizeof spawn);
+        assert_int_equal(recv_spawned(z.fd, &status, &pid, &hfd), 0);
+        assert_int_equal(status, 0);
+        assert_true(pid > 0);
+        assert_true(hfd >= 0);
+        assert_int_equal(ppid_of(pid), getpid());
+        helper = (struct raw){.fd = hfd, .pid = pid};
+        raw_hello(&helper);
+        req = vpd("sdxz", 5);
+        len = devio_proto_encode_request(9, &req, buf, sizeof buf);
+        raw_send(&helper, buf, (size_t)len);
+        {
+                static uint8_t rbuf[DEVIO_PROTO_RESPONSE_MAX];
+
+                n = raw_recv(&helper, rbuf, sizeof rbuf);
+                assert_true(n > 0);
+                assert_int_equal(devio_proto_decode_header(rbuf, (size_t)n, &h), 0);
+                assert_int_equal(h.id, 9);
+                assert_int_equal(devio_proto_decode_response(&h, rbuf, (size_t)n, &resp), 0);
+                assert_memory_equal(resp.r[0].data, "sdxz:5", 6);
+        }
+        raw_stop(&helper); /* EOF: the helper exits 0, and we reap it */
+        /* the zygote keeps nothing of it */
+        assert_int_equal(settled_fds_of(z.pid), 0xf);
+        /* a SPAWN with a descriptor attached still spawns; the descriptor is dropped */
+        {
+                int pass = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+                struct iovec iov = {.iov_base = spawn, .iov_len = sizeof spawn};
+                struct msghdr m = {.msg_iov = &iov,
+                                   .msg_iovlen = 1,
+                                   .msg_control = cbuf,
+                                   .msg_controllen = sizeof cbuf};
+                struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &pass, sizeof pass);
+                assert_int_equal(sendmsg(z.fd, &m, MSG_NOSIGNAL), (ssize_t)sizeof spawn);
+                close(pass);
+        }
+        assert_int_equal(recv_spawned(z.fd, &status, &pid, &hfd), 0);
+        assert_int_equal(status, 0);
+        helper = (struct raw){.fd = hfd, .pid = pid};
+        raw_hello(&helper);
+        assert_int_equal(settled_fds_of(z.pid), 0xf);
+        /* the helper does not die with the zygote: it follows its own socket */
+        assert_int_equal(kill(z.pid, SIGKILL), 0);
+        assert_int_equal(waitpid(z.pid, &st, 0), z.pid);
+        close(z.fd);
+        req = vpd("sdxy", 6);
+        len = devio_proto_encode_request(10, &req, buf, sizeof buf);
+        raw_send(&helper, buf, (size_t)len);
+        {
+                static uint8_t rbuf[DEVIO_PROTO_RESPONSE_MAX];
+
+                n = raw_recv(&helper, rbuf, sizeof rbuf);
+                assert_true(n > 0);
+                assert_int_equal(devio_proto_decode_header(rbuf, (size_t)n, &h), 0);
+                assert_int_equal(h.id, 10);
+        }
+        raw_stop(&helper);
+}
+
+/* EOF on its socket ends the zygote, with status 0. */
+static void zygote_exits_at_eof(void **state)
+{
+        struct fixture *f = *state;
+        struct raw z;
+
+        zygote_raw_start(&z, f->dir);
+        raw_send(&z, "x", 1);
+        raw_stop(&z);
+}
+
+static void control_messages(void **state)
+{
+        uint8_t buf[64], spawn[DEVIO_PROTO_CTL_SIZE];
+        int status;
+        int32_t pid;
+
+        (void)state;
+        assert_int_equal(devio_proto_encode_spawn(spawn, sizeof spawn), 16);
+        assert_int_equal(devio_proto_encode_spawn(buf, 15), -EINVAL);
+        assert_int_equal(devio_proto_encode_spawn(NULL, 64), -EINVAL);
+        assert_true(devio_proto_is_spawn(spawn, sizeof spawn));
+        assert_false(devio_proto_is_spawn(spawn, sizeof spawn - 1));
+        assert_false(devio_proto_is_spawn(NULL, 16));
+        for (size_t i = 0; i < sizeof spawn; i++) {
+                memcpy(buf, spawn, sizeof spawn);
+                buf[i] ^= 0x80;
+                assert_false(devio_proto_is_spawn(buf, sizeof spawn));
+        }
+        /* SPAWNED: pid > 0 with status 0, pid 0 with -errno, nothing else */
+        assert_int_equal(devio_proto_encode_spawned(0, 42, buf, sizeof buf), 16);
+        assert_int_equal(devio_proto_decode_spawned(buf, 16, &status, &pid), 0);
+        assert_int_equal(status, 0);
+        assert_int_equal(pid, 42);
+        assert_false(devio_proto_is_spawn(buf, 16));
+        assert_int_equal(devio_proto_decode_spawned(buf, 15, &status, &pid), -EBADMSG);
+        assert_int_equal(devio_proto_decode_spawned(buf, 17, &status, &pid), -EBADMSG);
+        assert_int_equal(devio_proto_decode_spawned(spawn, 16, &status, &pid), -EBADMSG);
+        assert_int_equal(devio_proto_encode_spawned(-EAGAIN, 0, buf, sizeof buf), 16);
+        assert_int_equal(devio_proto_decode_spawned(buf, 16, &status, &pid), 0);
+        assert_int_equal(status, -EAGAIN);
+        assert_int_equal(pid, 0);
+        assert_int_equal(devio_proto_encode_spawned(0, 0, buf, sizeof buf), -EINVAL);
+        assert_int_equal(devio_proto_encode_spawned(0, -1, buf, sizeof buf), -EINVAL);
+        assert_int_equal(devio_proto_encode_spawned(-EIO, 5, buf, sizeof buf), -EINVAL);
+        assert_int_equal(devio_proto_encode_spawned(1, 5, buf, sizeof buf), -EINVAL);
+        assert_int_equal(devio_proto_encode_spawned(-5000, 0, buf, sizeof buf), -EINVAL);
+        assert_int_equal(devio_proto_encode_spawned(0, 5, buf, 15), -EINVAL);
+        /* a decoder fed garbage refuses it */
+        srand(3);
+        for (int i = 0; i < 10000; i++) {
+                for (size_t k = 0; k < 16; k++)
+                        buf[k] = (uint8_t)rand();
+                if (i % 2)
+                        memcpy(buf, spawn, 8); /* right magic, version and type half the time */
+                if (devio_proto_decode_spawned(buf, 16, &status, &pid) == 0)
+                        assert_true((status == 0 && pid > 0) ||
+                                    (status < 0 && status >= -4095 && pid == 0));
+        }
+}
+
 /* ---- capabilities ---- */
 
 static uint64_t status_hex(const char *path, const char *key)
@@ -598,6 +1393,43 @@ static void helper_capabilities(void **state)
         assert_int_equal(status_dec(path, "NoNewPrivs"), 1);
 }
 
+/* The zygote holds what the helper holds, no more, and nothing open but stdio and its socket;
+ * a restarted helper has the same capabilities as the first. */
+static void zygote_and_restarted_helper_capabilities(void **state)
+{
+        struct fixture *f = *state;
+        struct privsep_stats st;
+        char path[64];
+
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        snprintf(path, sizeof path, "/proc/%d/status", (int)st.zygote_pid);
+        assert_int_equal(settled_fds_of(st.zygote_pid), 0xf);
+        assert_true(fd_is_socket(st.zygote_pid, 3));
+        assert_int_equal(status_dec(path, "Threads"), 1);
+        assert_int_equal(status_dec(path, "NoNewPrivs"), 1);
+        assert_int_equal(status_hex(path, "CapInh"), 0);
+        assert_int_equal(status_hex(path, "CapAmb"), 0);
+        if (!have_root_caps()) {
+                print_message("capability sets skipped: needs root with CAP_SYS_ADMIN, "
+                              "CAP_SYS_RAWIO, CAP_SETPCAP\n");
+                return;
+        }
+        assert_int_equal(status_hex(path, "CapEff"), CAPS_HELPER);
+        assert_int_equal(status_hex(path, "CapPrm"), CAPS_HELPER);
+        assert_int_equal(status_hex(path, "CapBnd"), CAPS_HELPER);
+
+        (void)kill_helper_and_time_restart(f->io, 1);
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        snprintf(path, sizeof path, "/proc/%d/status", (int)st.helper_pid);
+        assert_int_equal(status_hex(path, "CapEff"), CAPS_HELPER);
+        assert_int_equal(status_hex(path, "CapPrm"), CAPS_HELPER);
+        assert_int_equal(status_hex(path, "CapInh"), 0);
+        assert_int_equal(status_hex(path, "CapBnd"), CAPS_HELPER);
+        assert_int_equal(status_hex(path, "CapAmb"), 0);
+        assert_int_equal(status_dec(path, "NoNewPrivs"), 1);
+        assert_int_equal(status_dec(path, "Threads"), 1);
+}
+
 /* privsep_start() without keep_privileges, in a child: the caller ends up with nothing, and the
  * helper still answers. Exit status: 0 ok, otherwise the number of the failed check. */
 static int child_drops(const char *dir)
@@ -619,8 +1451,25 @@ static int child_drops(const char *dir)
                 return 4;
         if (io->ops->run(io, &r, 5 * USEC_PER_SEC, &resp) != 0 || resp.r[0].len != 6)
                 return 5;
+        /* and a helper that dies is replaced, although this process has nothing left */
+        {
+                struct privsep_stats st;
+                usec_t end = now_monotonic() + 10 * USEC_PER_SEC;
+
+                if (privsep_stats(io, &st) < 0 || kill(st.helper_pid, SIGKILL) < 0)
+                        return 6;
+                while (privsep_stats(io, &st) == 0 && !(st.helper_up && st.helper_restarts == 1))
+                        if (now_monotonic() > end)
+                                return 7;
+                        else
+                                usleep(5000);
+                if (status_hex(self, "CapEff") != 0 || status_hex(self, "CapPrm") != 0)
+                        return 8;
+                if (io->ops->run(io, &r, 5 * USEC_PER_SEC, &resp) != 0 || resp.r[0].len != 6)
+                        return 9;
+        }
         io->ops->free(io);
-        return 0;
+        return no_children() ? 0 : 10;
 }
 
 static void parent_drops_everything(void **state)
@@ -670,12 +1519,33 @@ int main(void)
             cmocka_unit_test_setup_teardown(worker_killed, setup, teardown),
             cmocka_unit_test_setup_teardown(worker_limit, setup_two_workers, teardown),
             cmocka_unit_test_setup_teardown(worker_deadline, setup_short_deadline, teardown),
-            cmocka_unit_test_setup_teardown(helper_killed, setup, teardown),
+            cmocka_unit_test_setup_teardown(helper_killed, setup_slow_restart, teardown),
             cmocka_unit_test_setup_teardown(helper_killed_while_waiting, setup, teardown),
             cmocka_unit_test_setup_teardown(free_with_hung_worker, setup, teardown),
             cmocka_unit_test(stats_of_other_devio),
+            cmocka_unit_test_setup_teardown(helper_restarted, setup_restart_200ms, teardown),
+            cmocka_unit_test_setup_teardown(restart_backs_off, setup_restart_200ms, teardown),
+            cmocka_unit_test_setup_teardown(backoff_resets_after_a_stable_helper,
+                                            setup_restart_250ms_max_800ms, teardown),
+            cmocka_unit_test_setup_teardown(zygote_killed_then_helper, setup_restart_100ms,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(zygote_killed_during_backoff, setup_restart_200ms,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(zygote_ignores_stray_signals, setup_restart_100ms,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(free_during_backoff, setup_slow_restart, teardown),
+            cmocka_unit_test_setup_teardown(free_during_spawn, setup_restart_100ms, teardown),
+            cmocka_unit_test_setup_teardown(slow_zygote, setup_restart_100ms, teardown),
+            cmocka_unit_test_setup_teardown(concurrent_callers_across_restarts, setup_restart_100ms,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(waiter_across_restart, setup_restart_100ms, teardown),
             cmocka_unit_test_setup_teardown(garbage_does_not_kill_the_helper, setup, teardown),
+            cmocka_unit_test_setup_teardown(zygote_ignores_garbage, setup, teardown),
+            cmocka_unit_test_setup_teardown(zygote_exits_at_eof, setup, teardown),
+            cmocka_unit_test(control_messages),
             cmocka_unit_test_setup_teardown(helper_capabilities, setup, teardown),
+            cmocka_unit_test_setup_teardown(zygote_and_restarted_helper_capabilities,
+                                            setup_restart_100ms, teardown),
             cmocka_unit_test_setup_teardown(parent_drops_everything, setup, teardown),
             cmocka_unit_test_setup_teardown(drop_all_unprivileged, setup, teardown),
         };
