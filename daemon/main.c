@@ -123,6 +123,9 @@ static void helper_export(struct daemon *d, struct mset *out)
         mset_gauge(out, "diskpulse_helper_up",
                    "Whether the privileged helper that runs device commands is alive.",
                    st.helper_up ? 1.0 : 0.0, NULL);
+        f = mset_family(out, "diskpulse_helper_restarts_total",
+                        "Privileged helpers started to replace one that died.", MT_COUNTER);
+        mfamily_add_u64(out, f, "", st.helper_restarts, NULL);
         f = mset_family(out, "diskpulse_helper_requests_total",
                         "Requests sent to the privileged helper.", MT_COUNTER);
         mfamily_add_u64(out, f, "", st.requests, NULL);
