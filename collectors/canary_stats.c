@@ -522,17 +522,6 @@ static bool plain_byte(unsigned char c)
         return c >= '!' && c <= '~';
 }
 
-static int hexval(char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 /* Unescapes value v of length len into out (size bytes with the NUL). Returns 0, -EINVAL (bad
  * escape, NUL, raw byte outside '!'..'~') or -ERANGE (does not fit). */
 static int unescape(const char *v, size_t len, char *out, size_t size)
@@ -547,9 +536,9 @@ static int unescape(const char *v, size_t len, char *out, size_t size)
                 if (c == '\\') {
                         if (i + 1 < len && v[i + 1] == '\\') {
                                 i++;
-                        } else if (i + 3 < len && v[i + 1] == 'x' && hexval(v[i + 2]) >= 0 &&
-                                   hexval(v[i + 3]) >= 0) {
-                                c = (unsigned char)(hexval(v[i + 2]) * 16 + hexval(v[i + 3]));
+                        } else if (i + 3 < len && v[i + 1] == 'x' && unhexchar(v[i + 2]) >= 0 &&
+                                   unhexchar(v[i + 3]) >= 0) {
+                                c = (unsigned char)(unhexchar(v[i + 2]) * 16 + unhexchar(v[i + 3]));
                                 i += 3;
                                 if (c == 0)
                                         return -EINVAL;

@@ -43,17 +43,6 @@ int udev_data_parse(const char *buf, size_t len,
         return bad ? -EINVAL : n;
 }
 
-static int hexval(char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 void udev_decode(const char *in, size_t len, char *out, size_t size)
 {
         size_t o = 0, start = 0;
@@ -62,9 +51,9 @@ void udev_decode(const char *in, size_t len, char *out, size_t size)
                 return;
         for (size_t i = 0; i < len && o + 1 < size; i++) {
                 char c = in[i];
-                if (c == '\\' && i + 3 < len && in[i + 1] == 'x' && hexval(in[i + 2]) >= 0 &&
-                    hexval(in[i + 3]) >= 0) {
-                        c = (char)(hexval(in[i + 2]) * 16 + hexval(in[i + 3]));
+                if (c == '\\' && i + 3 < len && in[i + 1] == 'x' && unhexchar(in[i + 2]) >= 0 &&
+                    unhexchar(in[i + 3]) >= 0) {
+                        c = (char)(unhexchar(in[i + 2]) * 16 + unhexchar(in[i + 3]));
                         i += 3;
                 }
                 out[o++] = c;

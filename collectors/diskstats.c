@@ -80,11 +80,7 @@ struct diskstats *diskstats_free(struct diskstats *d)
 
 static bool name_included(const struct diskstats_config *cfg, const char *name)
 {
-        if (cfg->include && regexec(cfg->include, name, 0, NULL, 0) != 0)
-                return false;
-        if (cfg->exclude && regexec(cfg->exclude, name, 0, NULL, 0) == 0)
-                return false;
-        return true;
+        return name_filter_match(cfg->include, cfg->exclude, name);
 }
 
 void diskstats_reconfigure(struct diskstats *d, const struct diskstats_config *cfg)

@@ -120,11 +120,7 @@ void smart_reconfigure(struct smart *s, const struct smart_config *cfg)
 
 static bool included(const struct smart_config *cfg, const char *name)
 {
-        if (cfg->include && regexec(cfg->include, name, 0, NULL, 0) != 0)
-                return false;
-        if (cfg->exclude && regexec(cfg->exclude, name, 0, NULL, 0) == 0)
-                return false;
-        return true;
+        return name_filter_match(cfg->include, cfg->exclude, name);
 }
 
 static int classify_sysfs(int sysfs_fd, const char *name)

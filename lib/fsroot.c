@@ -45,15 +45,13 @@ int read_attr_at(int dirfd, const char *path, char *buf, size_t size)
         return (int)n;
 }
 
-int read_file_at(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len)
+int read_fd_all(int fd, size_t max, char **ret_buf, size_t *ret_len)
 {
-        _cleanup_close_ int fd = -1;
         _cleanup_free_ char *buf = NULL;
         size_t len = 0, cap = 0;
 
-        fd = openat(dirfd, rel(dirfd, path), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
+        if (max > SIZE_MAX / 4)
+                max = SIZE_MAX / 4; /* room for the arithmetic below */
         for (;;) {
                 ssize_t n;
 
@@ -84,4 +82,14 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret_buf, size_t
         buf = NULL;
         *ret_len = len;
         return 0;
+}
+
+int read_file_at(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len)
+{
+        _cleanup_close_ int fd = -1;
+
+        fd = openat(dirfd, rel(dirfd, path), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return read_fd_all(fd, max, ret_buf, ret_len);
 }

@@ -11,6 +11,10 @@ int root_open(const char *path);
  * stripped). Returns the length, -errno, or -EFBIG when it does not fit. */
 int read_attr_at(int dirfd, const char *path, char *buf, size_t size);
 
+/* Reads everything from fd (at most max bytes) into *ret_buf (malloc'd, NUL-terminated).
+ * Returns 0 and sets *ret_len, or -errno (-EFBIG past max); *ret_buf untouched on failure. */
+int read_fd_all(int fd, size_t max, char **ret_buf, size_t *ret_len);
+
 /* Reads a whole file of any size into *ret_buf (malloc'd, NUL-terminated), at most max bytes.
  * Returns 0 and sets *ret_len, or -errno (-EFBIG past max); *ret_buf untouched on failure. */
 int read_file_at(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len);

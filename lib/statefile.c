@@ -2,6 +2,8 @@
  * systemd's fileio.c: O_TMPFILE + linkat, else a unique temp name; fsync; rename; fsync dir). */
 #include "statefile.h"
 
+#include "fsroot.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -172,8 +174,6 @@ int statefile_write_atomic(int dirfd, const char *name, const void *data, size_t
 int statefile_read(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len)
 {
         _cleanup_close_ int fd = -1;
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0, cap;
         struct stat st;
 
         if (!name_valid(name))
@@ -190,34 +190,7 @@ int statefile_read(int dirfd, const char *name, size_t max, char **ret, size_t *
                 return -EINVAL;
         if ((uint64_t)st.st_size > max)
                 return -EFBIG;
-        cap = (size_t)st.st_size + 1; /* one more to see a file that grew */
-        buf = xmalloc(cap + 1);
-        for (;;) {
-                ssize_t n;
-
-                if (len == cap) {
-                        if (len > max)
-                                return -EFBIG;
-                        cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-                        buf = xrealloc(buf, cap + 1);
-                }
-                n = read(fd, buf + len, cap - len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                len += (size_t)n;
-        }
-        if (len > max)
-                return -EFBIG;
-        buf[len] = 0;
-        *ret = buf;
-        buf = NULL;
-        *ret_len = len;
-        return 0;
+        return read_fd_all(fd, max, ret, ret_len);
 }
 
 static bool is_stale_name(const char *entry, const char *name)

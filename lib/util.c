@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <ctype.h>
+#include <regex.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -235,4 +236,24 @@ void grow_array(void **array, size_t *cap, size_t need, size_t elsz)
                 oom();
         *array = xrealloc(*array, n * elsz);
         *cap = n;
+}
+
+int unhexchar(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+bool name_filter_match(const regex_t *include, const regex_t *exclude, const char *name)
+{
+        if (include && regexec(include, name, 0, NULL, 0) != 0)
+                return false;
+        if (exclude && regexec(exclude, name, 0, NULL, 0) == 0)
+                return false;
+        return true;
 }

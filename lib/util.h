@@ -59,6 +59,14 @@ int parse_u64(const char *s, uint64_t *ret);
 /* Parses a boolean ("true/false", "yes/no", "on/off", "1/0"). Returns 0 or -EINVAL. */
 int parse_bool(const char *s, bool *ret);
 
+/* The value of a hexadecimal digit, or -1. */
+int unhexchar(char c);
+
+/* True when name passes the device filters: matches include (when set) and not exclude. */
+struct re_pattern_buffer;
+bool name_filter_match(const struct re_pattern_buffer *include,
+                       const struct re_pattern_buffer *exclude, const char *name);
+
 /* Copies at most size-1 bytes and always terminates; returns true when nothing was cut. */
 bool strscpy(char *dst, const char *src, size_t size);
 
