@@ -1,0 +1,672 @@
+/* The canary collector with fake ops and a fake clock: statistics, hangs, errors, flush ratio,
+ * baseline persistence, reconfiguration and prompt shutdown with a blocked probe. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "canary.h"
+#include "canary_stats.h"
+#include "expo.h"
+#include "metrics.h"
+#include "statefile.h"
+
+struct fake {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        usec_t now;           /* the fake monotonic clock */
+        const double *lat_ms; /* per probe (cycled), or 1 ms */
+        size_t n_lat;
+        int open_err[8]; /* queued results of open() */
+        size_t n_open_err, open_err_i;
+        int probe_err_at; /* probe number (1-based) that fails with probe_err */
+        int probe_err;
+        int hang_at; /* probe number that blocks until released */
+        bool released, hanging;
+        unsigned limit; /* sleep pauses once this many sleeps happened */
+        bool stopping;  /* sleeps return at once */
+        unsigned opens, open_ok, closes, probes_started, probes_done, sleeps;
+        uint64_t flush;
+        bool flush_advance, flush_nodata;
+        const char *device; /* NULL: resolve fails with -ENODEV */
+        const char *id;     /* disk id; NULL: unknown */
+};
+
+static struct fake fk;
+
+static void fake_reset(void)
+{
+        fk = (struct fake){.limit = 1000000, .device = "sda", .flush_advance = true};
+        pthread_mutex_init(&fk.lock, NULL);
+        pthread_cond_init(&fk.cond, NULL);
+}
+
+static int f_open(void *ud, const char *dir, enum canary_mode mode, size_t size,
+                  struct canary_file *ret)
+{
+        int r = 0;
+
+        (void)ud, (void)dir, (void)size;
+        pthread_mutex_lock(&fk.lock);
+        fk.opens++;
+        if (fk.open_err_i < fk.n_open_err)
+                r = fk.open_err[fk.open_err_i++];
+        if (r == 0) {
+                fk.open_ok++;
+                *ret = (struct canary_file){.fd = 100, .mode = mode};
+        }
+        pthread_mutex_unlock(&fk.lock);
+        return r;
+}
+
+static int f_probe(void *ud, struct canary_file *f, usec_t *ret)
+{
+        int r = 0;
+        unsigned n;
+
+        (void)ud;
+        assert_int_equal(f->fd, 100);
+        pthread_mutex_lock(&fk.lock);
+        n = ++fk.probes_started;
+        if ((int)n == fk.hang_at) {
+                fk.hanging = true;
+                pthread_cond_broadcast(&fk.cond);
+                while (!fk.released)
+                        pthread_cond_wait(&fk.cond, &fk.lock);
+                fk.hanging = false;
+        }
+        if ((int)n == fk.probe_err_at)
+                r = fk.probe_err;
+        else
+                *ret = (usec_t)((fk.n_lat ? fk.lat_ms[(n - 1) % fk.n_lat] : 1.0) * 1000);
+        if (fk.flush_advance)
+                fk.flush++;
+        fk.probes_done++;
+        pthread_cond_broadcast(&fk.cond);
+        pthread_mutex_unlock(&fk.lock);
+        return r;
+}
+
+static void f_close(void *ud, struct canary_file *f)
+{
+        (void)ud;
+        pthread_mutex_lock(&fk.lock);
+        fk.closes++;
+        f->fd = -1;
+        pthread_mutex_unlock(&fk.lock);
+}
+
+static usec_t f_now(void *ud)
+{
+        usec_t t;
+
+        (void)ud;
+        pthread_mutex_lock(&fk.lock);
+        t = fk.now;
+        pthread_mutex_unlock(&fk.lock);
+        return t;
+}
+
+static void f_sleep(void *ud, usec_t usec)
+{
+        (void)ud;
+        pthread_mutex_lock(&fk.lock);
+        fk.now += usec;
+        fk.sleeps++;
+        pthread_cond_broadcast(&fk.cond);
+        while (fk.sleeps >= fk.limit && !fk.stopping)
+                pthread_cond_wait(&fk.cond, &fk.lock);
+        pthread_mutex_unlock(&fk.lock);
+        nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
+}
+
+static int f_flushes(void *ud, int sysfs_fd, const struct canary_backing *b, uint64_t *ret)
+{
+        (void)ud, (void)sysfs_fd, (void)b;
+        pthread_mutex_lock(&fk.lock);
+        bool nodata = fk.flush_nodata;
+        *ret = fk.flush;
+        pthread_mutex_unlock(&fk.lock);
+        return nodata ? -ENODATA : 0;
+}
+
+static int f_resolve(void *ud, int sysfs_fd, const char *dir, struct canary_backing *ret)
+{
+        (void)ud, (void)sysfs_fd, (void)dir;
+        if (!fk.device)
+                return -ENODEV;
+        memset(ret, 0, sizeof(*ret));
+        strcpy(ret->device, fk.device);
+        ret->n_disks = 1;
+        strcpy(ret->disks[0].name, fk.device);
+        return 0;
+}
+
+static int f_disk_id(void *ud, const char *device, char *buf, size_t size)
+{
+        (void)ud;
+        assert_string_equal(device, "sda");
+        if (!fk.id)
+                return -ENOENT;
+        snprintf(buf, size, "%s", fk.id);
+        return 0;
+}
+
+static const struct canary_ops fake_ops = {
+    .open = f_open,
+    .probe = f_probe,
+    .close = f_close,
+    .now = f_now,
+    .sleep = f_sleep,
+    .flushes = f_flushes,
+    .resolve = f_resolve,
+};
+
+static const struct canary_target_config one_target[] = {{"/data", CANARY_MODE_FDATASYNC}};
+
+static struct canary_config config(const struct canary_target_config *t, size_t n, int state_fd)
+{
+        return (struct canary_config){.targets = t,
+                                      .n_targets = n,
+                                      .interval = 10 * USEC_PER_SEC,
+                                      .size = 4096,
+                                      .timeout = 30 * USEC_PER_SEC,
+                                      .state_dir_fd = state_fd,
+                                      .sysfs_fd = 0, /* any fd: the fakes ignore it */
+                                      .ops = &fake_ops,
+                                      .disk_id = f_disk_id};
+}
+
+/* Waits (really, a few ms at most in practice) until pred holds, under fk.lock. */
+#define WAIT_FOR(pred)                                                                             \
+        do {                                                                                       \
+                struct timespec _ts;                                                               \
+                clock_gettime(CLOCK_REALTIME, &_ts);                                               \
+                _ts.tv_sec += 10;                                                                  \
+                pthread_mutex_lock(&fk.lock);                                                      \
+                while (!(pred))                                                                    \
+                        if (pthread_cond_timedwait(&fk.cond, &fk.lock, &_ts) == ETIMEDOUT)         \
+                                break;                                                             \
+                bool _ok = (pred);                                                                 \
+                pthread_mutex_unlock(&fk.lock);                                                    \
+                assert_true(_ok);                                                                  \
+        } while (0)
+
+static void set_limit(unsigned limit)
+{
+        pthread_mutex_lock(&fk.lock);
+        fk.limit = limit;
+        pthread_cond_broadcast(&fk.cond);
+        pthread_mutex_unlock(&fk.lock);
+}
+
+static char *render(struct canary *c)
+{
+        struct mset *set = mset_new();
+        char *buf;
+        size_t len;
+
+        canary_export(c, set);
+        assert_int_equal(expo_render_text(&set, 1, &buf, &len), 0);
+        mset_free(set);
+        return buf;
+}
+
+static void assert_line(const char *text, const char *line)
+{
+        char want[512];
+        snprintf(want, sizeof want, "\n%s\n", line);
+        if (!strstr(text, want)) {
+                fprintf(stderr, "missing line: %s\nin:\n%s\n", line, text);
+                fail();
+        }
+}
+
+static void assert_no(const char *text, const char *s)
+{
+        if (strstr(text, s)) {
+                fprintf(stderr, "unexpected: %s\nin:\n%s\n", s, text);
+                fail();
+        }
+}
+
+static usec_t mono(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (usec_t)ts.tv_sec * USEC_PER_SEC + (usec_t)ts.tv_nsec / 1000;
+}
+
+/* Ends a test: releases every fake, frees and waits until no prober thread is left. */
+static void finish(struct canary *c)
+{
+        pthread_mutex_lock(&fk.lock);
+        fk.stopping = true;
+        fk.released = true;
+        pthread_cond_broadcast(&fk.cond);
+        pthread_mutex_unlock(&fk.lock);
+        canary_free(c);
+        for (int i = 0; i < 5000 && canary_threads_running() > 0; i++)
+                nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        assert_int_equal(canary_threads_running(), 0);
+}
+
+#define L "path=\"/data\",device=\"sda\",mode=\"fdatasync\""
+
+static void test_probes_feed_stats(void **state)
+{
+        static const double lat[] = {1, 2, 3, 4};
+        struct canary_config cfg = config(one_target, 1, -1);
+        struct canary *c;
+        char *t;
+
+        (void)state;
+        fake_reset();
+        fk.lat_ms = lat;
+        fk.n_lat = 4;
+        fk.limit = 4;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 4);
+        assert_int_equal(fk.probes_started, 4);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" L ",le=\"0.001\"} 1");
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" L ",le=\"0.0025\"} 2");
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" L ",le=\"0.005\"} 4");
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" L ",le=\"+Inf\"} 4");
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" L "} 4");
+        assert_line(t, "diskpulse_sync_latency_seconds_sum{" L "} 0.01");
+        assert_line(t, "diskpulse_sync_last_seconds{" L "} 0.004");
+        assert_line(t, "diskpulse_sync_recent_seconds{" L ",quantile=\"0.5\"} 0.0025");
+        assert_line(t, "diskpulse_sync_recent_seconds_count{" L "} 4");
+        assert_line(t, "diskpulse_sync_inflight_seconds{" L "} 0");
+        assert_line(t, "diskpulse_sync_stuck{" L "} 0");
+        assert_line(t, "diskpulse_sync_flush_ratio{" L "} 1");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 4");
+        assert_line(t, "diskpulse_sync_target_up{" L "} 1");
+        assert_no(t, "diskpulse_sync_errors_total{");
+        assert_no(t, "diskpulse_sync_baseline_seconds{");
+        free(t);
+        assert_int_equal(fk.opens, 1);
+        finish(c);
+        assert_int_equal(fk.closes, 1);
+}
+
+static void test_hang_is_stuck_not_blocking(void **state)
+{
+        struct canary_config cfg = config(one_target, 1, -1);
+        struct canary *c;
+        char *t;
+        usec_t t0;
+
+        (void)state;
+        fake_reset();
+        fk.hang_at = 2;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.hanging);
+
+        pthread_mutex_lock(&fk.lock);
+        fk.now += 10 * USEC_PER_SEC;
+        pthread_mutex_unlock(&fk.lock);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_inflight_seconds{" L "} 10");
+        assert_line(t, "diskpulse_sync_stuck{" L "} 0");
+        free(t);
+
+        pthread_mutex_lock(&fk.lock);
+        fk.now += 21 * USEC_PER_SEC;
+        pthread_mutex_unlock(&fk.lock);
+        t0 = mono();
+        t = render(c);
+        assert_true(mono() - t0 < 50 * USEC_PER_MSEC); /* export never waits for the probe */
+        assert_line(t, "diskpulse_sync_inflight_seconds{" L "} 31");
+        assert_line(t, "diskpulse_sync_stuck{" L "} 1");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 1");
+        free(t);
+        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+        assert_int_equal(fk.probes_started, 2); /* no second probe piled on */
+
+        set_limit(2);
+        pthread_mutex_lock(&fk.lock);
+        fk.released = true;
+        pthread_cond_broadcast(&fk.cond);
+        pthread_mutex_unlock(&fk.lock);
+        WAIT_FOR(fk.sleeps >= 2);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_inflight_seconds{" L "} 0");
+        assert_line(t, "diskpulse_sync_stuck{" L "} 0");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 2");
+        free(t);
+        finish(c);
+}
+
+static void test_errors_reopen_and_recovery(void **state)
+{
+        struct canary_config cfg = config(one_target, 1, -1);
+        struct canary *c;
+        char *t;
+
+        (void)state;
+        fake_reset();
+        fk.probe_err_at = 2;
+        fk.probe_err = -EIO;
+        /* open #1 succeeds; after the EIO: ENOSPC, EROFS, then success */
+        fk.open_err[0] = 0;
+        fk.open_err[1] = -ENOSPC;
+        fk.open_err[2] = -EROFS;
+        fk.n_open_err = 3;
+        fk.limit = 2;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+
+        WAIT_FOR(fk.sleeps >= 2); /* probe 1 fine, probe 2 EIO */
+        t = render(c);
+        assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"EIO\"} 1");
+        assert_line(t, "diskpulse_sync_target_up{" L "} 0");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 2");
+        free(t);
+        assert_int_equal(fk.closes, 1); /* the poisoned file is closed */
+
+        set_limit(3);
+        WAIT_FOR(fk.sleeps >= 3); /* open: ENOSPC */
+        t = render(c);
+        assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"ENOSPC\"} 1");
+        assert_line(t, "diskpulse_sync_target_up{" L "} 0");
+        free(t);
+
+        set_limit(4);
+        WAIT_FOR(fk.sleeps >= 4); /* open: EROFS */
+        t = render(c);
+        assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"EROFS\"} 1");
+        assert_line(t, "diskpulse_sync_target_up{" L "} 0");
+        free(t);
+
+        set_limit(5);
+        WAIT_FOR(fk.sleeps >= 5); /* a fresh open and a good probe */
+        t = render(c);
+        assert_line(t, "diskpulse_sync_target_up{" L "} 1");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 3");
+        assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"EIO\"} 1");
+        free(t);
+        assert_int_equal(fk.opens, 4);
+        assert_int_equal(fk.open_ok, 2);
+        finish(c);
+        assert_int_equal(fk.closes, 2);
+}
+
+static void test_flush_ratio(void **state)
+{
+        struct canary_config cfg = config(one_target, 1, -1);
+        struct canary *c;
+        char *t;
+
+        (void)state;
+        /* no flush reaches the disk: 0 */
+        fake_reset();
+        fk.flush_advance = false;
+        fk.limit = 3;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 3);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_flush_ratio{" L "} 0");
+        free(t);
+        finish(c);
+
+        /* a kernel without flush accounting: no ratio */
+        fake_reset();
+        fk.flush_nodata = true;
+        fk.limit = 3;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 3);
+        t = render(c);
+        assert_no(t, "diskpulse_sync_flush_ratio{");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 3");
+        free(t);
+        finish(c);
+
+        /* no block device (tmpfs): device="" and no ratio */
+        fake_reset();
+        fk.device = NULL;
+        fk.limit = 2;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 2);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_target_up{path=\"/data\",device=\"\",mode=\"fdatasync\"} 1");
+        assert_no(t, "diskpulse_sync_flush_ratio{");
+        free(t);
+        finish(c);
+}
+
+/* Runs probes of 1 ms every 10 min (fake) until the baseline is warm (6 hourly periods). */
+static void warm_up(struct canary *c)
+{
+        char *t;
+
+        fk.limit = 80;
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 80);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_baseline_seconds{" L "} 0.001");
+        /* the window (5 min) is empty 10 min after the last probe: no ratio */
+        assert_no(t, "diskpulse_sync_degradation_ratio{");
+        free(t);
+}
+
+static void test_baseline_round_trip(void **state)
+{
+        char dir[] = "/tmp/test_canary_collector.XXXXXX";
+        struct canary_config cfg;
+        struct canary *c;
+        int dfd;
+        char *t, *buf;
+        size_t len;
+
+        (void)state;
+        assert_non_null(mkdtemp(dir));
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(dfd >= 0);
+        cfg = config(one_target, 1, dfd);
+        cfg.interval = 600 * USEC_PER_SEC;
+
+        fake_reset();
+        fk.id = "wwn:0x5000aaaa";
+        c = canary_new(&cfg);
+        warm_up(c);
+        /* saved while running (rate-limited) */
+        assert_int_equal(statefile_read(dfd, CANARY_STATE_FILE, 1 << 20, &buf, &len), 0);
+        assert_non_null(strstr(buf, "disk=wwn:0x5000aaaa mode=fdatasync path=/data"));
+        free(buf);
+        finish(c);
+
+        /* the same disk: restored before the first probe */
+        fake_reset();
+        fk.id = "wwn:0x5000aaaa";
+        fk.limit = 1;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 1);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_baseline_seconds{" L "} 0.001");
+        free(t);
+        finish(c);
+
+        /* another disk behind the same path: a fresh warm-up */
+        fake_reset();
+        fk.id = "wwn:0x5000bbbb";
+        fk.limit = 1;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 1);
+        t = render(c);
+        assert_no(t, "diskpulse_sync_baseline_seconds{");
+        free(t);
+        finish(c);
+
+        /* both records kept in the file */
+        assert_int_equal(statefile_read(dfd, CANARY_STATE_FILE, 1 << 20, &buf, &len), 0);
+        assert_non_null(strstr(buf, "disk=wwn:0x5000aaaa "));
+        assert_non_null(strstr(buf, "disk=wwn:0x5000bbbb "));
+        free(buf);
+
+        /* an unknown disk: memory only, nothing written for it */
+        fake_reset();
+        fk.id = NULL;
+        fk.limit = 1;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 1);
+        t = render(c);
+        assert_no(t, "diskpulse_sync_baseline_seconds{");
+        free(t);
+        finish(c);
+
+        assert_int_equal(unlinkat(dfd, CANARY_STATE_FILE, 0), 0);
+        close(dfd);
+        assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_reconfigure(void **state)
+{
+        static const struct canary_target_config ab[] = {{"/data", CANARY_MODE_FDATASYNC},
+                                                         {"/logs", CANARY_MODE_APPEND}};
+        static const struct canary_target_config b_only[] = {{"/logs", CANARY_MODE_APPEND}};
+        struct canary_config cfg = config(one_target, 1, -1);
+        struct canary *c;
+        char *t;
+
+        (void)state;
+        fake_reset();
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.probes_done >= 2);
+        assert_int_equal(canary_threads_running(), 1);
+
+        cfg = config(ab, 2, -1);
+        assert_int_equal(canary_reconfigure(c, &cfg), 0);
+        assert_int_equal(canary_threads_running(), 2);
+        WAIT_FOR(fk.opens >= 2);
+        WAIT_FOR(fk.probes_done >= 6);
+        t = render(c);
+        assert_non_null(strstr(t, "diskpulse_sync_probes_total{" L "}"));
+        assert_non_null(strstr(t, "diskpulse_sync_probes_total{path=\"/logs\",device=\"sda\","
+                                  "mode=\"append\"}"));
+        free(t);
+
+        cfg = config(b_only, 1, -1);
+        assert_int_equal(canary_reconfigure(c, &cfg), 0);
+        t = render(c);
+        assert_no(t, "path=\"/data\"");
+        assert_non_null(strstr(t, "path=\"/logs\""));
+        free(t);
+        for (int i = 0; i < 5000 && canary_threads_running() > 1; i++)
+                nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        assert_int_equal(canary_threads_running(), 1);
+        finish(c);
+}
+
+static void test_stop_fast_with_blocked_probe(void **state)
+{
+        static const struct canary_target_config two[] = {{"/data", CANARY_MODE_FDATASYNC},
+                                                          {"/logs", CANARY_MODE_DSYNC}};
+        struct canary_config cfg = config(two, 2, -1);
+        struct canary_ops real_sleep = fake_ops;
+        struct canary *c, *c2;
+        usec_t t0, dt;
+
+        (void)state;
+        fake_reset();
+        fk.hang_at = 3;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.hanging);
+
+        /* a second collector with the real (interruptible) sleep of 10 s */
+        real_sleep.sleep = NULL;
+        cfg.ops = &real_sleep;
+        cfg.targets = one_target;
+        cfg.n_targets = 1;
+        c2 = canary_new(&cfg);
+        assert_int_equal(canary_start(c2), 0);
+        WAIT_FOR(fk.probes_done >= 3);
+        nanosleep(&(struct timespec){.tv_nsec = 2000000}, NULL);
+
+        t0 = mono();
+        canary_free(c2);
+        canary_free(c); /* one probe blocked in the "kernel": abandoned */
+        dt = mono() - t0;
+        assert_true(dt < 100 * USEC_PER_MSEC);
+        assert_true(canary_threads_running() >= 1);
+        assert_true(fk.hanging);
+
+        finish(NULL); /* release the blocked probe: the thread cleans up after itself */
+}
+
+/* The real ops on a temporary directory: probes happen, the real sleep is interrupted. */
+static void test_real_ops(void **state)
+{
+        char dir[] = "/var/tmp/test_canary_collector.XXXXXX";
+        struct canary_target_config tc;
+        struct canary_config cfg;
+        struct canary *c;
+        char *t = NULL;
+        int sysfs = open("/sys", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        usec_t t0;
+
+        (void)state;
+        assert_non_null(mkdtemp(dir));
+        tc = (struct canary_target_config){dir, CANARY_MODE_FDATASYNC};
+        cfg = config(&tc, 1, -1);
+        cfg.ops = NULL;
+        cfg.disk_id = NULL;
+        cfg.sysfs_fd = sysfs;
+        cfg.interval = 20 * USEC_PER_MSEC;
+        c = canary_new(&cfg);
+        close(sysfs); /* the collector keeps its own copy */
+        assert_int_equal(canary_start(c), 0);
+        for (int i = 0; i < 1000; i++) {
+                free(t);
+                t = render(c);
+                if (strstr(t, "diskpulse_sync_last_seconds{"))
+                        break;
+                nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
+        }
+        assert_non_null(strstr(t, "diskpulse_sync_last_seconds{"));
+        assert_null(strstr(t, "diskpulse_sync_errors_total{"));
+        free(t);
+        t0 = mono();
+        canary_free(c);
+        assert_true(mono() - t0 < 100 * USEC_PER_MSEC);
+        for (int i = 0; i < 5000 && canary_threads_running() > 0; i++)
+                nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        assert_int_equal(canary_threads_running(), 0);
+        assert_int_equal(rmdir(dir), 0); /* nothing left behind */
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_probes_feed_stats),
+            cmocka_unit_test(test_hang_is_stuck_not_blocking),
+            cmocka_unit_test(test_errors_reopen_and_recovery),
+            cmocka_unit_test(test_flush_ratio),
+            cmocka_unit_test(test_baseline_round_trip),
+            cmocka_unit_test(test_reconfigure),
+            cmocka_unit_test(test_stop_fast_with_blocked_probe),
+            cmocka_unit_test(test_real_ops),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
