@@ -1,5 +1,8 @@
 """Shared helpers of the end-to-end tests: run the real daemon, scrape it, parse and check pages."""
+import errno
+import fcntl
 import os
+import random
 import re
 import signal
 import socket
@@ -149,3 +152,36 @@ def run_once(binary, *args):
     """Runs --once; returns (exit status, stdout, stderr)."""
     p = subprocess.run([binary, "--once"] + list(args), capture_output=True, text=True, timeout=60)
     return p.returncode, p.stdout, p.stderr
+
+
+LOOP_CTL_ADD = 0x4C80
+LOOP_CTL_REMOVE = 0x4C81
+
+
+def loop_add(ctl, first, last):
+    """Creates a loop device (LOOP_CTL_ADD on /dev/loop-control's fd ctl) with a free number in
+    first..last; returns the number."""
+    nums = [n for n in range(first, last + 1) if not os.path.exists("/sys/block/loop%d" % n)]
+    random.shuffle(nums)
+    for n in nums:
+        try:
+            return fcntl.ioctl(ctl, LOOP_CTL_ADD, n)
+        except OSError as e:
+            if e.errno != errno.EEXIST:
+                raise
+    raise RuntimeError("no free loop device number in %d..%d" % (first, last))
+
+
+def loop_remove(ctl, n, timeout=5.0):
+    """LOOP_CTL_REMOVE, retried while the device is busy (briefly opened by someone)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.ioctl(ctl, LOOP_CTL_REMOVE, n)
+            return
+        except OSError as e:
+            if e.errno in (errno.ENODEV, errno.ENXIO):
+                return
+            if e.errno != errno.EBUSY or time.monotonic() > end:
+                raise
+            time.sleep(0.05)

@@ -12,8 +12,6 @@ import time
 
 import dp
 
-LOOP_CTL_ADD = 0x4C80
-LOOP_CTL_REMOVE = 0x4C81
 LOOP_CONTROL = "/dev/loop-control"
 INCLUDE = "^loop2[0-9][0-9]$"
 DEADLINE = 2.0  # seconds a device may take to appear in / vanish from the page
@@ -47,34 +45,6 @@ def healthy(d):
         return False
 
 
-def loop_add(ctl):
-    """Creates a loop device with a free number in 200..299; returns the number."""
-    nums = [n for n in range(200, 300) if not os.path.exists("/sys/block/loop%d" % n)]
-    random.shuffle(nums)
-    for n in nums:
-        try:
-            return fcntl.ioctl(ctl, LOOP_CTL_ADD, n)
-        except OSError as e:
-            if e.errno != errno.EEXIST:
-                raise
-    raise RuntimeError("no free loop device number in 200..299")
-
-
-def loop_remove(ctl, n, timeout=5.0):
-    """LOOP_CTL_REMOVE, retried while the device is busy (briefly opened by someone)."""
-    end = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.ioctl(ctl, LOOP_CTL_REMOVE, n)
-            return
-        except OSError as e:
-            if e.errno in (errno.ENODEV, errno.ENXIO):
-                return
-            if e.errno != errno.EBUSY or time.monotonic() > end:
-                raise
-            time.sleep(0.05)
-
-
 def wait_for(d, cond, t0, timeout):
     """Scrapes until cond(metrics) holds; returns (seconds since t0, metrics) or (None, last)."""
     m = None
@@ -98,7 +68,7 @@ def appear_and_vanish(d, ctl, label, prepare=None):
     lat_add = lat_rm = None
     try:
         t_add = time.monotonic()
-        n = loop_add(ctl)
+        n = dp.loop_add(ctl, 200, 299)
         print("%s: LOOP_CTL_ADD took %.3f s" % (label, time.monotonic() - t_add))
         added = True
         name = "loop%d" % n
@@ -134,7 +104,7 @@ def appear_and_vanish(d, ctl, label, prepare=None):
         m = d.scrape()
         dp.check(present(m), "%s: %s series still on the page right before LOOP_CTL_REMOVE" % (label, name))
         t_rm = time.monotonic()
-        loop_remove(ctl, n)
+        dp.loop_remove(ctl, n)
         print("%s: LOOP_CTL_REMOVE took %.3f s" % (label, time.monotonic() - t_rm))
         added = False
         lat, m = wait_for(d, lambda m: device_series(m, name) == [], t_rm, DEADLINE + 1)
@@ -151,7 +121,7 @@ def appear_and_vanish(d, ctl, label, prepare=None):
         if added and n is not None:
             subprocess.run(["losetup", "-d", "/dev/loop%d" % n], capture_output=True)
             try:
-                loop_remove(ctl, n)
+                dp.loop_remove(ctl, n)
             except OSError as e:
                 print("cleanup: cannot remove loop%d: %s" % (n, e))
     return lat_add, lat_rm

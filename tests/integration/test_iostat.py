@@ -14,8 +14,6 @@ import time
 import dp
 
 LOOP_CONTROL = "/dev/loop-control"
-LOOP_CTL_ADD = 0x4C80
-LOOP_CTL_REMOVE = 0x4C81
 BACKING_MB = 64
 RAMP = 2.0      # seconds of load before the compared window starts
 WINDOW = 10     # iostat's interval and the daemon's --diskstats.window, seconds
@@ -56,32 +54,6 @@ LOADS = [
                 "--ioengine=libaio", "--iodepth=8", "--iodepth_batch_submit=8", "--fsync=8"],
      ["r/s", "w/s", "rkB/s", "wkB/s", "r_await", "w_await", "f_await", "util", "aqu-sz"]),
 ]
-
-
-def loop_add(ctl):
-    nums = [n for n in range(300, 400) if not os.path.exists("/sys/block/loop%d" % n)]
-    random.shuffle(nums)
-    for n in nums:
-        try:
-            return fcntl.ioctl(ctl, LOOP_CTL_ADD, n)
-        except OSError as e:
-            if e.errno != errno.EEXIST:
-                raise
-    raise RuntimeError("no free loop device number in 300..399")
-
-
-def loop_remove(ctl, n, timeout=5.0):
-    end = time.monotonic() + timeout
-    while True:
-        try:
-            fcntl.ioctl(ctl, LOOP_CTL_REMOVE, n)
-            return
-        except OSError as e:
-            if e.errno in (errno.ENODEV, errno.ENXIO):
-                return
-            if e.errno != errno.EBUSY or time.monotonic() > end:
-                raise
-            time.sleep(0.05)
 
 
 def next_round(d, timeout=2.0):
@@ -263,7 +235,7 @@ def main():
                 f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
-        n = loop_add(ctl)
+        n = dp.loop_add(ctl, 300, 399)
         name = "loop%d" % n
         dev = "/dev/" + name
         r = subprocess.run(["losetup", "--direct-io=on", dev, backing], capture_output=True, text=True)
@@ -283,7 +255,7 @@ def main():
             subprocess.run(["losetup", "-d", "/dev/loop%d" % n], capture_output=True)
         if n is not None:
             try:
-                loop_remove(ctl, n)
+                dp.loop_remove(ctl, n)
             except OSError as e:
                 print("cleanup: cannot remove loop%d: %s" % (n, e))
         os.close(ctl)
