@@ -240,6 +240,21 @@ static struct smart *collector(struct fake *f, int sysfs_fd, enum smart_powermod
         return smart_new(&c);
 }
 
+/* One read of every device of the fixture tree with the fake as it is set up; returns the
+ * rendered page (the caller frees it). */
+static char *read_round(struct fake *f, enum smart_powermode_check pm)
+{
+        int fd = sysfs_setup();
+        struct smart *s = collector(f, fd, pm, USEC_PER_SEC);
+        char *text;
+
+        smart_read_all_now(s);
+        text = render(s);
+        smart_free(s);
+        sysfs_teardown(fd);
+        return text;
+}
+
 static void test_classify(void **state)
 {
         (void)state;
@@ -351,43 +366,31 @@ static void test_standby_not_woken(void **state)
 static void test_return_status_failing(void **state)
 {
         struct fake f;
-        int fd = sysfs_setup();
-        struct smart *s;
         char *text;
         (void)state;
 
         fake_init(&f);
         f.exceeded = true;
-        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
-        smart_read_all_now(s);
-        text = render(s);
+        text = read_round(&f, SMART_PM_STANDBY);
         assert_has(text, "diskpulse_smart_up{device=\"sda\"} 1\n");
         assert_has(text, "diskpulse_smart_healthy{device=\"sda\"} 0\n");
         assert_has(text, "diskpulse_smart_healthy{device=\"nvme0n1\"} 1\n");
         free(text);
-        smart_free(s);
-        sysfs_teardown(fd);
 }
 
 static void test_smart_disabled_is_device_status(void **state)
 {
         struct fake f;
-        int fd = sysfs_setup();
-        struct smart *s;
         char *text;
         (void)state;
 
         fake_init(&f);
         f.smart_off = true;
-        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
-        smart_read_all_now(s);
-        text = render(s);
+        text = read_round(&f, SMART_PM_STANDBY);
         assert_has(text, "diskpulse_smart_up{device=\"sda\"} 0\n");
         assert_has(text, "diskpulse_smart_read_errors_total{device=\"sda\",reason=\"device_"
                          "status\"} 1\n");
         free(text);
-        smart_free(s);
-        sysfs_teardown(fd);
 }
 
 /* Without CAP_SYS_RAWIO CHECK POWER MODE fails with EPERM: that is a permission error, not a
@@ -395,23 +398,17 @@ static void test_smart_disabled_is_device_status(void **state)
 static void test_check_power_mode_not_permitted(void **state)
 {
         struct fake f;
-        int fd = sysfs_setup();
-        struct smart *s;
         char *text;
         (void)state;
 
         fake_init(&f);
         f.cmd_err[1] = -EPERM;
-        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
-        smart_read_all_now(s);
-        text = render(s);
+        text = read_round(&f, SMART_PM_STANDBY);
         assert_has(text, "diskpulse_smart_read_errors_total{device=\"sda\",reason=\"permission\"} "
                          "1\n");
         assert_has(text, "diskpulse_smart_skipped_total{device=\"sda\",reason=\"sleep\"} 0\n");
         assert_null(strstr(text, "diskpulse_smart_power_mode{device=\"sda\"}"));
         free(text);
-        smart_free(s);
-        sysfs_teardown(fd);
 }
 
 /* An unplugged device's series go with the next export, not at the next rescan. */
