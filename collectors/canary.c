@@ -38,6 +38,7 @@ struct ctarget {
         usec_t probe_start; /* monotonic, while inflight */
         bool up;
         uint64_t probes;
+        uint64_t cycles; /* open attempts that failed + probes that returned */
         struct cerr *errs;
         size_t n_errs, cap_errs;
         struct canary_stats stats;
@@ -105,6 +106,16 @@ static int real_open(void *ud, const char *dir, enum canary_mode mode, size_t si
         if (fd < 0)
                 return -errno;
         return canary_file_open(fd, mode, size, ret);
+}
+
+/* Removes work files a crash left in dir (named fallback only). Prober thread, at start. */
+static void sweep(const char *dir)
+{
+        _cleanup_close_ int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int r = fd < 0 ? -errno : canary_remove_stale(fd);
+
+        if (r > 0)
+                log_info("removed canary files left by a crash", "path", dir);
 }
 
 static int real_probe(void *ud, struct canary_file *f, usec_t *ret_latency)
@@ -404,6 +415,8 @@ static void *prober(void *arg)
         r = canary_set_ioprio();
         if (r < 0)
                 log_debug("cannot lower the canary's I/O priority", "path", t->path);
+        if (c->ops.open == real_open)
+                sweep(t->path);
 
         for (;;) {
                 usec_t lat = 0, start, end;
@@ -489,6 +502,9 @@ static void *prober(void *arg)
                         maybe_save(t, end);
                 }
         next:
+                pthread_mutex_lock(&t->lock);
+                t->cycles++;
+                pthread_mutex_unlock(&t->lock);
                 if (target_stopped(t))
                         break;
                 jittered_sleep(t, &rng);
@@ -582,6 +598,7 @@ static void load_records(struct canary *c)
 
         if (c->state_dir_fd < 0)
                 return;
+        (void)statefile_remove_stale(c->state_dir_fd, CANARY_STATE_FILE);
         r = statefile_read(c->state_dir_fd, CANARY_STATE_FILE, CANARY_STATE_MAX_BYTES, &buf, &len);
         if (r == -ENOENT)
                 return;
@@ -775,6 +792,42 @@ void canary_stop(struct canary *c)
         for (size_t i = 0; i < n; i++)
                 target_unref(t[i]);
         free(t);
+}
+
+size_t canary_targets_down(struct canary *c)
+{
+        size_t down = 0;
+
+        pthread_mutex_lock(&c->lock);
+        for (size_t i = 0; i < c->n; i++) {
+                pthread_mutex_lock(&c->t[i]->lock);
+                down += !c->t[i]->up;
+                pthread_mutex_unlock(&c->t[i]->lock);
+        }
+        pthread_mutex_unlock(&c->lock);
+        return down;
+}
+
+int canary_wait_first(struct canary *c, usec_t max)
+{
+        usec_t deadline = now_monotonic() + max;
+
+        for (;;) {
+                int pending = 0;
+
+                pthread_mutex_lock(&c->lock);
+                for (size_t i = 0; i < c->n; i++) {
+                        struct ctarget *t = c->t[i];
+                        pthread_mutex_lock(&t->lock);
+                        if (t->cycles == 0 && !t->exited)
+                                pending++;
+                        pthread_mutex_unlock(&t->lock);
+                }
+                pthread_mutex_unlock(&c->lock);
+                if (pending == 0 || now_monotonic() >= deadline)
+                        return pending;
+                (void)nanosleep(&(struct timespec){.tv_nsec = 2 * 1000 * 1000}, NULL);
+        }
 }
 
 struct canary *canary_free(struct canary *c)

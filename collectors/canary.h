@@ -111,6 +111,13 @@ int canary_reconfigure(struct canary *c, const struct canary_config *cfg);
  * probe, abandons the others, then saves the baselines once (waiting at most CANARY_STOP_WAIT
  * for a save in progress). Idempotent. Main thread. */
 void canary_stop(struct canary *c);
+/* Targets whose last cycle failed or that have not finished one yet (diskpulse_sync_target_up
+ * 0). Main thread. */
+size_t canary_targets_down(struct canary *c);
+/* Waits until every started target has finished its first cycle (an open that failed or a probe
+ * that returned), at most max (--once: one probe per target). Returns how many targets had not.
+ * Main thread. */
+int canary_wait_first(struct canary *c, usec_t max);
 /* canary_stop() and drops the caller's reference (the memory lives on while an abandoned
  * thread holds a reference). Accepts NULL; returns NULL. Main thread. */
 struct canary *canary_free(struct canary *c);

@@ -1,11 +1,13 @@
 /* One fdatasync canary probe: the work file (O_TMPFILE or unlinked), timed write + sync, ioprio. */
 #include "canary_probe.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -141,6 +143,47 @@ static int create_file(int dirfd, int flags, bool no_tmpfile, uint64_t *rng, boo
                 return fd;
         }
         return -EEXIST;
+}
+
+static bool is_stale_name(const char *n)
+{
+        size_t pl = strlen(CANARY_TEMP_PREFIX);
+
+        if (strncmp(n, CANARY_TEMP_PREFIX, pl) != 0 || strlen(n) != pl + 6)
+                return false;
+        for (n += pl; *n; n++)
+                if (!((*n >= '0' && *n <= '9') || (*n >= 'a' && *n <= 'f')))
+                        return false;
+        return true;
+}
+
+int canary_remove_stale(int dirfd)
+{
+        int fd, removed = 0;
+        struct dirent *e;
+        DIR *d;
+
+        fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        while ((e = readdir(d))) {
+                struct stat st;
+
+                if (!is_stale_name(e->d_name) ||
+                    fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+                    st.st_uid != geteuid())
+                        continue;
+                if (unlinkat(fd, e->d_name, 0) == 0)
+                        removed++;
+        }
+        closedir(d);
+        return removed;
 }
 
 int canary_file_open_flags(int dirfd, enum canary_mode mode, size_t size, unsigned flags,

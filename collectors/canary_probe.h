@@ -44,6 +44,12 @@ int canary_mode_from_string(const char *s, enum canary_mode *ret);
  * start can remove one left behind by a crash in that window: ".diskpulse-canary-XXXXXX". */
 #define CANARY_TEMP_PREFIX ".diskpulse-canary-"
 
+/* Removes work files left behind by a crash between create and unlink: regular files of this
+ * user named CANARY_TEMP_PREFIX and 6 hex digits in the directory dirfd (any fd of it). Call once
+ * before the first canary_file_open() there. Returns how many were removed, or -errno when the
+ * directory cannot be read. */
+int canary_remove_stale(int dirfd);
+
 /* canary_file_open_flags() flags. */
 enum {
         /* Skip O_TMPFILE and use the named-then-unlinked fallback (tests). */

@@ -12,6 +12,8 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include "canary.h"
+#include "canary_stats.h"
 #include "devices.h"
 #include "diskstats.h"
 #include "expo.h"
@@ -50,6 +52,8 @@ struct daemon {
         struct diskstats *diskstats;
         struct devio *io; /* the privileged helper */
         struct smart *smart;
+        struct canary *canary;
+        int state_fd; /* the state directory, -1 when it cannot be opened */
         int *listen_fds;
         size_t n_listen_fds;
         struct publisher *pub;
@@ -111,6 +115,69 @@ static void smart_config_from(struct daemon *d, struct smart_config *c)
         c->interval = d->opts.smart_interval;
         c->timeout = d->opts.smart_timeout;
         c->powermode = d->opts.smart_powermode;
+}
+
+/* The disk identity of the canary's baselines, asked from its prober threads: udev's record and
+ * sysfs, read through duplicated descriptors and no other state, so it is thread-safe and
+ * touches no device. It lives as long as the process: a prober thread abandoned in a hung
+ * fdatasync() may still ask after canary_free(). */
+struct diskid_src {
+        int sysfs_fd, udev_fd;
+};
+
+static struct diskid_src diskid = {.sysfs_fd = -1, .udev_fd = -1};
+
+static int canary_disk_identity(void *ud, const char *device, char *buf, size_t size)
+{
+        struct diskid_src *s = ud;
+        struct device_info info;
+        struct devsrc *src;
+        char path[96], dev[32];
+        unsigned maj, min;
+
+        snprintf(path, sizeof path, "block/%s/dev", device);
+        if (read_attr_at(s->sysfs_fd, path, dev, sizeof dev) <= 0 ||
+            sscanf(dev, "%u:%u", &maj, &min) != 2)
+                return -ENOENT;
+        src = devsrc_files_new(s->sysfs_fd, s->udev_fd);
+        (void)src->ops->lookup(src, device, maj, min, &info);
+        devsrc_free(src);
+        return canary_disk_id(buf, size, info.wwn, info.serial);
+}
+
+/* The targets of the options, as the canary takes them; the array is the caller's to free. */
+static struct canary_target_config *canary_config_from(struct daemon *d, const struct dp_options *o,
+                                                       struct canary_config *c)
+{
+        struct canary_target_config *t = xcalloc(o->n_canary + 1, sizeof(*t));
+
+        for (size_t i = 0; i < o->n_canary; i++)
+                t[i] = (struct canary_target_config){.path = o->canary[i].path,
+                                                     .mode = o->canary[i].mode};
+        if (diskid.sysfs_fd < 0) {
+                diskid.sysfs_fd = fcntl(d->sysfs_fd, F_DUPFD_CLOEXEC, 3);
+                diskid.udev_fd = d->udev_fd >= 0 ? fcntl(d->udev_fd, F_DUPFD_CLOEXEC, 3) : -1;
+        }
+        *c = (struct canary_config){
+            .targets = t,
+            .n_targets = o->n_canary,
+            .interval = o->canary_interval,
+            .size = (size_t)o->canary_size,
+            .timeout = o->canary_timeout,
+            .state_dir_fd = d->state_fd,
+            .sysfs_fd = d->sysfs_fd,
+            .disk_id = canary_disk_identity,
+            .disk_id_ud = &diskid,
+        };
+        return t;
+}
+
+static void canary_setup(struct daemon *d)
+{
+        struct canary_config c;
+        _cleanup_free_ struct canary_target_config *t = canary_config_from(d, &d->opts, &c);
+
+        d->canary = canary_new(&c);
 }
 
 static void helper_export(struct daemon *d, struct mset *out)
@@ -194,6 +261,17 @@ static struct snapshot *collect_round(struct daemon *d)
                 st->duration = (double)(now_monotonic() - t0) / (double)USEC_PER_SEC;
                 st->success = d->io && privsep_helper_up(d->io);
                 st->ran = true;
+        }
+        if (d->canary) {
+                struct collector_stat *st = &d->stats[COLLECTOR_CANARY];
+                usec_t t0 = now_monotonic();
+
+                sets[n] = mset_new();
+                canary_export(d->canary, sets[n]);
+                st->duration = (double)(now_monotonic() - t0) / (double)USEC_PER_SEC;
+                st->success = canary_targets_down(d->canary) == 0;
+                st->ran = true;
+                n++;
         }
         sets[n] = mset_new();
         self_export(d, sets[n++]);
@@ -287,11 +365,44 @@ static int open_roots(struct daemon *d, const struct dp_options *o)
         return 0;
 }
 
+static void ensure_state_dir(const char *dir)
+{
+        char path[4096];
+
+        if (!strscpy(path, dir, sizeof path))
+                return;
+        for (char *p = path + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = 0;
+                (void)mkdir(path, 0755);
+                *p = '/';
+        }
+        if (mkdir(path, 0750) < 0 && errno != EEXIST)
+                log_errno(LOG_LEVEL_WARN, errno, "cannot create the state directory", "path", dir,
+                          NULL);
+}
+
+/* The state directory (baselines), created if missing; once. */
+static void open_state_dir(struct daemon *d)
+{
+        if (d->state_fd >= 0)
+                return;
+        ensure_state_dir(d->opts.state_dir);
+        d->state_fd = open(d->opts.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d->state_fd < 0)
+                log_errno(LOG_LEVEL_WARN, errno,
+                          "cannot open the state directory; canary baselines are not kept", "path",
+                          d->opts.state_dir, NULL);
+}
+
 static void setup_collectors(struct daemon *d)
 {
         bool live = strcmp(d->opts.sysfs, "/sys") == 0 &&
                     strcmp(d->opts.udev_data, "/run/udev/data") == 0 && !d->opts.once;
 
+        if (d->opts.collector[COLLECTOR_CANARY])
+                open_state_dir(d);
         d->devsrc = live ? devsrc_udev_new(d->sysfs_fd) : NULL;
         if (!d->devsrc)
                 d->devsrc = devsrc_files_new(d->sysfs_fd, d->udev_fd);
@@ -305,6 +416,8 @@ static void setup_collectors(struct daemon *d)
                 smart_config_from(d, &c);
                 d->smart = smart_new(&c);
         }
+        if (d->opts.collector[COLLECTOR_CANARY])
+                canary_setup(d);
 }
 
 static void swap_str(char **a, char **b)
@@ -359,6 +472,17 @@ static void reload(struct daemon *d)
         swap_str(&d->opts.device_exclude, &n.device_exclude);
         d->opts.ds_interval = n.ds_interval;
         d->opts.ds_window = n.ds_window;
+        {
+                struct dp_canary_path *tmp = d->opts.canary;
+                size_t k = d->opts.n_canary;
+                d->opts.canary = n.canary;
+                d->opts.n_canary = n.n_canary;
+                n.canary = tmp;
+                n.n_canary = k;
+        }
+        d->opts.canary_interval = n.canary_interval;
+        d->opts.canary_timeout = n.canary_timeout;
+        d->opts.canary_size = n.canary_size;
         d->opts.log_level = n.log_level;
         d->opts.log_format = n.log_format;
         log_setup(n.log_level, n.log_format);
@@ -389,6 +513,24 @@ static void reload(struct daemon *d)
         } else {
                 d->smart = smart_free(d->smart);
                 d->stats[COLLECTOR_SMART].ran = false;
+        }
+        if (d->opts.collector[COLLECTOR_CANARY]) {
+                struct canary_config c;
+                _cleanup_free_ struct canary_target_config *t = canary_config_from(d, &d->opts, &c);
+                int r;
+                if (d->canary) {
+                        r = canary_reconfigure(d->canary, &c);
+                } else {
+                        open_state_dir(d);
+                        c.state_dir_fd = d->state_fd;
+                        d->canary = canary_new(&c);
+                        r = canary_start(d->canary);
+                }
+                if (r < 0)
+                        log_errno(LOG_LEVEL_ERROR, r, "cannot start a canary thread", NULL);
+        } else {
+                d->canary = canary_free(d->canary);
+                d->stats[COLLECTOR_CANARY].ran = false;
         }
         options_free(&n);
         d->next_tick = now_monotonic();
@@ -449,30 +591,20 @@ static int get_listen_fds(struct daemon *d, int **fds, size_t *n)
         return 0;
 }
 
-static void ensure_state_dir(const char *dir)
-{
-        char path[4096];
-
-        if (!strscpy(path, dir, sizeof path))
-                return;
-        for (char *p = path + 1; *p; p++) {
-                if (*p != '/')
-                        continue;
-                *p = 0;
-                (void)mkdir(path, 0755);
-                *p = '/';
-        }
-        if (mkdir(path, 0750) < 0 && errno != EEXIST)
-                log_errno(LOG_LEVEL_WARN, errno, "cannot create the state directory", "path", dir,
-                          NULL);
-}
-
 static int run_once(struct daemon *d)
 {
         struct snapshot *snap;
 
+        if (d->canary) {
+                int r = canary_start(d->canary);
+                if (r < 0)
+                        log_errno(LOG_LEVEL_ERROR, r, "cannot start a canary thread", NULL);
+        }
         if (d->smart)
                 smart_read_all_now(d->smart);
+        /* One probe per target; a hung one shows as stuck after --canary.timeout. */
+        if (d->canary)
+                (void)canary_wait_first(d->canary, d->opts.canary_timeout + 100 * USEC_PER_MSEC);
         snap = collect_round(d);
         struct mset *const *sets;
         size_t n = snapshot_sets(snap, &sets);
@@ -499,9 +631,10 @@ static int run_daemon(struct daemon *d)
             .revision = DISKPULSE_REVISION,
         };
 
-        ensure_state_dir(d->opts.state_dir);
         if (d->smart && (r = smart_start(d->smart)) < 0)
                 log_errno(LOG_LEVEL_ERROR, r, "cannot start the SMART thread", NULL);
+        if (d->canary && (r = canary_start(d->canary)) < 0)
+                log_errno(LOG_LEVEL_ERROR, r, "cannot start a canary thread", NULL);
 
         r = sd_event_default(&d->event);
         if (r < 0)
@@ -576,6 +709,10 @@ static void daemon_done(struct daemon *d)
         if (d->io && d->io->ops->cancel)
                 d->io->ops->cancel(d->io);
         d->smart = smart_free(d->smart);
+        /* Waits at most a few hundred ms: a probe blocked in the kernel is abandoned. */
+        d->canary = canary_free(d->canary);
+        if (d->state_fd >= 0)
+                close(d->state_fd);
         if (d->io)
                 d->io->ops->free(d->io);
         d->io = NULL;
@@ -604,7 +741,12 @@ static void daemon_done(struct daemon *d)
 int main(int argc, char **argv)
 {
         struct daemon d = {
-            .argc = argc, .argv = argv, .procfs_fd = -1, .sysfs_fd = -1, .udev_fd = -1};
+            .argc = argc,
+            .argv = argv,
+            .procfs_fd = -1,
+            .sysfs_fd = -1,
+            .udev_fd = -1,
+            .state_fd = -1};
         char err[512];
         sigset_t mask;
         int r;

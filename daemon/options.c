@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,7 +20,9 @@ enum opt_kind {
         OPT_LOGLEVEL,
         OPT_LOGFMT,
         OPT_REGEX,
-        OPT_POWERMODE
+        OPT_POWERMODE,
+        OPT_CANARY_PATH,
+        OPT_SIZE
 };
 
 struct opt_def {
@@ -61,6 +64,15 @@ static const struct opt_def opts[] = {
      "a SMART read taking longer counts as timed out (default 10s)"},
     {"smart.powermode-check", OPT_POWERMODE, OFF(smart_powermode), false, "MODE",
      "never, standby or sleep: do not wake disks in that power mode (default standby)"},
+    {"canary.path", OPT_CANARY_PATH, OFF(canary), false, "DIR[:MODE]",
+     "probe the filesystem of DIR; MODE fdatasync (default), append, dsync or direct; "
+     "repeatable (default: the state directory)"},
+    {"canary.interval", OPT_DURATION, OFF(canary_interval), false, "DUR",
+     "time between two probes of a canary target, +-10% jitter (default 10s)"},
+    {"canary.size", OPT_SIZE, OFF(canary_size), false, "BYTES",
+     "bytes written by each probe; k, M suffixes (default 4096)"},
+    {"canary.timeout", OPT_DURATION, OFF(canary_timeout), false, "DUR",
+     "a probe running longer is stuck; no new probe starts until it returns (default 30s)"},
     {"state.directory", OPT_STRING, OFF(state_dir), false, "DIR",
      "persisted state (default $STATE_DIRECTORY or /var/lib/diskpulse)"},
     {"log.level", OPT_LOGLEVEL, OFF(log_level), false, "LEVEL",
@@ -224,6 +236,67 @@ static void set_string(char **dst, const char *v)
         *dst = xstrdup(v);
 }
 
+/* --canary.path=DIR[:MODE]: DIR absolute; the part after the last ':' is the mode when it
+ * holds no '/' (a directory whose name has a ':' is written DIR:fdatasync). */
+static int add_canary_path(struct dp_options *o, const char *value, const char *where, char *err,
+                           size_t errsz)
+{
+        char *path = xstrdup(value);
+        enum canary_mode mode = CANARY_MODE_FDATASYNC;
+        char *colon = strrchr(path, ':');
+        size_t len;
+
+        if (colon && !strchr(colon, '/')) {
+                if (canary_mode_from_string(colon + 1, &mode) < 0) {
+                        fail(err, errsz,
+                             "%sinvalid value for canary.path: \"%s\" (unknown mode \"%s\"; "
+                             "expected fdatasync, append, dsync or direct)",
+                             where, value, colon + 1);
+                        free(path);
+                        return -EINVAL;
+                }
+                *colon = 0;
+        }
+        len = strlen(path);
+        while (len > 1 && path[len - 1] == '/')
+                path[--len] = 0;
+        if (path[0] != '/' || len >= 4096) {
+                fail(err, errsz,
+                     "%sinvalid value for canary.path: \"%s\" (expected an absolute directory, "
+                     "optionally followed by :MODE)",
+                     where, value);
+                free(path);
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < o->n_canary; i++)
+                if (o->canary[i].mode == mode && strcmp(o->canary[i].path, path) == 0) {
+                        fail(err, errsz, "%sinvalid value for canary.path: \"%s\" is given twice",
+                             where, value);
+                        free(path);
+                        return -EINVAL;
+                }
+        o->canary = xrealloc(o->canary, (o->n_canary + 1) * sizeof(*o->canary));
+        o->canary[o->n_canary].path = path;
+        o->canary[o->n_canary++].mode = mode;
+        return 0;
+}
+
+/* Empties a repeatable option's list: values from a higher source replace the lower ones. */
+static void reset_list(struct dp_options *o, size_t idx)
+{
+        if (idx >= ARRAY_SIZE(opts))
+                return;
+        if (opts[idx].kind == OPT_STRV) {
+                for (size_t i = 0; i < o->n_listen; i++)
+                        free(o->listen[i]);
+                o->n_listen = 0;
+        } else if (opts[idx].kind == OPT_CANARY_PATH) {
+                for (size_t i = 0; i < o->n_canary; i++)
+                        free(o->canary[i].path);
+                o->n_canary = 0;
+        }
+}
+
 /* Applies one value; idx indexes opts[] or, past it, the collector flags. */
 static int apply(struct dp_options *o, size_t idx, const char *value, bool negated,
                  const char *where, char *err, size_t errsz)
@@ -336,6 +409,20 @@ static int apply(struct dp_options *o, size_t idx, const char *value, bool negat
                         return -EINVAL;
                 }
                 return 0;
+        case OPT_CANARY_PATH:
+                return add_canary_path(o, value, where, err, errsz);
+        case OPT_SIZE: {
+                uint64_t v;
+                if (parse_size(value, &v) < 0 || v == 0) {
+                        fail(err, errsz,
+                             "%sinvalid value for %s: \"%s\" (expected a size in bytes such as "
+                             "4096, 8k or 1M)",
+                             where, d->name, value);
+                        return -EINVAL;
+                }
+                *(uint64_t *)(base + d->offset) = v;
+                return 0;
+        }
         case OPT_REGEX: {
                 regex_t re;
                 char msg[160];
@@ -398,7 +485,7 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                         size_t errsz)
 {
         _cleanup_free_ char *buf = NULL;
-        bool listen_reset = false;
+        bool reset[N_OPTS] = {false};
         size_t len;
         char *line;
         unsigned lineno = 0;
@@ -453,11 +540,9 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                 }
                 if (from_cli[idx])
                         continue; /* flags win */
-                if ((size_t)idx < ARRAY_SIZE(opts) && opts[idx].kind == OPT_STRV && !listen_reset) {
-                        for (size_t i = 0; i < o->n_listen; i++)
-                                free(o->listen[i]);
-                        o->n_listen = 0;
-                        listen_reset = true;
+                if (!reset[idx]) {
+                        reset_list(o, (size_t)idx);
+                        reset[idx] = true;
                 }
                 r = apply(o, (size_t)idx, value, false, where, err, errsz);
                 if (r < 0)
@@ -481,6 +566,9 @@ static void set_defaults(struct dp_options *o)
         o->smart_interval = 600 * USEC_PER_SEC;
         o->smart_timeout = 10 * USEC_PER_SEC;
         o->smart_powermode = SMART_PM_STANDBY;
+        o->canary_interval = 10 * USEC_PER_SEC;
+        o->canary_timeout = 30 * USEC_PER_SEC;
+        o->canary_size = 4096;
         /* systemd's StateDirectory= may list several, separated by ':'; the first is ours. */
         if (sd && *sd && *sd == '/') {
                 o->state_dir = xstrdup(sd);
@@ -529,6 +617,29 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                      format_duration(o->smart_timeout, a, sizeof a));
                 return -EINVAL;
         }
+        if (o->canary_interval < 100 * USEC_PER_MSEC || o->canary_interval > 86400 * USEC_PER_SEC) {
+                fail(err, errsz, "invalid value for canary.interval: %s (expected 100ms to 24h)",
+                     format_duration(o->canary_interval, a, sizeof a));
+                return -EINVAL;
+        }
+        if (o->canary_timeout < 10 * USEC_PER_MSEC || o->canary_timeout > 3600 * USEC_PER_SEC) {
+                fail(err, errsz, "invalid value for canary.timeout: %s (expected 10ms to 1h)",
+                     format_duration(o->canary_timeout, a, sizeof a));
+                return -EINVAL;
+        }
+        if (o->canary_size > CANARY_SIZE_MAX) {
+                fail(err, errsz,
+                     "invalid value for canary.size: %" PRIu64 " (expected 1 byte to 16M)",
+                     o->canary_size);
+                return -EINVAL;
+        }
+        if (o->n_canary == 0) {
+                /* The default target: the state directory, where the baselines live too. */
+                char where[] = "state.directory: ";
+                int r = add_canary_path(o, o->state_dir, where, err, errsz);
+                if (r < 0)
+                        return r;
+        }
         if (o->n_listen == 0) {
                 o->listen = xcalloc(1, sizeof(char *));
                 o->listen[0] = xstrdup(":9477");
@@ -574,12 +685,8 @@ int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size
                         }
                         value = argv[++i];
                 }
-                if ((size_t)idx < ARRAY_SIZE(opts) && opts[idx].kind == OPT_STRV &&
-                    !from_cli[idx]) {
-                        for (size_t k = 0; k < o.n_listen; k++)
-                                free(o.listen[k]);
-                        o.n_listen = 0;
-                }
+                if (!from_cli[idx])
+                        reset_list(&o, (size_t)idx);
                 from_cli[idx] = true;
                 r = apply(&o, (size_t)idx, value, negated, where, err, errsz);
                 if (r < 0)
@@ -619,6 +726,9 @@ void options_free(struct dp_options *o)
         free(o->device_include);
         free(o->device_exclude);
         free(o->state_dir);
+        for (size_t i = 0; i < o->n_canary; i++)
+                free(o->canary[i].path);
+        free(o->canary);
         memset(o, 0, sizeof(*o));
 }
 
@@ -668,6 +778,12 @@ void options_dump(const struct dp_options *o, FILE *out)
         fprintf(out, "smart.timeout = %s\n", format_duration(o->smart_timeout, a, sizeof a));
         fprintf(out, "smart.powermode-check = %s\n",
                 (const char *[]){"never", "standby", "sleep"}[o->smart_powermode]);
+        for (size_t i = 0; i < o->n_canary; i++)
+                fprintf(out, "canary.path = %s:%s\n", o->canary[i].path,
+                        canary_mode_to_string(o->canary[i].mode));
+        fprintf(out, "canary.interval = %s\n", format_duration(o->canary_interval, a, sizeof a));
+        fprintf(out, "canary.size = %" PRIu64 "\n", o->canary_size);
+        fprintf(out, "canary.timeout = %s\n", format_duration(o->canary_timeout, a, sizeof a));
         for (size_t i = 0; i < COLLECTOR_MAX; i++)
                 fprintf(out, "collector.%s = %s\n", collector_defs[i].name,
                         o->collector[i] ? "true" : "false");

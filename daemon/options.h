@@ -6,12 +6,19 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "canary_probe.h"
 #include "log.h"
 #include "registry.h"
 #include "smart.h"
 #include "util.h"
 
 #define DEFAULT_DEVICE_EXCLUDE "^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\\d+n\\d+p)\\d+$"
+
+/* One --canary.path target. */
+struct dp_canary_path {
+        char *path; /* absolute */
+        enum canary_mode mode;
+};
 
 struct dp_options {
         char **listen; /* --web.listen-address, repeatable */
@@ -24,6 +31,10 @@ struct dp_options {
         usec_t ds_interval, ds_window;
         usec_t smart_interval, smart_timeout;
         enum smart_powermode_check smart_powermode;
+        struct dp_canary_path *canary; /* --canary.path, repeatable; none given: state dir */
+        size_t n_canary;
+        usec_t canary_interval, canary_timeout;
+        uint64_t canary_size;
         bool collector[COLLECTOR_MAX];
         char *state_dir;
         enum log_level log_level;

@@ -10,4 +10,8 @@ const struct collector_def collector_defs[COLLECTOR_MAX] = {
                          "SMART and NVMe health, read by the privileged helper every "
                          "--smart.interval",
                          true},
+    [COLLECTOR_CANARY] = {"canary",
+                          "what a commit costs: timed write + fdatasync probes on each "
+                          "--canary.path",
+                          true},
 };

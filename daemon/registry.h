@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-enum collector_id { COLLECTOR_DISKSTATS, COLLECTOR_SMART, COLLECTOR_MAX };
+enum collector_id { COLLECTOR_DISKSTATS, COLLECTOR_SMART, COLLECTOR_CANARY, COLLECTOR_MAX };
 
 struct collector_def {
         const char *name;

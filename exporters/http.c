@@ -121,6 +121,89 @@ static double device_value(struct mset *const *sets, size_t n, const char *name,
 
 #define INDEX_MAX_DEVICES 200
 
+/* The value of family name (suffix "") for the canary target with path and mode (and the
+ * quantile label when q is not NULL), or NaN. */
+static double target_value(struct mset *const *sets, size_t n, const char *name, const char *path,
+                           const char *mode, const char *q)
+{
+        char p[4096], m[32], qb[16];
+
+        for (size_t i = 0; i < n; i++) {
+                const struct mfamily *f = mset_find(sets[i], name);
+                for (size_t k = 0; f && k < f->n; k++) {
+                        const struct msample *sm = &f->samples[k];
+                        if (*sm->suffix || !labels_get(sm->labels, "path", p, sizeof p) ||
+                            strcmp(p, path) != 0 || !labels_get(sm->labels, "mode", m, sizeof m) ||
+                            strcmp(m, mode) != 0)
+                                continue;
+                        if (q && (!labels_get(sm->labels, "quantile", qb, sizeof qb) ||
+                                  strcmp(qb, q) != 0))
+                                continue;
+                        return sm->is_int ? (double)sm->u : sm->d;
+                }
+        }
+        return 0.0 / 0.0;
+}
+
+/* A table cell with the value, or a dash when there is none (NaN). */
+static void cell(FILE *f, double v, int decimals)
+{
+        if (v == v)
+                fprintf(f, "<td>%.*f</td>", decimals, v);
+        else
+                fputs("<td>-</td>", f);
+}
+
+/* The canary targets: up, recent median, baseline, degradation and flush ratios. */
+static void index_canary(FILE *f, struct mset *const *sets, size_t n)
+{
+        bool header = false;
+
+        for (size_t i = 0; i < n; i++) {
+                const struct mfamily *up = mset_find(sets[i], "diskpulse_sync_target_up");
+                for (size_t k = 0; up && k < up->n; k++) {
+                        char path[4096], dev[64], mode[32];
+                        labels_get(up->samples[k].labels, "path", path, sizeof path);
+                        labels_get(up->samples[k].labels, "device", dev, sizeof dev);
+                        labels_get(up->samples[k].labels, "mode", mode, sizeof mode);
+                        if (!header) {
+                                fputs("<h2>Sync canary</h2>\n<table><tr><th>path</th><th>device"
+                                      "</th><th>mode</th><th>up</th><th>median 5m (ms)</th>"
+                                      "<th>baseline (ms)</th><th>degradation</th>"
+                                      "<th>flushes per probe</th><th>probes</th></tr>\n",
+                                      f);
+                                header = true;
+                        }
+                        fputs("<tr><td>", f);
+                        html_escape(f, path);
+                        fputs("</td><td>", f);
+                        html_escape(f, dev);
+                        fputs("</td><td>", f);
+                        html_escape(f, mode);
+                        fprintf(f, "</td><td>%s</td>", up->samples[k].d > 0 ? "yes" : "no");
+                        cell(f, 1000 * target_value(sets, n, "diskpulse_sync_recent_seconds", path,
+                                                    mode, "0.5"),
+                             3);
+                        cell(f, 1000 * target_value(sets, n, "diskpulse_sync_baseline_seconds",
+                                                    path, mode, NULL),
+                             3);
+                        cell(f,
+                             target_value(sets, n, "diskpulse_sync_degradation_ratio", path, mode,
+                                          NULL),
+                             2);
+                        cell(f,
+                             target_value(sets, n, "diskpulse_sync_flush_ratio", path, mode, NULL),
+                             2);
+                        cell(f,
+                             target_value(sets, n, "diskpulse_sync_probes_total", path, mode, NULL),
+                             0);
+                        fputs("</tr>\n", f);
+                }
+        }
+        if (header)
+                fputs("</table>\n", f);
+}
+
 static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection *c)
 {
         struct snapshot *snap = publisher_get(s->pub);
@@ -181,6 +264,7 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
                 fputs("</table>\n", f);
                 if (total > shown)
                         fprintf(f, "<p>and %zu more devices: see /metrics</p>\n", total - shown);
+                index_canary(f, sets, n);
         }
         fputs("</body></html>\n", f);
         snapshot_unref(snap);
