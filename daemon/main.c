@@ -740,13 +740,12 @@ static void daemon_done(struct daemon *d)
 
 int main(int argc, char **argv)
 {
-        struct daemon d = {
-            .argc = argc,
-            .argv = argv,
-            .procfs_fd = -1,
-            .sysfs_fd = -1,
-            .udev_fd = -1,
-            .state_fd = -1};
+        struct daemon d = {.argc = argc,
+                           .argv = argv,
+                           .procfs_fd = -1,
+                           .sysfs_fd = -1,
+                           .udev_fd = -1,
+                           .state_fd = -1};
         char err[512];
         sigset_t mask;
         int r;

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fsroot.h"
 #include "listen.h"
@@ -635,8 +636,17 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         }
         if (o->n_canary == 0) {
                 /* The default target: the state directory, where the baselines live too. */
-                char where[] = "state.directory: ";
-                int r = add_canary_path(o, o->state_dir, where, err, errsz);
+                char where[] = "state.directory: ", cwd[4096], *abs = NULL;
+                const char *dir = o->state_dir;
+                int r;
+
+                if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
+                        abs = xmalloc(strlen(cwd) + strlen(dir) + 2);
+                        sprintf(abs, "%s/%s", cwd, dir);
+                        dir = abs;
+                }
+                r = add_canary_path(o, dir, where, err, errsz);
+                free(abs);
                 if (r < 0)
                         return r;
         }

@@ -181,11 +181,13 @@ static void index_canary(FILE *f, struct mset *const *sets, size_t n)
                         fputs("</td><td>", f);
                         html_escape(f, mode);
                         fprintf(f, "</td><td>%s</td>", up->samples[k].d > 0 ? "yes" : "no");
-                        cell(f, 1000 * target_value(sets, n, "diskpulse_sync_recent_seconds", path,
-                                                    mode, "0.5"),
+                        cell(f,
+                             1000 * target_value(sets, n, "diskpulse_sync_recent_seconds", path,
+                                                 mode, "0.5"),
                              3);
-                        cell(f, 1000 * target_value(sets, n, "diskpulse_sync_baseline_seconds",
-                                                    path, mode, NULL),
+                        cell(f,
+                             1000 * target_value(sets, n, "diskpulse_sync_baseline_seconds", path,
+                                                 mode, NULL),
                              3);
                         cell(f,
                              target_value(sets, n, "diskpulse_sync_degradation_ratio", path, mode,

@@ -4,10 +4,12 @@ import fcntl
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -89,13 +91,24 @@ def http_get(url, method="GET", timeout=5, headers=None):
         return e.code, dict(e.headers), e.read()
 
 
+def with_state_dir(args):
+    """args plus a fresh --state.directory (the canary writes there) unless they name one;
+    returns (args, the temp directory or None)."""
+    if any(a.startswith("--state.directory") for a in args):
+        return list(args), None
+    d = tempfile.mkdtemp(prefix="diskpulse-state-")
+    return list(args) + ["--state.directory=" + d], d
+
+
 class Daemon:
-    """The real binary on a random loopback port."""
+    """The real binary on a random loopback port, with its own state directory unless args give
+    one."""
 
     def __init__(self, binary, *args, port=None, env=None):
         self.port = port or free_port()
         self.url = "http://127.0.0.1:%d" % self.port
-        self.args = [binary, "--web.listen-address=127.0.0.1:%d" % self.port] + list(args)
+        args, self.state_dir = with_state_dir(args)
+        self.args = [binary, "--web.listen-address=127.0.0.1:%d" % self.port] + args
         e = dict(os.environ)
         e.update(env or {})
         self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "diskpulse-test-%d.log" % self.port), "w+")
@@ -146,11 +159,18 @@ class Daemon:
         if self.proc.poll() is None:
             self.stop()
         self.log.close()
+        if self.state_dir:
+            shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
 def run_once(binary, *args):
     """Runs --once; returns (exit status, stdout, stderr)."""
-    p = subprocess.run([binary, "--once"] + list(args), capture_output=True, text=True, timeout=60)
+    args, state = with_state_dir(args)
+    try:
+        p = subprocess.run([binary, "--once"] + args, capture_output=True, text=True, timeout=60)
+    finally:
+        if state:
+            shutil.rmtree(state, ignore_errors=True)
     return p.returncode, p.stdout, p.stderr
 
 

@@ -305,6 +305,20 @@ static void test_bad_values(void **state)
         BAD(A("--web.listen-address"), "web.listen-address");
         BAD(A("--path.procfs="), "path.procfs");
         BAD(A("--once=maybe"), "once", "maybe");
+        BAD(A("--canary.path=/srv/db:fsync"), "canary.path", "/srv/db:fsync", "fsync");
+        BAD(A("--canary.path=/srv/db:"), "canary.path", "/srv/db:");
+        BAD(A("--canary.path=relative/dir"), "canary.path", "relative/dir", "absolute");
+        BAD(A("--canary.path=/srv/db", "--canary.path=/srv/db/:fdatasync"), "canary.path",
+            "/srv/db/:fdatasync", "twice");
+        BAD(A("--canary.path="), "canary.path");
+        BAD(A("--canary.interval=50ms"), "canary.interval", "50ms");
+        BAD(A("--canary.interval=25h"), "canary.interval", "25h");
+        BAD(A("--canary.timeout=0s"), "canary.timeout", "0s");
+        BAD(A("--canary.timeout=2h"), "canary.timeout", "2h");
+        BAD(A("--canary.size=0"), "canary.size", "\"0\"");
+        BAD(A("--canary.size=4q"), "canary.size", "4q");
+        BAD(A("--canary.size=17M"), "canary.size", "17825792");
+        BAD(A("--no-canary.size"), "canary.size");
         BAD(A("--collector.diskstats=maybe"), "collector.diskstats", "maybe");
         BAD(A("--no-collector.diskstats=true"), "collector.diskstats");
         BAD(A("--no-diskstats.interval"), "diskstats.interval");
@@ -368,6 +382,77 @@ static void test_config_file(void **state)
         assert_int_equal(o.max_connections, 12);
         options_free(&o);
         unlink(path);
+}
+
+static void expect_bad_config(const char *text, unsigned line, const char *w1, const char *w2);
+
+static void test_canary_flags(void **state)
+{
+        char path[64], cli[128], err[512];
+        struct dp_options o;
+        (void)state;
+
+        /* default: one fdatasync target in the state directory */
+        assert_int_equal(PARSE(&o, err, "--state.directory=/srv/dp"), 0);
+        assert_int_equal(o.n_canary, 1);
+        assert_string_equal(o.canary[0].path, "/srv/dp");
+        assert_int_equal(o.canary[0].mode, CANARY_MODE_FDATASYNC);
+        assert_true(o.canary_interval == 10 * USEC_PER_SEC);
+        assert_true(o.canary_timeout == 30 * USEC_PER_SEC);
+        assert_true(o.canary_size == 4096);
+        assert_true(o.collector[COLLECTOR_CANARY]);
+        options_free(&o);
+
+        /* a relative state directory gives an absolute default target */
+        assert_int_equal(PARSE(&o, err, "--state.directory=rel"), 0);
+        assert_int_equal(o.n_canary, 1);
+        assert_true(o.canary[0].path[0] == '/');
+        assert_non_null(strstr(o.canary[0].path, "/rel"));
+        options_free(&o);
+
+        /* every mode, repeated, trailing slashes dropped, a ':' inside a path kept */
+        assert_int_equal(PARSE(&o, err, "--canary.path=/a", "--canary.path", "/b/:append",
+                               "--canary.path=/c:dsync", "--canary.path=/d:direct",
+                               "--canary.path=/a:dsync", "--canary.path=/e:x/f",
+                               "--canary.interval=1s", "--canary.size=8k", "--canary.timeout=500ms",
+                               "--no-collector.canary"),
+                         0);
+        assert_int_equal(o.n_canary, 6);
+        assert_string_equal(o.canary[0].path, "/a");
+        assert_int_equal(o.canary[0].mode, CANARY_MODE_FDATASYNC);
+        assert_string_equal(o.canary[1].path, "/b");
+        assert_int_equal(o.canary[1].mode, CANARY_MODE_APPEND);
+        assert_int_equal(o.canary[2].mode, CANARY_MODE_DSYNC);
+        assert_int_equal(o.canary[3].mode, CANARY_MODE_DIRECT);
+        assert_string_equal(o.canary[4].path, "/a");
+        assert_int_equal(o.canary[4].mode, CANARY_MODE_DSYNC);
+        assert_string_equal(o.canary[5].path, "/e:x/f");
+        assert_int_equal(o.canary[5].mode, CANARY_MODE_FDATASYNC);
+        assert_true(o.canary_interval == USEC_PER_SEC);
+        assert_true(o.canary_size == 8192);
+        assert_true(o.canary_timeout == 500 * USEC_PER_MSEC);
+        assert_false(o.collector[COLLECTOR_CANARY]);
+        options_free(&o);
+
+        /* the file's targets replace the default, flags replace the file's */
+        write_config(path, sizeof path,
+                     "canary.path = /var/lib/pg:append\ncanary.path = \"/srv/wal\"\n"
+                     "canary.interval = 2s\n");
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        assert_int_equal(PARSE(&o, err, cli), 0);
+        assert_int_equal(o.n_canary, 2);
+        assert_string_equal(o.canary[0].path, "/var/lib/pg");
+        assert_int_equal(o.canary[0].mode, CANARY_MODE_APPEND);
+        assert_string_equal(o.canary[1].path, "/srv/wal");
+        assert_true(o.canary_interval == 2 * USEC_PER_SEC);
+        options_free(&o);
+        assert_int_equal(PARSE(&o, err, cli, "--canary.path=/x:direct"), 0);
+        assert_int_equal(o.n_canary, 1);
+        assert_string_equal(o.canary[0].path, "/x");
+        assert_int_equal(o.canary[0].mode, CANARY_MODE_DIRECT);
+        options_free(&o);
+        unlink(path);
+        expect_bad_config("canary.path = /a:nope\n", 1, "canary.path", "nope");
 }
 
 static void test_config_listen(void **state)
@@ -619,6 +704,7 @@ int main(void)
             cmocka_unit_test(test_listen_repeatable),
             cmocka_unit_test(test_help_version),
             cmocka_unit_test(test_bad_values),
+            cmocka_unit_test(test_canary_flags),
             cmocka_unit_test(test_config_file),
             cmocka_unit_test(test_config_listen),
             cmocka_unit_test(test_config_errors),
