@@ -118,6 +118,12 @@ static void sweep(const char *dir)
                 log_info("removed canary files left by a crash", "path", dir);
 }
 
+static int real_check_dir(void *ud, const char *dir, const struct canary_file *f)
+{
+        (void)ud;
+        return canary_dir_check(f, dir);
+}
+
 static int real_probe(void *ud, struct canary_file *f, usec_t *ret_latency)
 {
         (void)ud;
@@ -425,6 +431,25 @@ static void *prober(void *arg)
 
                 if (target_stopped(t))
                         break;
+                if (is_open && c->ops.check_dir) {
+                        /* The open file works on in a removed or covered directory: notice. */
+                        r = c->ops.check_dir(c->ops.ud, t->path, &f);
+                        if (r < 0) {
+                                c->ops.close(c->ops.ud, &f);
+                                is_open = false;
+                        }
+                        if (r == -ESTALE) {
+                                log_info("canary directory replaced or remounted; reopening",
+                                         "path", t->path);
+                        } else if (r < 0) {
+                                pthread_mutex_lock(&t->lock);
+                                count_error(t, -r);
+                                pthread_mutex_unlock(&t->lock);
+                                log_target_error(t, "canary directory is gone", -r,
+                                                 c->ops.now(c->ops.ud));
+                                goto next;
+                        }
+                }
                 if (!is_open) {
                         size_t size;
 
@@ -487,6 +512,9 @@ static void *prober(void *arg)
                                                  now_realtime());
                         if (s > 0)
                                 t->save_pending = true;
+                        if (!t->up && t->n_errs > 0)
+                                log_info("canary target healthy again", "path", t->path, "mode",
+                                         canary_mode_to_string(t->mode));
                         t->up = true; /* the file was opened fresh after any earlier error */
                         if (rf == 0 && after >= before)
                                 flush_add(t, end, after - before);
@@ -642,6 +670,7 @@ struct canary *canary_new(const struct canary_config *cfg)
             .sleep = o ? o->sleep : NULL,
             .flushes = o && o->flushes ? o->flushes : real_flushes,
             .resolve = o && o->resolve ? o->resolve : real_resolve,
+            .check_dir = o ? o->check_dir : real_check_dir,
         };
         c->fake_sleep = c->ops.sleep != NULL;
         c->disk_id = cfg->disk_id;

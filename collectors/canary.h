@@ -66,6 +66,10 @@ struct canary_ops {
         void (*sleep)(void *ud, usec_t usec);
         /* The summed flush counter of b's disks (real: canary_flushes()). */
         int (*flushes)(void *ud, int sysfs_fd, const struct canary_backing *b, uint64_t *ret);
+        /* Whether dir still is the directory the open file f was created in: 0, -ESTALE for
+         * another one (the file is reopened there, no error counted), other -errno (counted,
+         * the file is closed). Real: canary_dir_check(). NULL in a fake table: no check. */
+        int (*check_dir)(void *ud, const char *dir, const struct canary_file *f);
         /* Which device backs the directory dir (real: stat() and canary_resolve()); 0 or
          * -errno as canary_resolve() (-ENODEV for tmpfs, overlayfs, ...). */
         int (*resolve)(void *ud, int sysfs_fd, const char *dir, struct canary_backing *ret);

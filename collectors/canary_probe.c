@@ -186,6 +186,17 @@ int canary_remove_stale(int dirfd)
         return removed;
 }
 
+int canary_dir_check(const struct canary_file *f, const char *dir)
+{
+        struct stat st;
+
+        if (stat(dir, &st) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        return st.st_dev == f->dir_dev && st.st_ino == f->dir_ino ? 0 : -ESTALE;
+}
+
 int canary_file_open_flags(int dirfd, enum canary_mode mode, size_t size, unsigned flags,
                            struct canary_file *ret)
 {
@@ -208,6 +219,15 @@ int canary_file_open_flags(int dirfd, enum canary_mode mode, size_t size, unsign
         if (posix_memalign(&f.buf, CANARY_DIRECT_ALIGN, size) != 0)
                 return -ENOMEM;
 
+        {
+                struct stat dst;
+                if (fstat(dirfd, &dst) < 0) {
+                        r = -errno;
+                        goto fail;
+                }
+                f.dir_dev = dst.st_dev;
+                f.dir_ino = dst.st_ino;
+        }
         r = create_file(dirfd, open_flags(mode), flags & CANARY_OPEN_NO_TMPFILE, &f.rng, &f.named);
         if (r < 0)
                 goto fail;

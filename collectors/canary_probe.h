@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -70,6 +71,8 @@ struct canary_file {
          * create and unlink leaves a CANARY_TEMP_PREFIX* file behind). */
         bool named;
         bool poisoned; /* a write/sync failed: refuse probes until closed and reopened */
+        dev_t dir_dev; /* the directory the file was created in */
+        ino_t dir_ino;
 };
 
 /* Prepares the work file in the directory dirfd (any fd of the directory, O_PATH is fine;
@@ -105,6 +108,12 @@ int canary_file_open_flags(int dirfd, enum canary_mode mode, size_t size, unsign
  * May block for as long as the device takes (the caller's prober thread detects that);
  * one thread at a time per file. *ret_latency untouched on failure. */
 int canary_probe_once(struct canary_file *f, usec_t *ret_latency);
+
+/* Whether the path dir still names the directory f was created in: 0, -ESTALE when it names
+ * another directory (remounted, replaced), -ENOTDIR, or the -errno of stat() (-ENOENT when the
+ * directory vanished). The open file itself keeps working in a removed directory; this is how
+ * the prober notices that its path is gone. */
+int canary_dir_check(const struct canary_file *f, const char *dir);
 
 /* Closes the file (its blocks are freed: it has no name) and resets *f to closed. Accepts NULL
  * and an already closed file. Returns the close() -errno for the record only (nothing to act

@@ -40,6 +40,9 @@ struct fake {
         bool flush_advance, flush_nodata;
         const char *device; /* NULL: resolve fails with -ENODEV */
         const char *id;     /* disk id; NULL: unknown */
+        int dir_err[8];     /* queued results of check_dir() (then 0) */
+        size_t n_dir_err, dir_err_i;
+        unsigned dir_checks;
 };
 
 static struct fake fk;
@@ -162,6 +165,20 @@ static int f_disk_id(void *ud, const char *device, char *buf, size_t size)
         return 0;
 }
 
+static int f_check_dir(void *ud, const char *dir, const struct canary_file *f)
+{
+        int r = 0;
+
+        (void)ud, (void)dir;
+        assert_int_equal(f->fd, 100);
+        pthread_mutex_lock(&fk.lock);
+        fk.dir_checks++;
+        if (fk.dir_err_i < fk.n_dir_err)
+                r = fk.dir_err[fk.dir_err_i++];
+        pthread_mutex_unlock(&fk.lock);
+        return r;
+}
+
 static const struct canary_ops fake_ops = {
     .open = f_open,
     .probe = f_probe,
@@ -170,6 +187,7 @@ static const struct canary_ops fake_ops = {
     .sleep = f_sleep,
     .flushes = f_flushes,
     .resolve = f_resolve,
+    .check_dir = f_check_dir,
 };
 
 static const struct canary_target_config one_target[] = {{"/data", CANARY_MODE_FDATASYNC}};
@@ -300,6 +318,37 @@ static void test_probes_feed_stats(void **state)
         assert_int_equal(fk.opens, 1);
         finish(c);
         assert_int_equal(fk.closes, 1);
+}
+
+/* The directory is checked before each probe on an open file: gone counts its errno and closes
+ * the file (no probe on it), replaced reopens without an error. */
+static void test_directory_gone_or_replaced(void **state)
+{
+        struct canary_config cfg = config(one_target, 1, -1);
+        struct canary *c;
+        char *t;
+
+        (void)state;
+        fake_reset();
+        /* probe 1 on open 1; check before probe 2: gone (ENOENT), open 2 + probe 2; check before
+         * probe 3: replaced (ESTALE), open 3 + probe 3; then probe 4 on the same file */
+        fk.dir_err[0] = -ENOENT;
+        fk.dir_err[1] = -ESTALE;
+        fk.n_dir_err = 2;
+        fk.limit = 5;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 5);
+        assert_int_equal(fk.opens, 3);
+        assert_int_equal(fk.closes, 2);
+        assert_int_equal(fk.probes_started, 4);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"ENOENT\"} 1");
+        assert_no(t, "errno=\"ESTALE\"");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 4");
+        assert_line(t, "diskpulse_sync_target_up{" L "} 1");
+        free(t);
+        finish(c);
 }
 
 static void test_hang_is_stuck_not_blocking(void **state)
@@ -660,6 +709,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_probes_feed_stats),
+            cmocka_unit_test(test_directory_gone_or_replaced),
             cmocka_unit_test(test_hang_is_stuck_not_blocking),
             cmocka_unit_test(test_errors_reopen_and_recovery),
             cmocka_unit_test(test_flush_ratio),
