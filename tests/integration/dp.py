@@ -205,3 +205,69 @@ def loop_remove(ctl, n, timeout=5.0):
             if e.errno != errno.EBUSY or time.monotonic() > end:
                 raise
             time.sleep(0.05)
+
+
+class LoopFs:
+    """An ext4 filesystem on a loop device over a sparse image, mounted on a temp directory
+    (root only). .dev is "loopN", .mnt the mount point."""
+
+    def __init__(self, size_mb=256, mkfs_args=(), mount_opts="", prefix="diskpulse-fs-"):
+        self.tmp = tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("TMPDIR", "/var/tmp"))
+        self.img = os.path.join(self.tmp, "img")
+        self.mnt = os.path.join(self.tmp, "mnt")
+        self.mount_opts = mount_opts
+        os.mkdir(self.mnt)
+        with open(self.img, "wb") as f:
+            f.truncate(size_mb * 1024 * 1024)
+        self.loop = subprocess.run(["losetup", "-f", "--show", self.img], check=True, capture_output=True,
+                                   text=True).stdout.strip()
+        self.dev = os.path.basename(self.loop)
+        subprocess.run(["mkfs.ext4", "-q", "-F"] + list(mkfs_args) + [self.loop], check=True)
+        self.mount()
+
+    def mount(self):
+        opts = ["-o", self.mount_opts] if self.mount_opts else []
+        subprocess.run(["mount"] + opts + [self.loop, self.mnt], check=True)
+
+    def umount(self, timeout=10.0):
+        """Unmounts, retrying while busy (a canary file may be open for a moment)."""
+        end = time.monotonic() + timeout
+        while True:
+            r = subprocess.run(["umount", self.mnt], capture_output=True, text=True)
+            if r.returncode == 0:
+                return
+            if time.monotonic() > end:
+                raise RuntimeError("umount %s: %s" % (self.mnt, r.stderr.strip()))
+            time.sleep(0.05)
+
+    def close(self):
+        subprocess.run(["umount", "-l", self.mnt], capture_output=True)
+        subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def diskstats_field(name, index):
+    """Field index (0-based after the name: 0 = reads completed, 14 = flushes completed) of
+    name's /proc/diskstats line, or None."""
+    with open("/proc/diskstats") as f:
+        for line in f:
+            p = line.split()
+            if len(p) > 3 + index and p[2] == name:
+                return int(p[3 + index])
+    return None
+
+
+def wait_until(pred, timeout, poll=0.05):
+    """Calls pred() until it returns a true value or timeout passes; returns the last value."""
+    end = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() > end:
+            return v
+        time.sleep(poll)

@@ -1,0 +1,332 @@
+"""The sync canary on real filesystems (ext4 on loop devices; needs root): every mode, a
+read-only mount, a filesystem turned read-only under a running probe, a full filesystem, EIO
+after a shutdown, a removed directory and a frozen filesystem, with recovery from each; and the
+canary's median against ioping -W measured just before and after on the same filesystem."""
+import fcntl
+import os
+import re
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import dp
+
+BIN = sys.argv[1]
+MODES = ("fdatasync", "append", "dsync", "direct")
+FAST = ["--no-collector.smart", "--canary.interval=100ms", "--diskstats.interval=100ms"]
+EXT4_IOC_SHUTDOWN = 0x8004587D  # _IOR('X', 125, __u32)
+EXT4_GOING_FLAGS_NOLOGFLUSH = 2
+ACCURACY = 0.15  # the canary's median within 15 % of ioping's
+ACCURACY_ATTEMPTS = 3
+
+
+def sv(m, name, path, mode="fdatasync", **extra):
+    return dp.value(m, name, path=path, mode=mode, **extra)
+
+
+def errors(m, path, err, mode="fdatasync"):
+    return sv(m, "diskpulse_sync_errors_total", path, mode, errno=err) or 0
+
+
+def up(m, path, mode="fdatasync"):
+    return sv(m, "diskpulse_sync_target_up", path, mode) == 1
+
+
+def probes(m, path, mode="fdatasync"):
+    return sv(m, "diskpulse_sync_probes_total", path, mode) or 0
+
+
+def device_of(m, path, mode="fdatasync"):
+    for (n, ls), _ in m.items():
+        d = dict(ls)
+        if n == "diskpulse_sync_target_up" and d.get("path") == path and d.get("mode") == mode:
+            return d.get("device")
+    return None
+
+
+def scrape_until(d, pred, timeout):
+    """Scrapes until pred(metrics) holds; returns the last metrics and whether it held."""
+    last = {}
+
+    def once():
+        nonlocal last
+        last = d.scrape()
+        return pred(last)
+    ok = dp.wait_until(once, timeout)
+    return last, bool(ok)
+
+
+def test_modes():
+    with dp.LoopFs() as fs, dp.Daemon(BIN, *FAST, *["--canary.path=%s:%s" % (fs.mnt, m) for m in MODES]) as d:
+        m, ok = scrape_until(d, lambda m: all(up(m, fs.mnt, x) and probes(m, fs.mnt, x) >= 5 for x in MODES), 20)
+        dp.check(ok, "modes: all four targets up with 5 probes within 20 s")
+        f0, p0 = dp.diskstats_field(fs.dev, 15), sum(probes(m, fs.mnt, x) for x in MODES)
+        m, ok = scrape_until(d, lambda m: all(probes(m, fs.mnt, x) >= 25 for x in MODES), 20)
+        f1, p1 = dp.diskstats_field(fs.dev, 15), sum(probes(m, fs.mnt, x) for x in MODES)
+        fua = open("/sys/block/%s/queue/fua" % fs.dev).read().strip() == "1"
+        for mode in MODES:
+            n = probes(m, fs.mnt, mode)
+            count = sv(m, "diskpulse_sync_latency_seconds_count", fs.mnt, mode)
+            last = sv(m, "diskpulse_sync_last_seconds", fs.mnt, mode)
+            q = [sv(m, "diskpulse_sync_recent_seconds", fs.mnt, mode, quantile=x) for x in ("0.5", "0.9", "0.99")]
+            ratio = sv(m, "diskpulse_sync_flush_ratio", fs.mnt, mode)
+            dp.check(device_of(m, fs.mnt, mode) == fs.dev, "%s: device label is %s" % (mode, fs.dev))
+            dp.check(n >= 25 and count is not None and abs(count - n) <= 1,
+                     "%s: histogram count %s follows probes_total %s" % (mode, count, n))
+            dp.check(last is not None and 1e-6 <= last < 1, "%s: last probe took %s s" % (mode, last))
+            dp.check(None not in q and 0 < q[0] <= q[1] <= q[2] < 1, "%s: quantiles ordered %s" % (mode, q))
+            dp.check(not [k for k in m if k[0] == "diskpulse_sync_errors_total" and ("path", fs.mnt) in k[1]
+                          and ("mode", mode) in k[1]], "%s: no errors" % mode)
+            dp.check(sv(m, "diskpulse_sync_stuck", fs.mnt, mode) == 0, "%s: not stuck" % mode)
+            if mode != "direct" or not fua:
+                dp.check(ratio is not None and 0.9 <= ratio <= 3.5,
+                         "%s: every probe reached the disk as a flush (ratio %s)" % (mode, ratio))
+            print("  %-9s median %.3f ms, p99 %.3f ms, flushes/probe %s" % (mode, q[0] * 1e3, q[2] * 1e3, ratio))
+        dp.check(f1 - f0 >= 0.9 * (p1 - p0),
+                 "independent count: %d flushes on %s for %d probes" % (f1 - f0, fs.dev, p1 - p0))
+        left = [n for n in os.listdir(fs.mnt) if n != "lost+found"]
+        dp.check(not left, "nothing visible in the directory while probing (%s)" % left)
+        _, _, body = dp.http_get(d.url + "/")
+        page = body.decode()
+        dp.check("Sync canary" in page and fs.mnt in page and page.count("<td>%s</td>" % fs.mnt) == 4,
+                 "/ lists the four targets")
+        rc, took = d.stop()
+        dp.check(rc == 0 and took < 1.5, "SIGTERM with four probing targets: exit %s in %.2f s" % (rc, took))
+
+
+def test_readonly_mount():
+    with dp.LoopFs() as fs:
+        ro = os.path.join(fs.tmp, "ro")
+        os.mkdir(ro)
+        subprocess.run(["mount", "--bind", fs.mnt, ro], check=True)
+        subprocess.run(["mount", "-o", "remount,bind,ro", ro], check=True)
+        try:
+            with dp.Daemon(BIN, *FAST, "--canary.path=" + ro) as d:
+                m, ok = scrape_until(d, lambda m: errors(m, ro, "EROFS") >= 3, 10)
+                dp.check(ok and not up(m, ro), "read-only mount: EROFS counted (%s), target down" % errors(m, ro, "EROFS"))
+                dp.check(dp.http_get(d.url + "/-/healthy")[0] == 200, "read-only mount: the daemon stays healthy")
+                subprocess.run(["mount", "-o", "remount,bind,rw", ro], check=True)
+                m, ok = scrape_until(d, lambda m: up(m, ro) and probes(m, ro) >= 3, 10)
+                dp.check(ok, "read-only mount: up again after remount rw")
+        finally:
+            subprocess.run(["umount", "-l", ro], capture_output=True)
+
+
+def test_turned_readonly():
+    with dp.LoopFs(mount_opts="errors=remount-ro") as fs:
+        trigger = "/sys/fs/ext4/%s/trigger_fs_error" % fs.dev
+        if not os.path.exists(trigger):
+            print("  skipped: %s absent (kernel without ext4's error trigger)" % trigger)
+            return
+        with dp.Daemon(BIN, *FAST, "--canary.path=" + fs.mnt) as d:
+            m, ok = scrape_until(d, lambda m: up(m, fs.mnt) and probes(m, fs.mnt) >= 3, 10)
+            dp.check(ok, "turned read-only: up before")
+            with open(trigger, "w") as f:
+                f.write("diskpulse test\n")
+            m, ok = scrape_until(d, lambda m: errors(m, fs.mnt, "EROFS") >= 1 and not up(m, fs.mnt), 10)
+            dp.check(ok, "turned read-only under probes: EROFS counted, target down")
+            fs.umount()
+            subprocess.run(["e2fsck", "-fy", fs.loop], capture_output=True)
+            fs.mount()
+            m, ok = scrape_until(d, lambda m: up(m, fs.mnt) and device_of(m, fs.mnt) == fs.dev and
+                                 probes(m, fs.mnt) > 3, 10)
+            dp.check(ok, "turned read-only: up again on %s after fsck and mount (device %s)" % (fs.dev, device_of(m, fs.mnt)))
+            dp.check(errors(m, fs.mnt, "EROFS") >= 1, "turned read-only: the errors stay counted")
+
+
+def fill(path):
+    """Writes path until the filesystem is full; returns the bytes written."""
+    n = 0
+    buf = b"\xa5" * (1 << 20)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            try:
+                w = os.write(fd, buf)
+                n += w
+                if w < len(buf):
+                    break
+            except OSError:
+                break
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        # blocks a delayed allocation still held back
+        for chunk in (65536, 4096):
+            while True:
+                try:
+                    os.write(fd, buf[:chunk])
+                    n += chunk
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+    return n
+
+
+def test_full_filesystem():
+    with dp.LoopFs(size_mb=64, mkfs_args=["-m", "0"]) as fs:
+        sub = os.path.join(fs.mnt, "sub")
+        os.mkdir(sub)
+        conf = os.path.join(fs.tmp, "diskpulse.conf")
+        base = "canary.path = %s:fdatasync\ncanary.path = %s:append\n" % (fs.mnt, fs.mnt)
+        open(conf, "w").write(base)
+        with dp.Daemon(BIN, *FAST, "--config.file=" + conf) as d:
+            m, ok = scrape_until(d, lambda m: up(m, fs.mnt) and up(m, fs.mnt, "append"), 10)
+            dp.check(ok, "full filesystem: both targets up before")
+            filled = fill(os.path.join(fs.mnt, "filler"))
+            m, ok = scrape_until(d, lambda m: errors(m, fs.mnt, "ENOSPC", "append") >= 1, 15)
+            dp.check(ok, "full filesystem (%d MiB written): append probes fail with ENOSPC" % (filled >> 20))
+            # a target added by SIGHUP must prepare its file: ENOSPC at open
+            open(conf, "w").write(base + "canary.path = %s:fdatasync\n" % sub)
+            d.signal(signal.SIGHUP)
+            m, ok = scrape_until(d, lambda m: errors(m, sub, "ENOSPC") >= 1 and not up(m, sub), 10)
+            dp.check(ok, "full filesystem: a target added by reload counts ENOSPC at open")
+            n0 = probes(m, fs.mnt)
+            m, ok = scrape_until(d, lambda m: probes(m, fs.mnt) >= n0 + 5, 10)
+            dp.check(ok and up(m, fs.mnt) and errors(m, fs.mnt, "ENOSPC") == 0,
+                     "full filesystem: overwriting probes need no space and keep working")
+            os.unlink(os.path.join(fs.mnt, "filler"))
+            m, ok = scrape_until(d, lambda m: up(m, sub) and up(m, fs.mnt, "append") and probes(m, sub) >= 2, 15)
+            dp.check(ok, "full filesystem: append and the new target up again once space is freed")
+            open(conf, "w").write(base)
+            d.signal(signal.SIGHUP)
+            m, ok = scrape_until(d, lambda m: device_of(m, sub) is None and up(m, fs.mnt), 10)
+            dp.check(ok, "reload: a removed target's series are gone, the others stay")
+
+
+def test_eio_after_shutdown():
+    with dp.LoopFs() as fs:
+        with dp.Daemon(BIN, *FAST, "--canary.path=" + fs.mnt) as d:
+            m, ok = scrape_until(d, lambda m: up(m, fs.mnt) and probes(m, fs.mnt) >= 3, 10)
+            dp.check(ok, "EIO: up before")
+            fd = os.open(fs.mnt, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", EXT4_GOING_FLAGS_NOLOGFLUSH))
+            finally:
+                os.close(fd)
+            m, ok = scrape_until(d, lambda m: errors(m, fs.mnt, "EIO") >= 1 and not up(m, fs.mnt), 10)
+            dp.check(ok, "EIO: a shut down filesystem counts EIO, target down")
+            dp.check(dp.http_get(d.url + "/-/healthy")[0] == 200, "EIO: the daemon stays healthy")
+            fs.umount()
+            fs.mount()
+            m, ok = scrape_until(d, lambda m: up(m, fs.mnt) and device_of(m, fs.mnt) == fs.dev and
+                                 errors(m, fs.mnt, "EIO") >= 1, 10)
+            dp.check(ok, "EIO: up again on a fresh file after the filesystem is mounted again")
+
+
+def test_vanished_directory():
+    with dp.LoopFs() as fs:
+        v = os.path.join(fs.mnt, "v")
+        os.mkdir(v)
+        with dp.Daemon(BIN, *FAST, "--canary.path=" + v) as d:
+            m, ok = scrape_until(d, lambda m: up(m, v) and probes(m, v) >= 3, 10)
+            dp.check(ok, "vanished directory: up before")
+            os.rmdir(v)
+            m, ok = scrape_until(d, lambda m: errors(m, v, "ENOENT") >= 1 and not up(m, v), 10)
+            dp.check(ok, "vanished directory: ENOENT counted, target down")
+            os.mkdir(v)
+            m, ok = scrape_until(d, lambda m: up(m, v), 10)
+            dp.check(ok, "vanished directory: up again once it exists")
+
+
+def test_frozen_filesystem():
+    with dp.LoopFs() as a, dp.LoopFs() as b:
+        with dp.Daemon(BIN, *FAST, "--canary.timeout=1s", "--canary.path=" + a.mnt, "--canary.path=" + b.mnt) as d:
+            m, ok = scrape_until(d, lambda m: up(m, a.mnt) and up(m, b.mnt), 10)
+            dp.check(ok, "frozen: both targets up before")
+            subprocess.run(["fsfreeze", "-f", a.mnt], check=True)
+            try:
+                m, ok = scrape_until(d, lambda m: sv(m, "diskpulse_sync_stuck", a.mnt) == 1, 10)
+                inflight = sv(m, "diskpulse_sync_inflight_seconds", a.mnt)
+                dp.check(ok and inflight is not None and inflight > 1,
+                         "frozen: the hung probe shows as stuck, in flight %s s" % inflight)
+                na, nb = probes(m, a.mnt), probes(m, b.mnt)
+                t = time.monotonic()
+                m2, ok = scrape_until(d, lambda m: probes(m, b.mnt) >= nb + 10, 10)
+                worst = 0.0
+                for _ in range(20):
+                    s = time.monotonic()
+                    d.scrape()
+                    worst = max(worst, time.monotonic() - s)
+                m2 = d.scrape()
+                dp.check(ok, "frozen: the other target probed %d times meanwhile" % (probes(m2, b.mnt) - nb))
+                dp.check(probes(m2, a.mnt) == na, "frozen: no second probe on the stuck target")
+                dp.check(worst < 0.5, "frozen: scrapes unaffected (slowest %.1f ms)" % (worst * 1e3))
+                dp.check(dp.value(m2, "diskpulse_disk_reads_completed_total", device=b.dev) is not None or
+                         any(n.startswith("diskpulse_disk_") for n, _ in m2),
+                         "frozen: diskstats still served")
+            finally:
+                subprocess.run(["fsfreeze", "-u", a.mnt], check=True)
+            m, ok = scrape_until(d, lambda m: sv(m, "diskpulse_sync_stuck", a.mnt) == 0 and
+                                 probes(m, a.mnt) >= na + 2 and up(m, a.mnt), 10)
+            dp.check(ok, "frozen: probing resumes after thaw, not stuck")
+            last = sv(m, "diskpulse_sync_latency_seconds_bucket", a.mnt, le="+Inf")
+            slow = sv(m, "diskpulse_sync_latency_seconds_bucket", a.mnt, le="1")
+            dp.check(last is not None and slow is not None and last - slow >= 1,
+                     "frozen: the hung probe's latency (> 1 s) is in the histogram")
+
+
+def ioping_median(path, count=60):
+    """Median of ioping -W 4 KiB requests (warm-up excluded), seconds."""
+    out = subprocess.run(["ioping", "-W", "-s", "4k", "-c", str(count + 1), "-i", "0.1", path],
+                         check=True, capture_output=True, text=True).stdout
+    v = []
+    for line in out.splitlines():
+        mm = re.search(r"request=\d+ time=([\d.]+) (us|ms|s)\b", line)
+        if mm and "warmup" not in line:
+            v.append(float(mm.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[mm.group(2)])
+    if len(v) < count // 2:
+        raise RuntimeError("ioping gave %d results:\n%s" % (len(v), out))
+    return statistics.median(v)
+
+
+def test_accuracy():
+    if not shutil.which("ioping"):
+        dp.check(False, "accuracy: ioping is installed (scripts/deps.sh test)")
+        return
+    results = []
+    with dp.LoopFs() as fs:
+        for attempt in range(ACCURACY_ATTEMPTS):
+            before = ioping_median(fs.mnt)
+            with dp.Daemon(BIN, *FAST, "--canary.path=" + fs.mnt) as d:
+                m, ok = scrape_until(d, lambda m: probes(m, fs.mnt) >= 80, 30)
+                canary = sv(m, "diskpulse_sync_recent_seconds", fs.mnt, quantile="0.5")
+            after = ioping_median(fs.mnt)
+            ref = (before + after) / 2
+            dev = abs(canary - ref) / ref
+            results.append((before, canary, after, dev))
+            print("  attempt %d: ioping before %.3f ms, canary %.3f ms, ioping after %.3f ms: %.1f %% off" %
+                  (attempt + 1, before * 1e3, canary * 1e3, after * 1e3, dev * 100))
+            if dev <= ACCURACY:
+                break
+    b, c, a, dev = results[-1]
+    dp.check(dev <= ACCURACY, "accuracy: canary median %.3f ms within %d %% of ioping -W (%.3f / %.3f ms) "
+             "in %d attempt(s)" % (c * 1e3, ACCURACY * 100, b * 1e3, a * 1e3, len(results)))
+
+
+def main():
+    if os.geteuid() != 0:
+        dp.skip("needs root for loop devices and mounts")
+    for tool in ("losetup", "mkfs.ext4", "e2fsck", "fsfreeze", "mount"):
+        if not shutil.which(tool):
+            dp.skip("%s is not installed" % tool)
+    if not os.path.exists("/dev/loop-control"):
+        dp.skip("no loop device support (/dev/loop-control)")
+    for t in (test_modes, test_readonly_mount, test_turned_readonly, test_full_filesystem,
+              test_eio_after_shutdown, test_vanished_directory, test_frozen_filesystem, test_accuracy):
+        print("# " + t.__name__)
+        t0 = time.monotonic()
+        t()
+        print("  (%.1f s)" % (time.monotonic() - t0))
+    dp.finish()
+
+
+if __name__ == "__main__":
+    main()
