@@ -220,3 +220,36 @@ check_metric() {
 		;;
 	esac
 }
+
+# --- the sync canary -------------------------------------------------------------------------
+
+# ioping_median DIR COUNT [INTERVAL]: median in seconds of COUNT ioping -W 4 KiB requests
+# (pwrite + fdatasync over a prepared file, the warm-up request excluded) on DIR's filesystem.
+ioping_median() {
+	ioping -W -s 4k -c $(($2 + 1)) -i "${3:-0.2}" "$1" >"$VM_STATE/ioping" 2>&1
+	awk '
+	/warmup/ { next }
+	match($0, /time=[0-9.]+ (us|ms|s)/) {
+		split(substr($0, RSTART + 5, RLENGTH - 5), a, " ")
+		x = a[1] * (a[2] == "us" ? 1e-6 : (a[2] == "ms" ? 1e-3 : 1))
+		for (i = n; i > 0 && v[i - 1] > x; i--) v[i] = v[i - 1]
+		v[i] = x; n++
+	}
+	END {
+		if (n < 1) exit 1
+		printf "%.9g\n", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2
+	}' "$VM_STATE/ioping" || { note "ioping: $(head -c 600 "$VM_STATE/ioping")"; return 1; }
+}
+# canary SEL_PATH METRIC [EXTRA_LABELS]: the value of diskpulse_sync_METRIC for the fdatasync
+# target on path SEL_PATH in the last scrape.
+canary() { metric "diskpulse_sync_$2{path=\"$1\",mode=\"fdatasync\"${3:+,$3}}"; }
+canary_probes_at_least() { scrape && num_cmp "$(canary "$1" probes_total)" '>=' "$2"; }
+canary_up() { scrape && [ "$(canary "$1" target_up)" = 1 ]; }
+# within NAME A B FRACTION: ok when |A - B| <= FRACTION * B.
+within() {
+	if awk -v a="$2" -v b="$3" -v f="$4" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= f * b) }'; then
+		ok "$1 ($2 vs $3)"
+	else
+		fail "$1" "$2 is not within $(awk -v f="$4" 'BEGIN { print f * 100 }') % of $3"
+	fi
+}
