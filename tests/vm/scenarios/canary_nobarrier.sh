@@ -1,0 +1,17 @@
+# Flushes dropped on the way (ext4 mounted nobarrier on a disk whose write cache is "write back") show as a flush ratio of 0, next to about 1 for the same kind of filesystem with barriers.
+# timeout: 150
+A=sda B=nvme0n1
+check "$A has a write-back cache" [ "$(cat /sys/block/$A/queue/write_cache)" = "write back" ]
+mkfs.ext4 -q -F /dev/$A && mkfs.ext4 -q -F /dev/$B || { fail mkfs "mkfs.ext4"; exit 1; }
+mkdir -p /mnt/nb /mnt/b
+check "ext4 on $A mounted nobarrier" mount -o nobarrier /dev/$A /mnt/nb
+check "ext4 on $B mounted with barriers" mount /dev/$B /mnt/b
+daemon_start --no-collector.smart --canary.path=/mnt/nb --canary.path=/mnt/b --canary.interval=300ms \
+	--diskstats.interval=300ms || exit 1
+both() { canary_probes_at_least /mnt/nb 15 && canary_probes_at_least /mnt/b 15; }
+check "15 probes on each" wait_for 60 both
+check_metric 'diskpulse_sync_flush_ratio{path="/mnt/nb",device="sda",mode="fdatasync"}' == 0
+check_metric 'diskpulse_sync_flush_ratio{path="/mnt/b",device="nvme0n1",mode="fdatasync"}' '>=' 0.9
+check_metric 'diskpulse_disk_write_cache_info{device="sda",mode="write back"}' == 1
+note "nobarrier median $(canary /mnt/nb recent_seconds 'quantile="0.5"') s, barrier median $(canary /mnt/b recent_seconds 'quantile="0.5"') s"
+check "daemon exits 0" daemon_stop
