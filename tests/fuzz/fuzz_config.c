@@ -27,6 +27,23 @@ static void check(const struct dp_options *o)
                 if (listen_parse(o->listen[i], host, sizeof host, port, sizeof port) != 0)
                         abort();
         }
+        /* at least one canary target, each an absolute path with a valid mode, none twice */
+        if (o->n_canary == 0 || !o->canary)
+                abort();
+        for (size_t i = 0; i < o->n_canary; i++) {
+                const char *p = o->canary[i].path;
+                size_t l = strlen(p);
+                if (p[0] != '/' || (l > 1 && p[l - 1] == '/') ||
+                    !canary_mode_to_string(o->canary[i].mode))
+                        abort();
+                for (size_t k = 0; k < i; k++)
+                        if (o->canary[k].mode == o->canary[i].mode &&
+                            strcmp(o->canary[k].path, p) == 0)
+                                abort();
+        }
+        if (o->canary_interval < 100 * USEC_PER_MSEC || o->canary_timeout < 10 * USEC_PER_MSEC ||
+            o->canary_size == 0 || o->canary_size > CANARY_SIZE_MAX)
+                abort();
 }
 
 /* Known issue (BUG-6 in tests/unit/test_bugs.c): glibc's regcomp() needs memory exponential in

@@ -17,6 +17,9 @@ TMP = tempfile.mkdtemp(prefix="diskpulse-cli-")
 
 
 def run(*args, timeout=20):
+    """The binary with args, its state (and default canary target) in TMP unless args name one."""
+    if not any(a.startswith("--state.directory") for a in args) and "--help" not in args:
+        args = args + ("--state.directory=" + os.path.join(TMP, "state"),)
     return subprocess.run([BIN] + list(args), capture_output=True, text=True, timeout=timeout)
 
 
@@ -130,6 +133,32 @@ def once_on_this_host():
              "--no-collector.diskstats turns it off")
 
 
+def once_with_canary():
+    d = os.path.join(TMP, "canary")
+    os.mkdir(d)
+    gone = os.path.join(TMP, "no-such-dir")
+    r = run("--once", "--no-collector.diskstats", "--no-collector.smart", "--canary.path=" + d,
+            "--canary.path=%s:append" % d, "--canary.path=" + gone)
+    m = dp.parse(r.stdout)
+    dp.check(r.returncode == 0, "--once with canary targets exits 0 (%s)" % r.stderr.strip()[-200:])
+    for mode in ("fdatasync", "append"):
+        n = dp.value(m, "diskpulse_sync_probes_total", path=d, mode=mode)
+        c = dp.value(m, "diskpulse_sync_latency_seconds_count", path=d, mode=mode)
+        up = dp.value(m, "diskpulse_sync_target_up", path=d, mode=mode)
+        dp.check(n == 1 and c == 1 and up == 1, "--once probes %s once: probes %s, count %s, up %s" % (mode, n, c, up))
+    dp.check(dp.value(m, "diskpulse_sync_errors_total", path=gone, errno="ENOENT") == 1 and
+             dp.value(m, "diskpulse_sync_target_up", path=gone) == 0,
+             "--once: a missing directory is one ENOENT and down, not a failure")
+    dp.check(dp.value(m, "diskpulse_collector_success", collector="canary") == 0,
+             "--once: the canary collector reports a target down")
+    dp.check(not [n for n in os.listdir(d)], "--once leaves no file in the canary directory")
+    r = run("--check-config", "--canary.path=" + d, "--canary.interval=1m")
+    dp.check(r.returncode == 0 and "canary.path = %s:fdatasync" % d in r.stdout and
+             "canary.interval = 1m" in r.stdout, "--check-config shows the canary targets")
+    r = run("--once", "--no-collector.diskstats", "--no-collector.smart", "--no-collector.canary")
+    dp.check(r.returncode == 0 and "diskpulse_sync_" not in r.stdout, "--no-collector.canary turns it off")
+
+
 def reload_on_sighup():
     cfg = write("reload.conf", "collector.diskstats.device-include = ^no-such-device$\n")
     with dp.Daemon(BIN, "--config.file=" + cfg) as d:
@@ -170,6 +199,7 @@ help_and_version()
 bad_values()
 config_file()
 once_on_this_host()
+once_with_canary()
 reload_on_sighup()
 json_logs()
 dp.finish()
