@@ -418,6 +418,7 @@ static void *prober(void *arg)
 
         if (rng == 0)
                 rng = 1;
+        (void)pthread_setname_np(pthread_self(), "dp-canary"); /* top -H, ionice -p */
         r = canary_set_ioprio();
         if (r < 0)
                 log_debug("cannot lower the canary's I/O priority", "path", t->path);

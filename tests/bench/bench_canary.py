@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Benchmark: the canary's impact at its defaults (one fdatasync target, 4 KiB every 10 s) on an
 ext4 filesystem on a loop device: bytes written and flushes per probe and per hour, measured from
-the device's diskstats against an idle window of the same length, and the IOPS that concurrent fio
-jobs lose while the canary runs (alternating runs without and with the daemon). Needs root.
-Prints numbers; asserts nothing.
-Usage: bench_canary.py BINARY [SECONDS_PER_WINDOW (180)] [FIO_SECONDS (20)] [PAIRS (3)]"""
+the device's diskstats against an idle window of the same length (with the default mount options
+and with lazytime), and the IOPS that concurrent fio jobs lose while the canary runs: pairs of
+runs without and with the daemon, in alternating order, reported as the mean of the per-pair
+differences with a 95 % interval. Needs root. Prints numbers; asserts nothing.
+Usage: bench_canary.py BINARY [SECONDS_PER_WINDOW (180)] [FIO_SECONDS (10)] [PAIRS (8)]"""
 import json
 import os
 import statistics
@@ -59,43 +60,55 @@ def main():
         print("needs root (loop device, mount)")
         return 1
     secs = int(sys.argv[2]) if len(sys.argv) > 2 else 180
-    fio_secs = int(sys.argv[3]) if len(sys.argv) > 3 else 20
-    pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+    fio_secs = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+    pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 8
     with dp.LoopFs(size_mb=512, mkfs_args=["-E", "lazy_itable_init=0,lazy_journal_init=0"]) as fs:
         state = os.path.join(fs.mnt, "state")
         os.mkdir(state)
         args = ["--no-collector.smart", "--state.directory=" + state]  # defaults otherwise
-        time.sleep(2)
-        idle = window(fs, secs)
-        busy = window(fs, secs, args)
-        probes = busy[3]
-        print("canary at defaults (interval 10s, size 4096, fdatasync) on ext4/%s, %d s windows:" % (fs.dev, secs))
-        print("  idle:   %d sectors, %d writes, %d flushes" % tuple(idle[:3]))
-        print("  canary: %d sectors, %d writes, %d flushes, %d probes" % tuple(busy))
-        if probes:
-            per = [(b - i) / probes for b, i in zip(busy[:3], idle[:3])]
-            print("  per probe: %.0f bytes written in %.1f writes, %.2f flushes" % (per[0] * SECTOR, per[1], per[2]))
-            print("  per hour at 10 s: %.2f MiB written, %d flushes" %
-                  (per[0] * SECTOR * 360 / 2 ** 20, round(per[2] * 360)))
+        for opts in ("defaults", "lazytime"):
+            if opts == "lazytime":
+                subprocess.run(["mount", "-o", "remount,lazytime", fs.mnt], check=True)
+            time.sleep(6)  # let the last journal commit pass
+            idle = window(fs, secs)
+            busy = window(fs, secs, args)
+            probes = busy[3]
+            print("canary at defaults (interval 10s, size 4096, fdatasync) on ext4/%s mounted with %s, "
+                  "%d s windows:" % (fs.dev, opts, secs))
+            print("  idle:   %d sectors, %d writes, %d flushes" % tuple(idle[:3]))
+            print("  canary: %d sectors, %d writes, %d flushes, %d probes" % tuple(busy))
+            if probes:
+                per = [(b - i) / probes for b, i in zip(busy[:3], idle[:3])]
+                print("  per probe: %.0f bytes written in %.1f writes, %.2f flushes" %
+                      (per[0] * SECTOR, per[1], per[2]))
+                print("  per hour at 10 s: %.2f MiB written, %d flushes" %
+                      (per[0] * SECTOR * 360 / 2 ** 20, round(per[2] * 360)))
+        subprocess.run(["mount", "-o", "remount,nolazytime", fs.mnt], check=True)
         f = os.path.join(fs.mnt, "fio.dat")
         subprocess.run(["fio", "--name=prep", "--filename=" + f, "--size=128M", "--rw=write", "--bs=1M",
                         "--direct=1"], check=True, capture_output=True)
         for name, fargs in FIO_JOBS.items():
-            without, with_ = [], []
-            for _ in range(pairs):
-                without.append(fio_iops(f, fargs, fio_secs))
-                d = dp.Daemon(BIN, *args)
-                try:
-                    with_.append(fio_iops(f, fargs, fio_secs))
-                finally:
-                    d.stop()
-                    d.__exit__()
-            a, b = statistics.mean(without), statistics.mean(with_)
-            sd = statistics.pstdev(without)
-            print("fio %s, %d x %d s each: without %.0f IOPS (sd %.0f), with the canary %.0f IOPS: %+.2f %%"
-                  % (name, pairs, fio_secs, a, sd, b, (b - a) / a * 100))
-            print("    runs without: %s; with: %s" % (" ".join("%.0f" % x for x in without),
-                                                       " ".join("%.0f" % x for x in with_)))
+            without, with_, diffs = [], [], []
+            for i in range(pairs):
+                pair = {}
+                for canary in ((False, True) if i % 2 == 0 else (True, False)):
+                    d = dp.Daemon(BIN, *args) if canary else None
+                    try:
+                        pair[canary] = fio_iops(f, fargs, fio_secs)
+                    finally:
+                        if d:
+                            d.stop()
+                            d.__exit__()
+                without.append(pair[False])
+                with_.append(pair[True])
+                diffs.append((pair[True] - pair[False]) / pair[False] * 100)
+            mean = statistics.mean(diffs)
+            ci = 1.96 * statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
+            print("fio %s, %d pairs of %d s: without %.0f IOPS, with the canary %.0f IOPS (means); "
+                  "per-pair change %+.2f %% +- %.2f %% (95 %%)" %
+                  (name, pairs, fio_secs, statistics.mean(without), statistics.mean(with_), mean, ci))
+            print("    without: %s" % " ".join("%.0f" % x for x in without))
+            print("    with:    %s" % " ".join("%.0f" % x for x in with_))
     return 0
 
 

@@ -89,6 +89,12 @@ def test_modes():
             print("  %-9s median %.3f ms, p99 %.3f ms, flushes/probe %s" % (mode, q[0] * 1e3, q[2] * 1e3, ratio))
         dp.check(f1 - f0 >= 0.9 * (p1 - p0),
                  "independent count: %d flushes on %s for %d probes" % (f1 - f0, fs.dev, p1 - p0))
+        tids = [t for t in os.listdir("/proc/%d/task" % d.proc.pid)
+                if open("/proc/%d/task/%s/comm" % (d.proc.pid, t)).read().strip() == "dp-canary"]
+        prios = sorted({subprocess.run(["ionice", "-p", t], capture_output=True, text=True).stdout.strip()
+                        for t in tids})
+        dp.check(len(tids) == 4 and prios == ["best-effort: prio 7"],
+                 "one prober thread per target (%d), each at I/O priority %s" % (len(tids), prios))
         left = [n for n in os.listdir(fs.mnt) if n != "lost+found"]
         dp.check(not left, "nothing visible in the directory while probing (%s)" % left)
         _, _, body = dp.http_get(d.url + "/")
