@@ -26,12 +26,14 @@ FIO_JOBS = {
 
 
 def counters(dev):
-    return dp.diskstats_field(dev, 6), dp.diskstats_field(dev, 4), dp.diskstats_field(dev, 15)
+    """sectors written, writes, flushes, ms the device was busy (io_ticks)."""
+    return (dp.diskstats_field(dev, 6), dp.diskstats_field(dev, 4), dp.diskstats_field(dev, 15),
+            dp.diskstats_field(dev, 9))
 
 
 def window(fs, seconds, daemon_args=None):
-    """(sectors written, writes, flushes, probes) on fs.dev during seconds, with or without the
-    daemon running daemon_args."""
+    """(sectors written, writes, flushes, busy ms, probes) on fs.dev during seconds, with or
+    without the daemon running daemon_args."""
     d = dp.Daemon(BIN, *daemon_args) if daemon_args is not None else None
     try:
         if d:  # start counting at the first probe (the file is prepared before it)
@@ -72,22 +74,22 @@ def main():
             time.sleep(6)  # let the last journal commit pass
             idle = window(fs, secs)
             busy = window(fs, secs, args)
-            probes = busy[3]
+            probes = busy[4]
             print("canary at defaults (interval 10s, size 4096, fdatasync) on ext4/%s mounted with %s, "
                   "%d s windows:" % (fs.dev, opts, secs))
-            print("  idle:   %d sectors, %d writes, %d flushes" % tuple(idle[:3]))
-            print("  canary: %d sectors, %d writes, %d flushes, %d probes" % tuple(busy))
+            print("  idle:   %d sectors, %d writes, %d flushes, busy %d ms" % tuple(idle[:4]))
+            print("  canary: %d sectors, %d writes, %d flushes, busy %d ms, %d probes" % tuple(busy))
             if probes:
-                per = [(b - i) / probes for b, i in zip(busy[:3], idle[:3])]
-                print("  per probe: %.0f bytes written in %.1f writes, %.2f flushes" %
-                      (per[0] * SECTOR, per[1], per[2]))
-                print("  per hour at 10 s: %.2f MiB written, %d flushes" %
-                      (per[0] * SECTOR * 360 / 2 ** 20, round(per[2] * 360)))
+                per = [(b - i) / probes for b, i in zip(busy[:4], idle[:4])]
+                print("  per probe: %.0f bytes written in %.1f writes, %.2f flushes, device busy %.2f ms" %
+                      (per[0] * SECTOR, per[1], per[2], per[3]))
+                print("  per hour at 10 s: %.2f MiB written, %d flushes, device busy %.3f %% of the time" %
+                      (per[0] * SECTOR * 360 / 2 ** 20, round(per[2] * 360), per[3] * 360 / 3600e3 * 100))
         subprocess.run(["mount", "-o", "remount,nolazytime", fs.mnt], check=True)
         f = os.path.join(fs.mnt, "fio.dat")
         subprocess.run(["fio", "--name=prep", "--filename=" + f, "--size=128M", "--rw=write", "--bs=1M",
                         "--direct=1"], check=True, capture_output=True)
-        for name, fargs in FIO_JOBS.items():
+        for name, fargs in FIO_JOBS.items() if pairs > 0 else ():
             without, with_, diffs = [], [], []
             for i in range(pairs):
                 pair = {}
