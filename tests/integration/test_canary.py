@@ -97,6 +97,12 @@ def test_modes():
                  "one prober thread per target (%d), each at I/O priority %s" % (len(tids), prios))
         left = [n for n in os.listdir(fs.mnt) if n != "lost+found"]
         dp.check(not left, "nothing visible in the directory while probing (%s)" % left)
+        errs = dp.expocheck.check(d.scrape_text())
+        dp.check(not errs, "the page with four canary targets passes the strict exposition check %s" % errs[:3])
+        if shutil.which("promtool"):
+            p = subprocess.run(["promtool", "check", "metrics"], input=d.scrape_text(), capture_output=True, text=True)
+            lint = [l for l in (p.stdout + p.stderr).splitlines() if "error" in l.lower()]
+            dp.check(not lint, "promtool check metrics finds no error %s" % lint[:3])
         _, _, body = dp.http_get(d.url + "/")
         page = body.decode()
         dp.check("Sync canary" in page and fs.mnt in page and page.count("<td>%s</td>" % fs.mnt) == 4,
