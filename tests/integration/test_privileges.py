@@ -102,13 +102,20 @@ def daemon_flags():
     return flags
 
 
+def thread_names(pid):
+    return [(status("/proc/%d/task/%s/status" % (pid, t)) or {}).get("Name") for t in os.listdir("/proc/%d/task" % pid)]
+
+
 def check_main(pid, expect_bounding_empty):
+    """Every thread holds no capability; returns the thread names."""
     tasks = os.listdir("/proc/%d/task" % pid)
+    names = []
     for tid in tasks:
         st = status("/proc/%d/task/%s/status" % (pid, tid))
         if st is None:
             continue
         c = caps(st)
+        names.append(st.get("Name"))
         name = "main process thread %s (%s)" % (tid, st.get("Name"))
         dp.check(c["CapEff"] == 0 and c["CapPrm"] == 0 and c["CapInh"] == 0 and c["CapAmb"] == 0,
                  "%s: no effective, permitted, inheritable, ambient capability %s" % (name, c))
@@ -116,6 +123,7 @@ def check_main(pid, expect_bounding_empty):
             dp.check(c["CapBnd"] == 0, "%s: empty bounding set (%x)" % (name, c["CapBnd"]))
         dp.check(st.get("NoNewPrivs") == "1", "%s: NoNewPrivs 1 (%s)" % (name, st.get("NoNewPrivs")))
     dp.check(len(tasks) >= 1, "main process has %d thread(s)" % len(tasks))
+    return names
 
 
 def check_helper(helper, expect):
@@ -207,7 +215,10 @@ def as_root(flags):
             dp.skip("the daemon started no helper child process (privsep not wired in yet)")
         zygote = find_zygote(d.proc.pid)
         print("daemon %d, helper %d (%s), zygote %s" % (d.proc.pid, helper, stat(helper)[0], zygote))
-        check_main(d.proc.pid, expect_bounding_empty=True)
+        if "--state.directory" in " ".join(flags):
+            dp.wait_until(lambda: "dp-canary" in thread_names(d.proc.pid), 5)
+        names = check_main(d.proc.pid, expect_bounding_empty=True)
+        dp.check("dp-canary" in names, "the canary's prober thread is among them (threads: %s)" % sorted(set(names)))
         check_helper(helper, HELPER_CAPS)
         if dp.check(zygote is not None, "the daemon has a zygote child (diskpulse-zyg)"):
             check_zygote(zygote, d.proc.pid, HELPER_CAPS)
