@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "encoding.h"
 #include "expo.h"
 #include "log.h"
 #include "metrics.h"
@@ -56,27 +57,41 @@ static void release_snapshot(void *cls)
 static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connection *c)
 {
         struct snapshot *snap = publisher_get(s->pub);
+        const char *ae =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+        bool gz = accept_gzip(ae);
         struct MHD_Response *resp;
-        const char *text;
+        const void *body;
         size_t len;
         enum MHD_Result r;
+        int rr;
 
         if (!snap)
                 return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
                              "no collection has finished yet\n");
-        if (snapshot_text(snap, &text, &len) < 0) {
+        if (gz) {
+                rr = snapshot_gzip(snap, &body, &len);
+        } else {
+                const char *text;
+                rr = snapshot_text(snap, &text, &len);
+                body = text;
+        }
+        if (rr < 0) {
                 snapshot_unref(snap);
                 return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8",
                              "rendering failed\n");
         }
-        /* The response borrows the snapshot's text and drops our reference when sent. */
-        resp = MHD_create_response_from_buffer_with_free_callback_cls(len, (void *)text,
+        /* The response borrows the snapshot's page and drops our reference when sent. */
+        resp = MHD_create_response_from_buffer_with_free_callback_cls(len, (void *)body,
                                                                       release_snapshot, snap);
         if (!resp) {
                 snapshot_unref(snap);
                 return MHD_NO;
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, EXPO_TEXT_CONTENT_TYPE);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+        if (gz)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
         r = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         return r;

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "encoding.h"
 #include "expo.h"
 
 struct snapshot {
@@ -14,6 +15,8 @@ struct snapshot {
         pthread_mutex_t lock;
         char *text;
         size_t text_len;
+        void *gz; /* the text gzip-compressed, made on first use */
+        size_t gz_len;
 };
 
 struct publisher {
@@ -50,6 +53,7 @@ struct snapshot *snapshot_unref(struct snapshot *s)
                 mset_free(s->sets[i]);
         free(s->sets);
         free(s->text);
+        free(s->gz);
         pthread_mutex_destroy(&s->lock);
         free(s);
         return NULL;
@@ -65,6 +69,23 @@ int snapshot_text(struct snapshot *s, const char **ret_buf, size_t *ret_len)
         if (r == 0) {
                 *ret_buf = s->text;
                 *ret_len = s->text_len;
+        }
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+int snapshot_gzip(struct snapshot *s, const void **ret_buf, size_t *ret_len)
+{
+        int r = 0;
+
+        pthread_mutex_lock(&s->lock);
+        if (!s->text)
+                r = expo_render_text(s->sets, s->n, &s->text, &s->text_len);
+        if (r == 0 && !s->gz)
+                r = gzip_compress(s->text, s->text_len, SNAPSHOT_GZIP_LEVEL, &s->gz, &s->gz_len);
+        if (r == 0) {
+                *ret_buf = s->gz;
+                *ret_len = s->gz_len;
         }
         pthread_mutex_unlock(&s->lock);
         return r;

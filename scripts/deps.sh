@@ -3,7 +3,7 @@
 # every test as well. Uses sudo only when not root; runs apt-get only when something is missing.
 set -euo pipefail
 
-build_pkgs=(gcc make cmake pkg-config libsystemd-dev libmicrohttpd-dev libudev-dev)
+build_pkgs=(gcc make cmake pkg-config libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev)
 test_pkgs=(libcmocka-dev python3 clang-format valgrind sysstat fio systemd util-linux e2fsprogs
            procps qemu-system-x86 linux-image-amd64 busybox-static smartmontools dmsetup sdparm
            kmod cpio udev ioping)

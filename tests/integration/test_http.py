@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """HTTP behaviour of the real daemon: endpoints, methods, content types, the connection limit,
 concurrent scrapes, IPv6 and several listen addresses, socket activation, sd_notify, SIGTERM."""
+import gzip
 import os
 import shutil
 import socket
@@ -99,6 +100,31 @@ def endpoints():
         rc, took = d.stop()
         idle.close()
         dp.check(rc == 0 and took < 1.0, "SIGTERM: exit %d in %.3f s (< 1 s)" % (rc, took))
+
+
+def gzip_encoding():
+    # One snapshot for the whole test (no new round within the hour): pages are comparable.
+    with dp.Daemon(BIN, "--diskstats.interval=1h", "--diskstats.window=1h", "--no-collector.smart") as d:
+        st, h, plain = dp.http_get(d.url + "/metrics")
+        dp.check(st == 200 and "Content-Encoding" not in h and h.get("Vary") == "Accept-Encoding",
+                 "without Accept-Encoding: plain text, Vary: Accept-Encoding")
+        for ae in ("gzip", "deflate, gzip;q=0.5", "*", "x-gzip"):
+            st, h, body = dp.http_get(d.url + "/metrics", headers={"Accept-Encoding": ae})
+            ok = st == 200 and h.get("Content-Encoding") == "gzip" and h.get("Vary") == "Accept-Encoding"
+            try:
+                text = gzip.decompress(body)
+            except OSError:
+                text = None
+            dp.check(ok and text == plain and int(h.get("Content-Length", -1)) == len(body) < len(plain),
+                     "Accept-Encoding %r: gzip, %d bytes for %d, the same page" % (ae, len(body), len(plain)))
+        for ae in ("gzip;q=0", "identity", "br", "gzip;q=0, *", "gzip;q=2"):
+            st, h, body = dp.http_get(d.url + "/metrics", headers={"Accept-Encoding": ae})
+            dp.check(st == 200 and "Content-Encoding" not in h and body == plain,
+                     "Accept-Encoding %r: plain text" % ae)
+        st, h, body = dp.http_get(d.url + "/metrics", method="HEAD", headers={"Accept-Encoding": "gzip"})
+        gz_len = len(dp.http_get(d.url + "/metrics", headers={"Accept-Encoding": "gzip"})[2])
+        dp.check(st == 200 and body == b"" and h.get("Content-Encoding") == "gzip" and
+                 int(h.get("Content-Length", -1)) == gz_len, "HEAD with gzip: the compressed length, no body")
 
 
 def connection_limit():
@@ -214,6 +240,7 @@ def systemd_integration():
 
 
 endpoints()
+gzip_encoding()
 connection_limit()
 ipv6_and_many_addresses()
 address_in_use()

@@ -1,0 +1,20 @@
+/* Content coding of the metrics page: which coding a client accepts (Accept-Encoding, RFC 9110
+ * §12.5.3) and gzip compression (RFC 1952) through zlib. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Largest Accept-Encoding value looked at; a longer one is read up to this many bytes. */
+#define ACCEPT_ENCODING_MAX 4096
+
+/* Whether the Accept-Encoding value (NUL-terminated; NULL = no header) accepts gzip: "gzip" or
+ * "x-gzip" with a qvalue above 0, or, when neither is named, "*" with a qvalue above 0. Codings
+ * and parameter names compare case-insensitively; a malformed element or qvalue is ignored (it
+ * accepts nothing); "gzip;q=0" refuses gzip even when "*" would allow it. Pure, any thread. */
+bool accept_gzip(const char *value);
+
+/* Compresses len bytes of in into a malloc'd gzip member (*ret, *ret_len; the caller frees).
+ * level: zlib's 1 (fastest) to 9. Returns 0, -EINVAL for a bad level or a length zlib cannot
+ * take, -ENOMEM. */
+int gzip_compress(const void *in, size_t len, int level, void **ret, size_t *ret_len);

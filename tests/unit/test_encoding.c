@@ -1,0 +1,155 @@
+/* Unit tests of exporters/encoding.c: Accept-Encoding decisions and gzip round trips. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "encoding.h"
+
+static void test_accept(void **state)
+{
+        static const struct {
+                const char *value;
+                bool gzip;
+        } cases[] = {
+            {NULL, false},
+            {"", false},
+            {"gzip", true},
+            {"GZip", true},
+            {"x-gzip", true},
+            {"gzip, deflate, br", true},
+            {"deflate, gzip;q=1.0, *;q=0.5", true},
+            {"br;q=1, gzip;q=0.001", true},
+            {"gzip;q=0", false},
+            {"gzip;q=0.000", false},
+            {"gzip ; q=0", false},
+            {"gzip;Q=0", false},
+            {"*", true},
+            {"*;q=0", false},
+            {"gzip;q=0, *", false},
+            {"*, gzip;q=0", false},
+            {"identity", false},
+            {"deflate", false},
+            {"gzipx", false},
+            {"xgzip", false},
+            {"gzip;q=1.5", false}, /* malformed qvalue: the element is ignored */
+            {"gzip;q=abc", false}, /* likewise */
+            {"gzip;q=0.1234", false},
+            {"gzip;q=", false},
+            {"gzip;level=9", true}, /* other parameters do not matter */
+            {"gzip;q=0.5;level=1", true},
+            {" ,, gzip ,", true},
+            {"\tgzip\t", true},
+            {"gzip q=1", false},
+            {",", false},
+            {";q=1", false},
+            {"gzip;q=0, gzip", false}, /* the lowest of repeated gzip elements counts */
+        };
+        (void)state;
+
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                if (accept_gzip(cases[i].value) != cases[i].gzip)
+                        fail_msg("accept_gzip(\"%s\") != %d",
+                                 cases[i].value ? cases[i].value : "(null)", cases[i].gzip);
+}
+
+static void test_accept_long(void **state)
+{
+        size_t n = ACCEPT_ENCODING_MAX * 2;
+        char *v = malloc(n + 1);
+        (void)state;
+
+        /* "gzip" only beyond the bytes looked at: not seen */
+        memset(v, ' ', n);
+        memcpy(v + n - 4, "gzip", 4);
+        v[n] = 0;
+        assert_false(accept_gzip(v));
+        memcpy(v, "gzip,", 5);
+        assert_true(accept_gzip(v));
+        free(v);
+}
+
+/* Inflates a gzip member; returns the bytes (malloc'd) and their count, or NULL. */
+static unsigned char *gunzip(const void *in, size_t len, size_t max, size_t *ret_len)
+{
+        z_stream z;
+        unsigned char *out = malloc(max ? max : 1);
+        int r;
+
+        memset(&z, 0, sizeof z);
+        assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+        z.next_in = (Bytef *)(uintptr_t)in;
+        z.avail_in = (uInt)len;
+        z.next_out = out;
+        z.avail_out = (uInt)max;
+        r = inflate(&z, Z_FINISH);
+        *ret_len = z.total_out;
+        inflateEnd(&z);
+        if (r != Z_STREAM_END || z.avail_in != 0) {
+                free(out);
+                return NULL;
+        }
+        return out;
+}
+
+static void roundtrip(const void *data, size_t len, int level)
+{
+        void *gz;
+        size_t gz_len, out_len;
+        unsigned char *out;
+
+        assert_int_equal(gzip_compress(data, len, level, &gz, &gz_len), 0);
+        assert_true(gz_len >= 18); /* header 10 + trailer 8 */
+        assert_int_equal(((unsigned char *)gz)[0], 0x1f);
+        assert_int_equal(((unsigned char *)gz)[1], 0x8b);
+        out = gunzip(gz, gz_len, len + 1, &out_len);
+        assert_non_null(out);
+        assert_int_equal(out_len, len);
+        assert_memory_equal(out, data, len);
+        free(out);
+        free(gz);
+}
+
+static void test_gzip(void **state)
+{
+        static const char text[] = "# HELP diskpulse_disk_reads_completed_total Reads.\n"
+                                   "diskpulse_disk_reads_completed_total{device=\"sda\"} 1\n";
+        size_t n = 3 * 1024 * 1024;
+        char *big = malloc(n);
+        uint32_t x = 1;
+        void *gz;
+        size_t gz_len;
+        (void)state;
+
+        roundtrip("", 0, 1);
+        roundtrip(text, sizeof text - 1, 1);
+        roundtrip(text, sizeof text - 1, 9);
+        for (size_t i = 0; i < n; i++) {
+                x = x * 1103515245u + 12345u;
+                big[i] = (char)(i % 97 < 80 ? text[i % (sizeof text - 1)] : (char)(x >> 24));
+        }
+        roundtrip(big, n, 1);
+        /* a metrics-like page shrinks */
+        assert_int_equal(gzip_compress(big, n, 1, &gz, &gz_len), 0);
+        assert_true(gz_len < n / 2);
+        free(gz);
+        free(big);
+        assert_int_equal(gzip_compress(text, 4, 0, &gz, &gz_len), -EINVAL);
+        assert_int_equal(gzip_compress(text, 4, 10, &gz, &gz_len), -EINVAL);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_accept),
+            cmocka_unit_test(test_accept_long),
+            cmocka_unit_test(test_gzip),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
