@@ -39,13 +39,17 @@ static bool parse_qvalue(const char *s, size_t n, int *ret)
         return true;
 }
 
-/* One element "coding *( OWS ; OWS param )" between start and end: the coding's bounds and its
- * qvalue (1000 when absent). Returns false when malformed. */
+/* One element "token *( OWS ; OWS param )" between start and end (a coding, or a media range
+ * type/subtype): the token's bounds, its qvalue (1000 when absent) and the value of its
+ * "version" parameter (quotes removed; NULL when absent). Returns false when malformed. */
 static bool parse_element(const char *p, const char *end, const char **ret_coding, size_t *ret_len,
-                          int *ret_q)
+                          int *ret_q, const char **ret_ver, size_t *ret_ver_len)
 {
         const char *c;
         int q = 1000;
+
+        *ret_ver = NULL;
+        *ret_ver_len = 0;
 
         while (p < end && is_ows(*p))
                 p++;
@@ -81,6 +85,15 @@ static bool parse_element(const char *p, const char *end, const char **ret_codin
                 if (nlen == 1 && (name[0] == 'q' || name[0] == 'Q') &&
                     !parse_qvalue(val, (size_t)(p - val), &q))
                         return false;
+                if (nlen == 7 && strncasecmp(name, "version", 7) == 0) {
+                        size_t vl = (size_t)(p - val);
+                        if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
+                                val++;
+                                vl -= 2;
+                        }
+                        *ret_ver = val;
+                        *ret_ver_len = vl;
+                }
         }
         *ret_q = q;
         return true;
@@ -97,11 +110,11 @@ bool accept_gzip(const char *value)
         for (const char *p = value, *end = value + len; p < end;) {
                 const char *comma = memchr(p, ',', (size_t)(end - p));
                 const char *e = comma ? comma : end;
-                const char *coding;
-                size_t clen;
+                const char *coding, *ver;
+                size_t clen, vlen;
                 int q;
 
-                if (parse_element(p, e, &coding, &clen, &q)) {
+                if (parse_element(p, e, &coding, &clen, &q, &ver, &vlen)) {
                         if ((clen == 4 && strncasecmp(coding, "gzip", 4) == 0) ||
                             (clen == 6 && strncasecmp(coding, "x-gzip", 6) == 0))
                                 gzip_q = gzip_q < 0 || q < gzip_q ? q : gzip_q;
@@ -149,4 +162,46 @@ int gzip_compress(const void *in, size_t len, int level, void **ret, size_t *ret
         deflateEnd(&z);
         *ret = out;
         return 0;
+}
+
+static bool token_is(const char *t, size_t len, const char *want)
+{
+        return len == strlen(want) && strncasecmp(t, want, len) == 0;
+}
+
+static bool version_is(const char *v, size_t len, const char *want)
+{
+        return len == strlen(want) && strncmp(v, want, len) == 0;
+}
+
+bool accept_openmetrics(const char *value)
+{
+        int om_q = -1, text_q = -1;
+        size_t len;
+
+        if (!value)
+                return false;
+        len = strnlen(value, ACCEPT_ENCODING_MAX);
+        for (const char *p = value, *end = value + len; p < end;) {
+                const char *comma = memchr(p, ',', (size_t)(end - p));
+                const char *e = comma ? comma : end;
+                const char *t, *ver;
+                size_t tlen, vlen;
+                int q;
+
+                if (parse_element(p, e, &t, &tlen, &q, &ver, &vlen)) {
+                        if (token_is(t, tlen, "application/openmetrics-text")) {
+                                if ((!ver || version_is(ver, vlen, "1.0.0") ||
+                                     version_is(ver, vlen, "0.0.1")) &&
+                                    q > om_q)
+                                        om_q = q;
+                        } else if (token_is(t, tlen, "text/plain") || token_is(t, tlen, "text/*") ||
+                                   token_is(t, tlen, "*/*")) {
+                                if (q > text_q)
+                                        text_q = q;
+                        }
+                }
+                p = comma ? comma + 1 : end;
+        }
+        return om_q > 0 && om_q >= text_q;
 }

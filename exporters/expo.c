@@ -1,4 +1,4 @@
-/* The exposition writer: metric sets -> Prometheus text format 0.0.4. */
+/* The exposition writer: metric sets -> Prometheus text format 0.0.4 or OpenMetrics 1.0. */
 #include "expo.h"
 
 #include <errno.h>
@@ -37,16 +37,30 @@ static void put_u64(FILE *out, uint64_t v)
         fwrite(b + i, 1, sizeof b - i, out);
 }
 
-static void put_help(FILE *out, const char *help)
+static void put_help(FILE *out, const char *help, enum expo_format fmt)
 {
         for (const char *p = help; *p; p++) {
                 if (*p == '\\')
                         fputs("\\\\", out);
                 else if (*p == '\n')
                         fputs("\\n", out);
+                else if (*p == '"' && fmt == EXPO_FORMAT_OPENMETRICS)
+                        fputs("\\\"", out);
                 else
                         fputc(*p, out);
         }
+}
+
+/* The family name of the HELP and TYPE lines: OpenMetrics names a counter without the _total
+ * of its samples. */
+static void put_family_name(FILE *out, const struct mfamily *f, enum expo_format fmt)
+{
+        size_t len = strlen(f->name);
+
+        if (fmt == EXPO_FORMAT_OPENMETRICS && f->type == MT_COUNTER && len > 6 &&
+            strcmp(f->name + len - 6, "_total") == 0)
+                len -= 6;
+        fwrite(f->name, 1, len, out);
 }
 
 static const char *type_name(enum mtype t)
@@ -90,6 +104,11 @@ static void put_samples(FILE *out, const struct mfamily *f)
 
 int expo_write_text(FILE *out, struct mset *const *sets, size_t n)
 {
+        return expo_write(out, sets, n, EXPO_FORMAT_TEXT);
+}
+
+int expo_write(FILE *out, struct mset *const *sets, size_t n, enum expo_format fmt)
+{
         for (size_t i = 0; i < n; i++) {
                 for (size_t j = 0; j < sets[i]->n; j++) {
                         const struct mfamily *f = &sets[i]->fams[j];
@@ -109,11 +128,11 @@ int expo_write_text(FILE *out, struct mset *const *sets, size_t n)
                         if (total == 0)
                                 continue;
                         fputs("# HELP ", out);
-                        fputs(f->name, out);
+                        put_family_name(out, f, fmt);
                         fputc(' ', out);
-                        put_help(out, f->help);
+                        put_help(out, f->help, fmt);
                         fputs("\n# TYPE ", out);
-                        fputs(f->name, out);
+                        put_family_name(out, f, fmt);
                         fputc(' ', out);
                         fputs(type_name(f->type), out);
                         fputc('\n', out);
@@ -125,10 +144,18 @@ int expo_write_text(FILE *out, struct mset *const *sets, size_t n)
                         }
                 }
         }
+        if (fmt == EXPO_FORMAT_OPENMETRICS)
+                fputs("# EOF\n", out);
         return ferror(out) ? -EIO : 0;
 }
 
 int expo_render_text(struct mset *const *sets, size_t n, char **ret_buf, size_t *ret_len)
+{
+        return expo_render(sets, n, EXPO_FORMAT_TEXT, ret_buf, ret_len);
+}
+
+int expo_render(struct mset *const *sets, size_t n, enum expo_format fmt, char **ret_buf,
+                size_t *ret_len)
 {
         char *buf = NULL;
         size_t len = 0;
@@ -137,7 +164,7 @@ int expo_render_text(struct mset *const *sets, size_t n, char **ret_buf, size_t 
 
         if (!f)
                 return -errno;
-        r = expo_write_text(f, sets, n);
+        r = expo_write(f, sets, n, fmt);
         if (fclose(f) != 0 && r == 0)
                 r = -EIO;
         if (r < 0) {

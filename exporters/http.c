@@ -59,24 +59,20 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
         struct snapshot *snap = publisher_get(s->pub);
         const char *ae =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+        const char *accept =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
         bool gz = accept_gzip(ae);
+        enum expo_format fmt =
+            accept_openmetrics(accept) ? EXPO_FORMAT_OPENMETRICS : EXPO_FORMAT_TEXT;
         struct MHD_Response *resp;
         const void *body;
         size_t len;
         enum MHD_Result r;
-        int rr;
 
         if (!snap)
                 return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
                              "no collection has finished yet\n");
-        if (gz) {
-                rr = snapshot_gzip(snap, &body, &len);
-        } else {
-                const char *text;
-                rr = snapshot_text(snap, &text, &len);
-                body = text;
-        }
-        if (rr < 0) {
+        if (snapshot_page(snap, fmt, gz, &body, &len) < 0) {
                 snapshot_unref(snap);
                 return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8",
                              "rendering failed\n");
@@ -88,8 +84,10 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
                 snapshot_unref(snap);
                 return MHD_NO;
         }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, EXPO_TEXT_CONTENT_TYPE);
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                fmt == EXPO_FORMAT_OPENMETRICS ? EXPO_OPENMETRICS_CONTENT_TYPE
+                                                               : EXPO_TEXT_CONTENT_TYPE);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept, Accept-Encoding");
         if (gz)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
         r = MHD_queue_response(c, MHD_HTTP_OK, resp);

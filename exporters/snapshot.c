@@ -1,11 +1,19 @@
-/* Snapshot publication with reference counting and a lazily rendered, cached text form. */
+/* Snapshot publication with reference counting and lazily rendered, cached pages. */
 #include "snapshot.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "encoding.h"
 #include "expo.h"
+
+/* One rendered form of the page, made on first use. */
+struct page {
+        void *buf;
+        size_t len;
+};
 
 struct snapshot {
         unsigned refs;
@@ -13,10 +21,7 @@ struct snapshot {
         size_t n;
         usec_t realtime;
         pthread_mutex_t lock;
-        char *text;
-        size_t text_len;
-        void *gz; /* the text gzip-compressed, made on first use */
-        size_t gz_len;
+        struct page pages[_EXPO_FORMAT_MAX][2]; /* [format][gzip] */
 };
 
 struct publisher {
@@ -52,42 +57,48 @@ struct snapshot *snapshot_unref(struct snapshot *s)
         for (size_t i = 0; i < s->n; i++)
                 mset_free(s->sets[i]);
         free(s->sets);
-        free(s->text);
-        free(s->gz);
+        for (size_t f = 0; f < _EXPO_FORMAT_MAX; f++)
+                for (size_t z = 0; z < 2; z++)
+                        free(s->pages[f][z].buf);
         pthread_mutex_destroy(&s->lock);
         free(s);
         return NULL;
 }
 
-int snapshot_text(struct snapshot *s, const char **ret_buf, size_t *ret_len)
+int snapshot_page(struct snapshot *s, enum expo_format fmt, bool gzip, const void **ret_buf,
+                  size_t *ret_len)
 {
+        struct page *plain, *gz;
         int r = 0;
 
+        if ((unsigned)fmt >= _EXPO_FORMAT_MAX)
+                return -EINVAL;
+        plain = &s->pages[fmt][0];
+        gz = &s->pages[fmt][1];
         pthread_mutex_lock(&s->lock);
-        if (!s->text)
-                r = expo_render_text(s->sets, s->n, &s->text, &s->text_len);
+        if (!plain->buf) {
+                char *text;
+                r = expo_render(s->sets, s->n, fmt, &text, &plain->len);
+                if (r == 0)
+                        plain->buf = text;
+        }
+        if (r == 0 && gzip && !gz->buf)
+                r = gzip_compress(plain->buf, plain->len, SNAPSHOT_GZIP_LEVEL, &gz->buf, &gz->len);
         if (r == 0) {
-                *ret_buf = s->text;
-                *ret_len = s->text_len;
+                *ret_buf = gzip ? gz->buf : plain->buf;
+                *ret_len = gzip ? gz->len : plain->len;
         }
         pthread_mutex_unlock(&s->lock);
         return r;
 }
 
-int snapshot_gzip(struct snapshot *s, const void **ret_buf, size_t *ret_len)
+int snapshot_text(struct snapshot *s, const char **ret_buf, size_t *ret_len)
 {
-        int r = 0;
+        const void *buf;
+        int r = snapshot_page(s, EXPO_FORMAT_TEXT, false, &buf, ret_len);
 
-        pthread_mutex_lock(&s->lock);
-        if (!s->text)
-                r = expo_render_text(s->sets, s->n, &s->text, &s->text_len);
-        if (r == 0 && !s->gz)
-                r = gzip_compress(s->text, s->text_len, SNAPSHOT_GZIP_LEVEL, &s->gz, &s->gz_len);
-        if (r == 0) {
-                *ret_buf = s->gz;
-                *ret_len = s->gz_len;
-        }
-        pthread_mutex_unlock(&s->lock);
+        if (r == 0)
+                *ret_buf = buf;
         return r;
 }
 

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 
+#include "expo.h"
 #include "metrics.h"
 #include "util.h"
 
@@ -20,13 +21,14 @@ struct snapshot *snapshot_unref(struct snapshot *s);
  * held. Returns 0 or -errno. Any thread. */
 int snapshot_text(struct snapshot *s, const char **ret_buf, size_t *ret_len);
 
-/* zlib level of the compressed page: the fastest; metrics text compresses about as well at 1
+/* zlib level of the compressed pages: the fastest; metrics text compresses about as well at 1
  * as at 6, and a 16 MB page of 10,000 devices costs a fraction of the CPU. */
 #define SNAPSHOT_GZIP_LEVEL 1
 
-/* The text exposition gzip-compressed, made on first use (rendering the text if needed); valid
- * while the reference is held. Returns 0 or -errno. Any thread. */
-int snapshot_gzip(struct snapshot *s, const void **ret_buf, size_t *ret_len);
+/* The page in format fmt, gzip-compressed when gzip is set, rendered and compressed on first
+ * use and cached; valid while the reference is held. Returns 0 or -errno. Any thread. */
+int snapshot_page(struct snapshot *s, enum expo_format fmt, bool gzip, const void **ret_buf,
+                  size_t *ret_len);
 
 /* The sets of the snapshot (read-only). */
 size_t snapshot_sets(const struct snapshot *s, struct mset *const **ret_sets);

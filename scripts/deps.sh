@@ -6,7 +6,7 @@ set -euo pipefail
 build_pkgs=(gcc make cmake pkg-config libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev)
 test_pkgs=(libcmocka-dev python3 clang-format valgrind sysstat fio systemd util-linux e2fsprogs
            procps qemu-system-x86 linux-image-amd64 busybox-static smartmontools dmsetup sdparm
-           kmod cpio udev ioping)
+           kmod cpio udev ioping python3-prometheus-client)
 
 want=("${build_pkgs[@]}")
 [ "${1:-build}" = test ] && want+=("${test_pkgs[@]}")

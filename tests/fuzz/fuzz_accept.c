@@ -1,5 +1,5 @@
-/* Fuzz target of the Accept-Encoding parser (HTTP input) and the gzip encoder: no crash, the
- * decision ignores letter case, and every input survives a gzip round trip. */
+/* Fuzz target of the Accept-Encoding and Accept parsers (HTTP input) and the gzip encoder: no
+ * crash, the decisions ignore letter case, and every input survives a gzip round trip. */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         v[size] = 0;
         for (size_t i = 0; i <= size; i++)
                 up[i] = (char)toupper((unsigned char)v[i]);
-        if (accept_gzip(v) != accept_gzip(up))
+        if (accept_gzip(v) != accept_gzip(up) || accept_openmetrics(v) != accept_openmetrics(up))
                 abort();
 
         if (gzip_compress(data, size, 1, &gz, &gz_len) != 0)

@@ -305,6 +305,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         check_text(text, len);
         free(text);
+        /* OpenMetrics: the same samples, ending with "# EOF" */
+        if (expo_render(sets, nsets, EXPO_FORMAT_OPENMETRICS, &text, &len) != 0 || len < 6 ||
+            memcmp(text + len - 6, "# EOF\n", 6) != 0)
+                abort();
+        free(text);
         for (size_t i = 0; i < nsets; i++)
                 mset_free(sets[i]);
         return 0;

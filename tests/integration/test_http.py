@@ -106,11 +106,11 @@ def gzip_encoding():
     # One snapshot for the whole test (no new round within the hour): pages are comparable.
     with dp.Daemon(BIN, "--diskstats.interval=1h", "--diskstats.window=1h", "--no-collector.smart") as d:
         st, h, plain = dp.http_get(d.url + "/metrics")
-        dp.check(st == 200 and "Content-Encoding" not in h and h.get("Vary") == "Accept-Encoding",
+        dp.check(st == 200 and "Content-Encoding" not in h and h.get("Vary") == "Accept, Accept-Encoding",
                  "without Accept-Encoding: plain text, Vary: Accept-Encoding")
         for ae in ("gzip", "deflate, gzip;q=0.5", "*", "x-gzip"):
             st, h, body = dp.http_get(d.url + "/metrics", headers={"Accept-Encoding": ae})
-            ok = st == 200 and h.get("Content-Encoding") == "gzip" and h.get("Vary") == "Accept-Encoding"
+            ok = st == 200 and h.get("Content-Encoding") == "gzip" and h.get("Vary") == "Accept, Accept-Encoding"
             try:
                 text = gzip.decompress(body)
             except OSError:
@@ -125,6 +125,51 @@ def gzip_encoding():
         gz_len = len(dp.http_get(d.url + "/metrics", headers={"Accept-Encoding": "gzip"})[2])
         dp.check(st == 200 and body == b"" and h.get("Content-Encoding") == "gzip" and
                  int(h.get("Content-Length", -1)) == gz_len, "HEAD with gzip: the compressed length, no body")
+
+
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+                     "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+OM_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+# The OpenMetrics parser of the Python client (Debian: python3-prometheus-client) is strict; it is
+# run by the system's interpreter, which has the package, whichever interpreter runs this test.
+OM_PARSE = """import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+n = 0
+for f in text_string_to_metric_families(sys.stdin.read()):
+    n += len(f.samples)
+print(n)
+"""
+
+
+def openmetrics():
+    with dp.Daemon(BIN, "--diskstats.interval=1h", "--diskstats.window=1h", "--no-collector.smart") as d:
+        _, _, plain = dp.http_get(d.url + "/metrics")
+        st, h, om = dp.http_get(d.url + "/metrics", headers={"Accept": PROMETHEUS_ACCEPT})
+        dp.check(st == 200 and h.get("Content-Type") == OM_TYPE and om.endswith(b"\n# EOF\n"),
+                 "Prometheus's Accept header gets OpenMetrics (%s), ending in # EOF" % h.get("Content-Type"))
+        text_samples = dp.parse(plain.decode())
+        om_samples = dp.parse(om.decode().replace("# EOF\n", ""))
+        dp.check(om_samples == text_samples and len(om_samples) > 20,
+                 "the same %d samples as the text format" % len(om_samples))
+        counters = [l.split()[2] for l in om.decode().splitlines() if l.startswith("# TYPE ") and l.endswith(" counter")]
+        dp.check(counters and not [c for c in counters if c.endswith("_total")],
+                 "counter families are named without _total (%d)" % len(counters))
+        for accept in ("text/plain", "*/*", "application/openmetrics-text;version=2.0.0",
+                       "application/openmetrics-text;q=0.2,text/plain;q=0.5"):
+            st, h, body = dp.http_get(d.url + "/metrics", headers={"Accept": accept})
+            dp.check(h.get("Content-Type") == "text/plain; version=0.0.4; charset=utf-8" and body == plain,
+                     "Accept %r: the text format" % accept)
+        st, h, body = dp.http_get(d.url + "/metrics", headers={"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"})
+        dp.check(h.get("Content-Type") == OM_TYPE and h.get("Content-Encoding") == "gzip" and gzip.decompress(body) == om,
+                 "OpenMetrics and gzip together")
+        py = "/usr/bin/python3"
+        have = os.path.exists(py) and subprocess.run([py, "-c", "import prometheus_client"],
+                                                     capture_output=True).returncode == 0
+        if dp.check(have, "python3-prometheus-client is installed (scripts/deps.sh test)"):
+            r = subprocess.run([py, "-c", OM_PARSE], input=om.decode(), capture_output=True, text=True)
+            dp.check(r.returncode == 0 and r.stdout.strip().isdigit() and int(r.stdout) > 20,
+                     "the OpenMetrics parser of prometheus_client accepts the page (%s %s)" %
+                     (r.stdout.strip(), r.stderr.strip()[-300:]))
 
 
 def connection_limit():
@@ -241,6 +286,7 @@ def systemd_integration():
 
 endpoints()
 gzip_encoding()
+openmetrics()
 connection_limit()
 ipv6_and_many_addresses()
 address_in_use()

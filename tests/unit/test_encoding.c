@@ -1,4 +1,4 @@
-/* Unit tests of exporters/encoding.c: Accept-Encoding decisions and gzip round trips. */
+/* Unit tests of exporters/encoding.c: Accept-Encoding and Accept decisions, gzip round trips. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -57,6 +57,44 @@ static void test_accept(void **state)
                 if (accept_gzip(cases[i].value) != cases[i].gzip)
                         fail_msg("accept_gzip(\"%s\") != %d",
                                  cases[i].value ? cases[i].value : "(null)", cases[i].gzip);
+}
+
+static void test_accept_openmetrics(void **state)
+{
+        static const struct {
+                const char *value;
+                bool om;
+        } cases[] = {
+            {NULL, false},
+            {"", false},
+            {"*/*", false},
+            {"text/plain", false},
+            /* what Prometheus 2.x sends */
+            {"application/openmetrics-text;version=1.0.0,application/"
+             "openmetrics-text;version=0.0.1;"
+             "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+             true},
+            {"application/openmetrics-text", true},
+            {"Application/OpenMetrics-Text; version=\"1.0.0\"", true},
+            {"application/openmetrics-text;version=0.0.1", true},
+            {"application/openmetrics-text;version=2.0.0", false},
+            {"application/openmetrics-text;version=2.0.0, text/plain", false},
+            {"application/openmetrics-text;q=0", false},
+            {"application/openmetrics-text;q=0.5, text/plain", false},
+            {"text/plain;q=0.5, application/openmetrics-text", true},
+            {"application/openmetrics-text, text/plain", true}, /* a tie goes to OpenMetrics */
+            {"application/openmetrics-text;q=0.4, */*;q=0.5", false},
+            {"application/openmetrics-text;q=0.4, text/*;q=0.5", false},
+            {"application/openmetrics-text;q=x, text/plain;q=0.1", false},
+            {"application/openmetrics-textx", false},
+            {"application/json", false},
+        };
+        (void)state;
+
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                if (accept_openmetrics(cases[i].value) != cases[i].om)
+                        fail_msg("accept_openmetrics(\"%s\") != %d",
+                                 cases[i].value ? cases[i].value : "(null)", cases[i].om);
 }
 
 static void test_accept_long(void **state)
@@ -148,6 +186,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_accept),
+            cmocka_unit_test(test_accept_openmetrics),
             cmocka_unit_test(test_accept_long),
             cmocka_unit_test(test_gzip),
         };

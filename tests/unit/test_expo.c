@@ -1,4 +1,5 @@
-/* Unit tests of the text exposition writer: exact output, number formats, merging of sets. */
+/* Unit tests of the exposition writer: exact output in the text format and OpenMetrics, number
+ * formats, merging of sets. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -286,6 +287,58 @@ static void test_write_text_to_stream(void **state)
         mset_free(s);
 }
 
+static void test_openmetrics(void **state)
+{
+        struct mset *a = mset_new(), *b = mset_new();
+        struct mset *sets[2] = {a, b};
+        struct mfamily *f;
+        char *buf = NULL;
+        size_t len = 0;
+        (void)state;
+
+        f = mset_family(a, "diskpulse_x_reads_total", "Reads \"done\"\\ here.", MT_COUNTER);
+        mfamily_add_u64(a, f, "", 7, "device", "sda", NULL);
+        mset_gauge(a, "diskpulse_x_info", "Info.", 1, "model", "a\"b", NULL);
+        f = mset_family(a, "diskpulse_x_seconds", "Latency.", MT_HISTOGRAM);
+        mfamily_add(a, f, "_bucket", 1, "le", "0.1", NULL);
+        mfamily_add(a, f, "_bucket", 2, "le", "+Inf", NULL);
+        mfamily_add(a, f, "_sum", 0.25, NULL);
+        mfamily_add_u64(a, f, "_count", 2, NULL);
+        f = mset_family(b, "diskpulse_x_reads_total", "Ignored.", MT_COUNTER);
+        mfamily_add_u64(b, f, "", 9, "device", "sdb", NULL);
+        f = mset_family(b, "total", "A counter called total.", MT_COUNTER);
+        mfamily_add_u64(b, f, "", 1, NULL);
+
+        assert_int_equal(expo_render(sets, 2, EXPO_FORMAT_OPENMETRICS, &buf, &len), 0);
+        assert_string_equal(buf, "# HELP diskpulse_x_reads Reads \\\"done\\\"\\\\ here.\n"
+                                 "# TYPE diskpulse_x_reads counter\n"
+                                 "diskpulse_x_reads_total{device=\"sda\"} 7\n"
+                                 "diskpulse_x_reads_total{device=\"sdb\"} 9\n"
+                                 "# HELP diskpulse_x_info Info.\n"
+                                 "# TYPE diskpulse_x_info gauge\n"
+                                 "diskpulse_x_info{model=\"a\\\"b\"} 1\n"
+                                 "# HELP diskpulse_x_seconds Latency.\n"
+                                 "# TYPE diskpulse_x_seconds histogram\n"
+                                 "diskpulse_x_seconds_bucket{le=\"0.1\"} 1\n"
+                                 "diskpulse_x_seconds_bucket{le=\"+Inf\"} 2\n"
+                                 "diskpulse_x_seconds_sum 0.25\n"
+                                 "diskpulse_x_seconds_count 2\n"
+                                 "# HELP total A counter called total.\n"
+                                 "# TYPE total counter\n"
+                                 "total 1\n"
+                                 "# EOF\n");
+        assert_int_equal(strlen(buf), len);
+        free(buf);
+        /* the text format keeps the full names and does not escape quotes in HELP */
+        buf = render(sets, 2);
+        assert_non_null(strstr(buf, "# HELP diskpulse_x_reads_total Reads \"done\"\\\\ here.\n"
+                                    "# TYPE diskpulse_x_reads_total counter\n"));
+        assert_null(strstr(buf, "# EOF"));
+        free(buf);
+        mset_free(a);
+        mset_free(b);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -296,6 +349,7 @@ int main(void)
             cmocka_unit_test(test_sets_merged),
             cmocka_unit_test(test_empty),
             cmocka_unit_test(test_write_text_to_stream),
+            cmocka_unit_test(test_openmetrics),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
