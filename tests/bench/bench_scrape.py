@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: memory, CPU per sampling round and per scrape, and scrape latency of the real daemon
-on synthetic fixture trees of 10 to 10,000 devices. Prints numbers; asserts nothing.
+on synthetic fixture trees of 10 to 10,000 devices, for the text format, gzip and OpenMetrics (each
+scrape after a new sample renders, and compresses, anew). Prints numbers; asserts nothing.
 Usage: bench_scrape.py BINARY [DEVICES ...]"""
 import os
 import shutil
@@ -47,12 +48,31 @@ def cpu_seconds(pid):
     return total / 1e9
 
 
+FORMS = (("text", {}), ("gzip", {"Accept-Encoding": "gzip"}),
+         ("openmetrics", {"Accept": "application/openmetrics-text"}))
+
+
+def measure(d, pid, idle, scrapes, headers):
+    """CPU per scrape beyond the sampling (seconds), latencies (sorted) and the page size."""
+    lat = []
+    size = 0
+    c0, t0 = cpu_seconds(pid), time.monotonic()
+    for _ in range(scrapes):
+        s = time.perf_counter()
+        size = len(dp.http_get(d.url + "/metrics", timeout=30, headers=headers)[2])
+        lat.append(time.perf_counter() - s)
+    wall = time.monotonic() - t0
+    lat.sort()
+    return max(0.0, (cpu_seconds(pid) - c0) - idle * wall) / scrapes, lat, size
+
+
 def bench(binary, n):
     root = tempfile.mkdtemp(prefix="diskpulse-bench-")
     try:
         make_tree(root, n)
         args = ["--path.procfs=" + root + "/proc", "--path.sysfs=" + root + "/sys",
-                "--path.udev.data=" + root + "/udev", "--collector.diskstats.device-include=."]
+                "--path.udev.data=" + root + "/udev", "--collector.diskstats.device-include=.",
+                "--no-collector.canary"]
         with dp.Daemon(binary, *args) as d:
             pid = d.proc.pid
             time.sleep(2)
@@ -60,23 +80,17 @@ def bench(binary, n):
             time.sleep(5)
             idle = (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
             scrapes = 200 if n <= 1000 else 30
-            lat = []
-            size = 0
-            c0, t0 = cpu_seconds(pid), time.monotonic()
-            for _ in range(scrapes):
-                s = time.perf_counter()
-                size = len(dp.http_get(d.url + "/metrics", timeout=30)[2])
-                lat.append(time.perf_counter() - s)
-            wall = time.monotonic() - t0
-            per_scrape = max(0.0, (cpu_seconds(pid) - c0) - idle * wall) / scrapes
-            lat.sort()
-            print("%6d devices: RSS %6d KiB, sampling %.2f%% of a core, %.2f ms CPU/scrape, "
-                  "latency p50 %.2f ms p99 %.2f ms, page %d KiB"
-                  % (n, rss_kib(pid), idle * 100, per_scrape * 1000, statistics.median(lat) * 1000,
-                     lat[int(len(lat) * 0.99) - 1] * 1000, size // 1024))
+            for i, (form, headers) in enumerate(FORMS):
+                per_scrape, lat, size = measure(d, pid, idle, scrapes, headers)
+                head = ("%6d devices: RSS %6d KiB, sampling %.2f%% of a core, " % (n, rss_kib(pid), idle * 100)
+                        if i == 0 else " " * 63)
+                print("%s%-11s %.2f ms CPU/scrape, latency p50 %.2f ms p99 %.2f ms, page %d KiB"
+                      % (head, form, per_scrape * 1000, statistics.median(lat) * 1000,
+                         lat[int(len(lat) * 0.99) - 1] * 1000, size // 1024))
     finally:
         shutil.rmtree(root)
 
 
-for count in [int(a) for a in sys.argv[2:]] or [10, 100, 1000, 10000]:
-    bench(sys.argv[1], count)
+if __name__ == "__main__":
+    for count in [int(a) for a in sys.argv[2:]] or [10, 100, 1000, 10000]:
+        bench(sys.argv[1], count)
