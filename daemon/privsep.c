@@ -196,10 +196,13 @@ static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct de
         /* Blocking: the daemon reads continuously; a worker stuck here is killed at its
          * deadline like any other. */
         for (;;) {
-                if (send(h->fd, msg, (size_t)len, MSG_NOSIGNAL) == len)
-                        _exit(0);
-                if (errno != EINTR)
-                        _exit(1);
+                ssize_t n = send(h->fd, msg, (size_t)len, MSG_NOSIGNAL);
+                if (n == len || errno != EINTR) {
+                        /* freed although the process ends, so that leak checkers stay quiet */
+                        free(msg);
+                        free(resp);
+                        _exit(n == len ? 0 : 1);
+                }
         }
 }
 
