@@ -39,17 +39,25 @@ static bool parse_qvalue(const char *s, size_t n, int *ret)
         return true;
 }
 
-/* One element "token *( OWS ; OWS param )" between start and end (a coding, or a media range
- * type/subtype): the token's bounds, its qvalue (1000 when absent) and the value of its
- * "version" parameter (quotes removed; NULL when absent). Returns false when malformed. */
-static bool parse_element(const char *p, const char *end, const char **ret_coding, size_t *ret_len,
-                          int *ret_q, const char **ret_ver, size_t *ret_ver_len)
+/* One element of a header list: a coding, or a media range type/subtype, with its qvalue (1000
+ * when absent) and the value of its "version" parameter (quotes removed; NULL when absent). */
+struct element {
+        const char *tok;
+        size_t len;
+        int q;
+        const char *ver;
+        size_t ver_len;
+};
+
+/* Parses one element "token *( OWS ; OWS param )" between p and end into *el. Returns false
+ * when malformed. */
+static bool parse_element(const char *p, const char *end, struct element *el)
 {
         const char *c;
         int q = 1000;
 
-        *ret_ver = NULL;
-        *ret_ver_len = 0;
+        el->ver = NULL;
+        el->ver_len = 0;
 
         while (p < end && is_ows(*p))
                 p++;
@@ -58,8 +66,8 @@ static bool parse_element(const char *p, const char *end, const char **ret_codin
                 p++;
         if (p == c)
                 return false;
-        *ret_coding = c;
-        *ret_len = (size_t)(p - c);
+        el->tok = c;
+        el->len = (size_t)(p - c);
         while (p < end) {
                 const char *name, *val;
                 size_t nlen;
@@ -91,37 +99,54 @@ static bool parse_element(const char *p, const char *end, const char **ret_codin
                                 val++;
                                 vl -= 2;
                         }
-                        *ret_ver = val;
-                        *ret_ver_len = vl;
+                        el->ver = val;
+                        el->ver_len = vl;
                 }
         }
-        *ret_q = q;
+        el->q = q;
         return true;
+}
+
+/* The next element of the comma-separated list at *p (up to end) that parses, skipping
+ * malformed ones; advances *p past it. Returns false when the list is exhausted. */
+static bool next_element(const char **p, const char *end, struct element *el)
+{
+        while (*p < end) {
+                const char *comma = memchr(*p, ',', (size_t)(end - *p));
+                const char *e = comma ? comma : end;
+                bool ok = parse_element(*p, e, el);
+
+                *p = comma ? comma + 1 : end;
+                if (ok)
+                        return true;
+        }
+        return false;
+}
+
+static bool token_is(const struct element *el, const char *want)
+{
+        return el->len == strlen(want) && strncasecmp(el->tok, want, el->len) == 0;
+}
+
+static bool version_is(const struct element *el, const char *want)
+{
+        return el->ver_len == strlen(want) && strncmp(el->ver, want, el->ver_len) == 0;
 }
 
 bool accept_gzip(const char *value)
 {
         int gzip_q = -1, star_q = -1;
-        size_t len;
+        struct element el;
+        const char *end;
 
         if (!value)
                 return false;
-        len = strnlen(value, ACCEPT_ENCODING_MAX);
-        for (const char *p = value, *end = value + len; p < end;) {
-                const char *comma = memchr(p, ',', (size_t)(end - p));
-                const char *e = comma ? comma : end;
-                const char *coding, *ver;
-                size_t clen, vlen;
-                int q;
-
-                if (parse_element(p, e, &coding, &clen, &q, &ver, &vlen)) {
-                        if ((clen == 4 && strncasecmp(coding, "gzip", 4) == 0) ||
-                            (clen == 6 && strncasecmp(coding, "x-gzip", 6) == 0))
-                                gzip_q = gzip_q < 0 || q < gzip_q ? q : gzip_q;
-                        else if (clen == 1 && coding[0] == '*')
-                                star_q = q;
-                }
-                p = comma ? comma + 1 : end;
+        end = value + strnlen(value, ACCEPT_ENCODING_MAX);
+        while (next_element(&value, end, &el)) {
+                if (token_is(&el, "gzip") || token_is(&el, "x-gzip"))
+                        gzip_q = gzip_q < 0 || el.q < gzip_q ? el.q : gzip_q;
+                else if (token_is(&el, "*"))
+                        star_q = el.q;
         }
         if (gzip_q >= 0)
                 return gzip_q > 0;
@@ -164,44 +189,25 @@ int gzip_compress(const void *in, size_t len, int level, void **ret, size_t *ret
         return 0;
 }
 
-static bool token_is(const char *t, size_t len, const char *want)
-{
-        return len == strlen(want) && strncasecmp(t, want, len) == 0;
-}
-
-static bool version_is(const char *v, size_t len, const char *want)
-{
-        return len == strlen(want) && strncmp(v, want, len) == 0;
-}
-
 bool accept_openmetrics(const char *value)
 {
         int om_q = -1, text_q = -1;
-        size_t len;
+        struct element el;
+        const char *end;
 
         if (!value)
                 return false;
-        len = strnlen(value, ACCEPT_ENCODING_MAX);
-        for (const char *p = value, *end = value + len; p < end;) {
-                const char *comma = memchr(p, ',', (size_t)(end - p));
-                const char *e = comma ? comma : end;
-                const char *t, *ver;
-                size_t tlen, vlen;
-                int q;
-
-                if (parse_element(p, e, &t, &tlen, &q, &ver, &vlen)) {
-                        if (token_is(t, tlen, "application/openmetrics-text")) {
-                                if ((!ver || version_is(ver, vlen, "1.0.0") ||
-                                     version_is(ver, vlen, "0.0.1")) &&
-                                    q > om_q)
-                                        om_q = q;
-                        } else if (token_is(t, tlen, "text/plain") || token_is(t, tlen, "text/*") ||
-                                   token_is(t, tlen, "*/*")) {
-                                if (q > text_q)
-                                        text_q = q;
-                        }
+        end = value + strnlen(value, ACCEPT_ENCODING_MAX);
+        while (next_element(&value, end, &el)) {
+                if (token_is(&el, "application/openmetrics-text")) {
+                        if ((!el.ver || version_is(&el, "1.0.0") || version_is(&el, "0.0.1")) &&
+                            el.q > om_q)
+                                om_q = el.q;
+                } else if (token_is(&el, "text/plain") || token_is(&el, "text/*") ||
+                           token_is(&el, "*/*")) {
+                        if (el.q > text_q)
+                                text_q = el.q;
                 }
-                p = comma ? comma + 1 : end;
         }
         return om_q > 0 && om_q >= text_q;
 }
