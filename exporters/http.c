@@ -117,45 +117,44 @@ static void html_escape(FILE *f, const char *s)
         }
 }
 
-/* The value of family name for the sample whose device label is dev, or NaN. */
-static double device_value(struct mset *const *sets, size_t n, const char *name, const char *dev)
+/* The value of family name's sample without suffix whose labels include every pair of want
+ * (name, value, ..., NULL), or NaN. */
+static double sample_value(struct mset *const *sets, size_t n, const char *name,
+                           const char *const *want)
 {
-        char buf[64];
-
-        for (size_t i = 0; i < n; i++) {
-                const struct mfamily *f = mset_find(sets[i], name);
-                for (size_t k = 0; f && k < f->n; k++)
-                        if (labels_get(f->samples[k].labels, "device", buf, sizeof buf) &&
-                            strcmp(buf, dev) == 0)
-                                return f->samples[k].d;
-        }
-        return 0.0 / 0.0;
-}
-
-#define INDEX_MAX_DEVICES 200
-
-/* The value of family name (suffix "") for the canary target with path and mode (and the
- * quantile label when q is not NULL), or NaN. */
-static double target_value(struct mset *const *sets, size_t n, const char *name, const char *path,
-                           const char *mode, const char *q)
-{
-        char p[4096], m[32], qb[16];
+        char buf[4096];
 
         for (size_t i = 0; i < n; i++) {
                 const struct mfamily *f = mset_find(sets[i], name);
                 for (size_t k = 0; f && k < f->n; k++) {
                         const struct msample *sm = &f->samples[k];
-                        if (*sm->suffix || !labels_get(sm->labels, "path", p, sizeof p) ||
-                            strcmp(p, path) != 0 || !labels_get(sm->labels, "mode", m, sizeof m) ||
-                            strcmp(m, mode) != 0)
-                                continue;
-                        if (q && (!labels_get(sm->labels, "quantile", qb, sizeof qb) ||
-                                  strcmp(qb, q) != 0))
-                                continue;
-                        return sm->is_int ? (double)sm->u : sm->d;
+                        bool match = !*sm->suffix;
+                        for (size_t w = 0; match && want[w]; w += 2)
+                                match = labels_get(sm->labels, want[w], buf, sizeof buf) &&
+                                        strcmp(buf, want[w + 1]) == 0;
+                        if (match)
+                                return sm->is_int ? (double)sm->u : sm->d;
                 }
         }
         return 0.0 / 0.0;
+}
+
+/* The value of family name for the sample whose device label is dev, or NaN. */
+static double device_value(struct mset *const *sets, size_t n, const char *name, const char *dev)
+{
+        return sample_value(sets, n, name, (const char *const[]){"device", dev, NULL});
+}
+
+#define INDEX_MAX_DEVICES 200
+
+/* The value of family name for the canary target with path and mode (and the quantile label
+ * when q is not NULL), or NaN. */
+static double target_value(struct mset *const *sets, size_t n, const char *name, const char *path,
+                           const char *mode, const char *q)
+{
+        return sample_value(
+            sets, n, name,
+            (const char *const[]){"path", path, "mode", mode, q ? "quantile" : NULL, q, NULL});
 }
 
 /* A table cell with the value, or a dash when there is none (NaN). */
