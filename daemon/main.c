@@ -8,12 +8,14 @@
 #include <sys/epoll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
 #include "canary.h"
 #include "canary_stats.h"
+#include "cidr.h"
 #include "devices.h"
 #include "diskstats.h"
 #include "expo.h"
@@ -22,11 +24,14 @@
 #include "listen.h"
 #include "log.h"
 #include "options.h"
+#include "prestart.h"
 #include "privsep.h"
 #include "process.h"
 #include "registry.h"
 #include "smart.h"
 #include "snapshot.h"
+#include "watchdog.h"
+#include "websec.h"
 
 #ifndef DISKPULSE_VERSION
 #define DISKPULSE_VERSION "0.0.0"
@@ -102,7 +107,10 @@ static void diskstats_config_from(struct daemon *d, struct diskstats_config *c)
         c->exclude = d->have_exclude ? &d->exclude : NULL;
         c->interval = d->opts.ds_interval;
         c->window = d->opts.ds_window;
-        c->identity_refresh = 60 * USEC_PER_SEC;
+        /* A safety net for what changes without an event (a write cache mode switched by
+         * hand): cheap (a stamp per device), and five minutes apart so that 1,000 devices cost
+         * little. */
+        c->identity_refresh = 300 * USEC_PER_SEC;
 }
 
 static void smart_config_from(struct daemon *d, struct smart_config *c)
@@ -162,6 +170,7 @@ static struct canary_target_config *canary_config_from(struct daemon *d, const s
             .targets = t,
             .n_targets = o->n_canary,
             .interval = o->canary_interval,
+            .burst = o->canary_burst,
             .size = (size_t)o->canary_size,
             .timeout = o->canary_timeout,
             .state_dir_fd = d->state_fd,
@@ -208,6 +217,38 @@ static void helper_export(struct daemon *d, struct mset *out)
                    (double)st.inflight, NULL);
 }
 
+/* The HTTP connection guard's counters (not in --once, which serves nothing). */
+static void http_export(struct daemon *d, struct mset *out)
+{
+        struct connguard_stats st;
+        struct mfamily *f;
+
+        if (!d->http)
+                return;
+        http_server_stats(d->http, &st);
+        mset_gauge(out, "diskpulse_http_connections", "HTTP connections open now.", (double)st.open,
+                   NULL);
+        f = mset_family(out, "diskpulse_http_connections_accepted_total",
+                        "HTTP connections accepted and served.", MT_COUNTER);
+        mfamily_add_u64(out, f, "", st.accepted, NULL);
+        f = mset_family(out, "diskpulse_http_connections_refused_total",
+                        "HTTP connections closed at once, unserved: source not allowed "
+                        "(--web.allow-from), or over a connection limit.",
+                        MT_COUNTER);
+        mfamily_add_u64(out, f, "", st.refused_network, "reason", "network", NULL);
+        mfamily_add_u64(out, f, "", st.refused_address, "reason", "address_limit", NULL);
+        mfamily_add_u64(out, f, "", st.refused_limit, "reason", "total_limit", NULL);
+        f = mset_family(out, "diskpulse_http_connections_closed_total",
+                        "HTTP connections the daemon closed: evicted at the connection limit, past "
+                        "a deadline, or from a network no longer allowed.",
+                        MT_COUNTER);
+        mfamily_add_u64(out, f, "", st.evicted, "reason", "evicted", NULL);
+        mfamily_add_u64(out, f, "", st.timeout_header, "reason", "header_timeout", NULL);
+        mfamily_add_u64(out, f, "", st.timeout_request, "reason", "request_timeout", NULL);
+        mfamily_add_u64(out, f, "", st.timeout_idle, "reason", "idle_timeout", NULL);
+        mfamily_add_u64(out, f, "", st.closed_network, "reason", "network", NULL);
+}
+
 static void self_export(struct daemon *d, struct mset *out)
 {
         struct mfamily *f;
@@ -229,6 +270,8 @@ static void self_export(struct daemon *d, struct mset *out)
                                     collector_defs[i].name, NULL);
         process_export(out, d->start_time);
         helper_export(d, out);
+        http_export(d, out);
+        websec_export(out);
 }
 
 /* One round: every enabled collector, then the self metrics; returns the new snapshot. */
@@ -303,6 +346,8 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata)
         if (d->next_tick <= now)
                 d->next_tick = now + d->opts.ds_interval;
         sd_event_source_set_time(s, d->next_tick);
+        /* A scraper due before the next round finds its page made. */
+        (void)publisher_prepare(d->pub, now_monotonic(), d->next_tick);
         return 0;
 }
 
@@ -432,6 +477,62 @@ static bool str_differs(const char *a, const char *b)
         return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
 }
 
+/* Descriptors the daemon needs besides its connections (roots, sockets, helper, canary files,
+ * libmicrohttpd's own). */
+#define FD_RESERVE 64
+
+/* The HTTP limits of the options, the connection limit within what the open-file limit allows.
+ * Returns the allow-list for lim->allow (the caller frees it). */
+static struct cidr *http_limits_from(const struct dp_options *o, struct connguard_config *lim)
+{
+        struct cidr *allow = xcalloc(o->n_allow_from ? o->n_allow_from : 1, sizeof(*allow));
+        struct rlimit rl;
+
+        for (size_t i = 0; i < o->n_allow_from; i++) {
+                const char *why;
+                (void)cidr_parse(o->allow_from[i], &allow[i], &why); /* checked by options */
+        }
+        *lim = (struct connguard_config){
+            .max_connections = o->max_connections,
+            .max_per_address = o->max_per_address,
+            .header_timeout = o->header_timeout,
+            .request_timeout = o->request_timeout,
+            .idle_timeout = o->idle_timeout,
+            .allow = allow,
+            .n_allow = o->n_allow_from,
+        };
+        /* Every connection is a descriptor, and evicted ones linger a moment (1/8 more). */
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+                rlim_t room = rl.rlim_cur > 2 * FD_RESERVE ? rl.rlim_cur - FD_RESERVE : FD_RESERVE;
+                rlim_t fit = room * 8 / 9;
+                if (lim->max_connections > fit) {
+                        char want[16], got[16], nofile[24];
+                        snprintf(want, sizeof want, "%u", lim->max_connections);
+                        snprintf(got, sizeof got, "%u", (unsigned)fit);
+                        snprintf(nofile, sizeof nofile, "%llu", (unsigned long long)rl.rlim_cur);
+                        log_warn("the open-file limit allows fewer connections", "flag",
+                                 "web.max-connections", "value", want, "using", got,
+                                 "RLIMIT_NOFILE", nofile);
+                        lim->max_connections = (unsigned)fit;
+                }
+        }
+        return allow;
+}
+
+/* A daemon that never select()s can use every descriptor the hard limit allows; the soft limit
+ * (often 1024) is only there for old programs that do (systemd.exec(5), LimitNOFILE=). */
+static void raise_fd_limit(void)
+{
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        log_errno(LOG_LEVEL_DEBUG, -errno, "cannot raise the open-file limit",
+                                  NULL);
+        }
+}
+
 /* SIGHUP: read flags and config again; apply what can change while running. */
 static void reload(struct daemon *d)
 {
@@ -439,6 +540,7 @@ static void reload(struct daemon *d)
         char err[512];
         regex_t inc, exc;
         bool has_inc, has_exc, restart = false;
+        struct websec *web = NULL;
 
         if (options_parse(d->argc, d->argv, &n, err, sizeof err) < 0) {
                 log_error("reload failed, keeping the running configuration", "reason", err);
@@ -449,16 +551,24 @@ static void reload(struct daemon *d)
                 options_free(&n);
                 return;
         }
+        if (websec_load(n.web_config_file, &web, err, sizeof err) < 0) {
+                log_error("reload failed, keeping the running configuration", "reason", err);
+                if (has_inc)
+                        regfree(&inc);
+                if (has_exc)
+                        regfree(&exc);
+                options_free(&n);
+                return;
+        }
         restart = n.n_listen != d->opts.n_listen || str_differs(n.procfs, d->opts.procfs) ||
                   str_differs(n.sysfs, d->opts.sysfs) ||
                   str_differs(n.udev_data, d->opts.udev_data) ||
                   str_differs(n.state_dir, d->opts.state_dir) ||
-                  n.systemd_socket != d->opts.systemd_socket ||
-                  n.max_connections != d->opts.max_connections;
+                  n.systemd_socket != d->opts.systemd_socket;
         for (size_t i = 0; !restart && i < n.n_listen; i++)
                 restart = strcmp(n.listen[i], d->opts.listen[i]) != 0;
         if (restart)
-                log_warn("listen addresses, connection limit and paths change only on restart");
+                log_warn("listen addresses and paths change only on restart");
 
         if (d->have_include)
                 regfree(&d->include);
@@ -481,11 +591,30 @@ static void reload(struct daemon *d)
                 n.n_canary = k;
         }
         d->opts.canary_interval = n.canary_interval;
+        d->opts.canary_burst = n.canary_burst;
         d->opts.canary_timeout = n.canary_timeout;
         d->opts.canary_size = n.canary_size;
         d->opts.log_level = n.log_level;
         d->opts.log_format = n.log_format;
         log_setup(n.log_level, n.log_format);
+        if (d->http) {
+                struct connguard_config lim;
+                _cleanup_free_ struct cidr *allow = http_limits_from(&n, &lim);
+                http_server_reconfigure(d->http, &lim);
+        }
+        d->opts.max_connections = n.max_connections;
+        d->opts.max_per_address = n.max_per_address;
+        d->opts.header_timeout = n.header_timeout;
+        d->opts.request_timeout = n.request_timeout;
+        d->opts.idle_timeout = n.idle_timeout;
+        {
+                char **tmp = d->opts.allow_from;
+                size_t k = d->opts.n_allow_from;
+                d->opts.allow_from = n.allow_from;
+                d->opts.n_allow_from = n.n_allow_from;
+                n.allow_from = tmp;
+                n.n_allow_from = k;
+        }
 
         for (size_t i = 0; i < COLLECTOR_MAX; i++)
                 d->opts.collector[i] = n.collector[i];
@@ -532,6 +661,8 @@ static void reload(struct daemon *d)
                 d->canary = canary_free(d->canary);
                 d->stats[COLLECTOR_CANARY].ran = false;
         }
+        swap_str(&d->opts.web_config_file, &n.web_config_file);
+        websec_install(web);
         options_free(&n);
         d->next_tick = now_monotonic();
         if (d->tick)
@@ -602,9 +733,12 @@ static int run_once(struct daemon *d)
         }
         if (d->smart)
                 smart_read_all_now(d->smart);
-        /* One probe per target; a hung one shows as stuck after --canary.timeout. */
+        /* One cycle per target (the spaced probe and its burst); a hung probe shows as stuck
+         * after --canary.timeout and ends its cycle. */
         if (d->canary)
-                (void)canary_wait_first(d->canary, d->opts.canary_timeout + 100 * USEC_PER_MSEC);
+                (void)canary_wait_first(d->canary,
+                                        (1 + d->opts.canary_burst) * d->opts.canary_timeout +
+                                            100 * USEC_PER_MSEC);
         snap = collect_round(d);
         struct mset *const *sets;
         size_t n = snapshot_sets(snap, &sets);
@@ -623,9 +757,8 @@ static int run_daemon(struct daemon *d)
         int *fds = d->listen_fds;
         size_t nfds = d->n_listen_fds;
         int r, err = 0;
+        _cleanup_free_ struct cidr *allow = NULL;
         struct http_config hc = {
-            .max_connections = d->opts.max_connections,
-            .timeout_sec = 10,
             .health_stale = 2 * d->opts.ds_interval + 10 * USEC_PER_SEC,
             .version = DISKPULSE_VERSION,
             .revision = DISKPULSE_REVISION,
@@ -643,7 +776,8 @@ static int run_daemon(struct daemon *d)
             (r = sd_event_add_signal(d->event, NULL, SIGINT, on_signal, d)) < 0 ||
             (r = sd_event_add_signal(d->event, NULL, SIGHUP, on_signal, d)) < 0)
                 return log_errno(LOG_LEVEL_ERROR, r, "cannot watch signals", NULL);
-        (void)sd_event_set_watchdog(d->event, true);
+        if ((r = watchdog_start(d->event)) < 0)
+                log_errno(LOG_LEVEL_WARN, r, "cannot arm the watchdog pings", NULL);
 
         if (d->devsrc->ops->monitor_fd(d->devsrc) >= 0) {
                 r = sd_event_add_io(d->event, &d->monitor, d->devsrc->ops->monitor_fd(d->devsrc),
@@ -663,6 +797,7 @@ static int run_daemon(struct daemon *d)
                 return log_errno(LOG_LEVEL_ERROR, r, "cannot arm the sampling timer", NULL);
         sd_event_source_set_enabled(d->tick, SD_EVENT_ON);
 
+        allow = http_limits_from(&d->opts, &hc.limits);
         d->http = http_server_new(fds, nfds, &hc, d->pub, &err);
         d->n_listen_fds = 0; /* the server owns them now, closed or not */
         if (!d->http)
@@ -698,6 +833,21 @@ static int start_helper(struct daemon *d)
                 if (r < 0)
                         return log_errno(LOG_LEVEL_ERROR, r, "cannot drop privileges", NULL);
         }
+        return 0;
+}
+
+static int load_web_config(struct daemon *d)
+{
+        struct websec *web = NULL;
+        char err[512];
+        int r = websec_load(d->opts.web_config_file, &web, err, sizeof err);
+
+        if (r < 0) {
+                /* as a bad flag or config line: on stderr, exit status 2 */
+                fprintf(stderr, "diskpulse: %s\n", err);
+                return r;
+        }
+        websec_install(web);
         return 0;
 }
 
@@ -738,6 +888,69 @@ static void daemon_done(struct daemon *d)
         options_free(&d->opts);
 }
 
+/* Flags and config file into *o, checked; what --help, --version and --check-config print.
+ * Returns -1 to go on, else the exit status. With capabilities, prestart_run() calls it in a
+ * child that has none. */
+static int front(void *ud, struct dp_options *o)
+{
+        struct daemon *d = ud;
+        char err[512];
+
+        if (options_parse(d->argc, d->argv, o, err, sizeof err) < 0) {
+                fprintf(stderr, "diskpulse: %s\n", err);
+                return 2;
+        }
+        if (o->help) {
+                options_help(stdout);
+                return 0;
+        }
+        if (o->version) {
+                printf("diskpulse version %s (revision %s)\n", DISKPULSE_VERSION,
+                       DISKPULSE_REVISION);
+                return 0;
+        }
+        if (compile_filters(d, o, &d->include, &d->have_include, &d->exclude, &d->have_exclude) <
+            0) {
+                fprintf(stderr, "diskpulse: invalid device filter\n");
+                return 2;
+        }
+        if (o->check_config) {
+                struct websec *web = NULL;
+
+                /* The web config is read as the daemon reads it: without capabilities (the
+                 * child of prestart_run() has none already). */
+                (void)privsep_drop_all();
+                if (websec_load(o->web_config_file, &web, err, sizeof err) < 0) {
+                        fprintf(stderr, "diskpulse: %s\n", err);
+                        return 2;
+                }
+                options_dump(o, stdout);
+                websec_describe(web, stdout);
+                websec_free(web);
+                printf("# configuration OK\n");
+                return 0;
+        }
+        return -1;
+}
+
+/* After a start with capabilities (which are gone now): flags and file read by this process
+ * itself, for everything; they must still ask for what was set up from the child's facts. */
+static int reparse(struct daemon *d)
+{
+        struct dp_options facts = d->opts;
+        int st;
+
+        memset(&d->opts, 0, sizeof d->opts);
+        st = front(d, &d->opts);
+        if (st < 0 && prestart_same(&facts, &d->opts) < 0)
+                st = 1;
+        options_free(&facts);
+        if (st >= 0)
+                log_error("the flags or the config file changed while diskpulse started; start "
+                          "it again");
+        return st >= 0 ? -ESTALE : 0;
+}
+
 int main(int argc, char **argv)
 {
         struct daemon d = {.argc = argc,
@@ -746,39 +959,18 @@ int main(int argc, char **argv)
                            .sysfs_fd = -1,
                            .udev_fd = -1,
                            .state_fd = -1};
-        char err[512];
+        bool privileged = prestart_needed();
         sigset_t mask;
-        int r;
+        int r, st;
 
+        malloc_setup();
         d.start_time = now_realtime();
         log_setup(LOG_LEVEL_INFO, LOG_FORMAT_LOGFMT);
-        r = options_parse(argc, argv, &d.opts, err, sizeof err);
-        if (r < 0) {
-                fprintf(stderr, "diskpulse: %s\n", err);
-                return 2;
-        }
-        if (d.opts.help) {
-                options_help(stdout);
-                options_free(&d.opts);
-                return 0;
-        }
-        if (d.opts.version) {
-                printf("diskpulse version %s (revision %s)\n", DISKPULSE_VERSION,
-                       DISKPULSE_REVISION);
-                options_free(&d.opts);
-                return 0;
-        }
-        if (compile_filters(&d, &d.opts, &d.include, &d.have_include, &d.exclude, &d.have_exclude) <
-            0) {
-                fprintf(stderr, "diskpulse: invalid device filter\n");
-                options_free(&d.opts);
-                return 2;
-        }
-        if (d.opts.check_config) {
-                options_dump(&d.opts, stdout);
-                printf("# configuration OK\n");
+        /* With capabilities, no parser here until they are dropped (prestart.h). */
+        st = privileged ? prestart_run(front, &d, &d.opts) : front(&d, &d.opts);
+        if (st >= 0) {
                 daemon_done(&d);
-                return 0;
+                return st;
         }
         log_setup(d.opts.log_level, d.opts.log_format);
 
@@ -789,14 +981,23 @@ int main(int argc, char **argv)
         sigaddset(&mask, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
+        raise_fd_limit();
 
         d.pub = publisher_new();
-        r = open_roots(&d, &d.opts);
         /* Bind before giving up privileges (a port below 1024 needs them). */
-        if (r >= 0 && !d.opts.once)
-                r = get_listen_fds(&d, &d.listen_fds, &d.n_listen_fds);
+        r = d.opts.once ? 0 : get_listen_fds(&d, &d.listen_fds, &d.n_listen_fds);
         if (r >= 0)
                 r = start_helper(&d);
+        if (r >= 0 && privileged)
+                r = reparse(&d);
+        if (r >= 0)
+                r = open_roots(&d, &d.opts);
+        /* The web config and its keys are read without capabilities, at start as on SIGHUP,
+         * and never by the helper, which was forked before. */
+        if (r >= 0 && !d.opts.once && load_web_config(&d) < 0) {
+                daemon_done(&d);
+                return 2;
+        }
         if (r >= 0) {
                 setup_collectors(&d);
                 r = d.opts.once ? run_once(&d) : run_daemon(&d);

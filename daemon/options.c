@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "canary.h"
+#include "cidr.h"
 #include "fsroot.h"
 #include "listen.h"
 
@@ -18,12 +20,14 @@ enum opt_kind {
         OPT_STRV,
         OPT_DURATION,
         OPT_UINT,
+        OPT_COUNT, /* 0 .. 65535 */
         OPT_LOGLEVEL,
         OPT_LOGFMT,
         OPT_REGEX,
         OPT_POWERMODE,
         OPT_CANARY_PATH,
-        OPT_SIZE
+        OPT_SIZE,
+        OPT_CIDR
 };
 
 struct opt_def {
@@ -43,7 +47,19 @@ static const struct opt_def opts[] = {
     {"web.systemd-socket", OPT_BOOL, OFF(systemd_socket), false, NULL,
      "use the sockets passed by systemd (also used whenever LISTEN_FDS is set)"},
     {"web.max-connections", OPT_UINT, OFF(max_connections), false, "N",
-     "connections served at once per listening socket; more are refused (default 64)"},
+     "connections open at once, all addresses together; more are refused (default 512)"},
+    {"web.max-connections-per-address", OPT_UINT, OFF(max_per_address), false, "N",
+     "connections open at once from one IPv4 address or IPv6 /64 (default 16)"},
+    {"web.read-header-timeout", OPT_DURATION, OFF(header_timeout), false, "DUR",
+     "a request's headers must be complete this long after its start (default 5s)"},
+    {"web.request-timeout", OPT_DURATION, OFF(request_timeout), false, "DUR",
+     "a request must be answered this long after its start (default 30s)"},
+    {"web.idle-timeout", OPT_DURATION, OFF(idle_timeout), false, "DUR",
+     "a kept-alive connection may wait this long for its next request (default 2m)"},
+    {"web.allow-from", OPT_CIDR, OFF(allow_from), false, "CIDR",
+     "serve only clients in this network (ADDR or ADDR/PREFIX); repeatable (default: all)"},
+    {"web.config.file", OPT_STRING, OFF(web_config_file), false, "FILE",
+     "TLS, basic auth and response headers: an exporter-toolkit web config (YAML)"},
     {"config.file", OPT_STRING, OFF(config_file), true, "FILE",
      "config file of \"name = value\" lines; every flag can be set there, flags win"},
     {"path.procfs", OPT_STRING, OFF(procfs), false, "DIR", "procfs root (default /proc)"},
@@ -69,7 +85,10 @@ static const struct opt_def opts[] = {
      "probe the filesystem of DIR; MODE fdatasync (default), append, dsync or direct; "
      "repeatable (default: the state directory)"},
     {"canary.interval", OPT_DURATION, OFF(canary_interval), false, "DUR",
-     "time between two probes of a canary target, +-10% jitter (default 10s)"},
+     "time between two probe cycles of a canary target, +-10% jitter (default 1m)"},
+    {"canary.burst", OPT_COUNT, OFF(canary_burst), false, "N",
+     "back-to-back probes after each spaced one, their median the busy regime; 0: none "
+     "(default 3)"},
     {"canary.size", OPT_SIZE, OFF(canary_size), false, "BYTES",
      "bytes written by each probe; k, M suffixes (default 4096)"},
     {"canary.timeout", OPT_DURATION, OFF(canary_timeout), false, "DUR",
@@ -291,6 +310,10 @@ static void reset_list(struct dp_options *o, size_t idx)
                 for (size_t i = 0; i < o->n_listen; i++)
                         free(o->listen[i]);
                 o->n_listen = 0;
+        } else if (opts[idx].kind == OPT_CIDR) {
+                for (size_t i = 0; i < o->n_allow_from; i++)
+                        free(o->allow_from[i]);
+                o->n_allow_from = 0;
         } else if (opts[idx].kind == OPT_CANARY_PATH) {
                 for (size_t i = 0; i < o->n_canary; i++)
                         free(o->canary[i].path);
@@ -385,6 +408,17 @@ static int apply(struct dp_options *o, size_t idx, const char *value, bool negat
                 *(unsigned *)(base + d->offset) = (unsigned)v;
                 return 0;
         }
+        case OPT_COUNT: {
+                uint64_t v;
+                if (parse_u64(value, &v) < 0 || v > 65535) {
+                        fail(err, errsz,
+                             "%sinvalid value for %s: \"%s\" (expected a number from 0 to 65535)",
+                             where, d->name, value);
+                        return -EINVAL;
+                }
+                *(unsigned *)(base + d->offset) = (unsigned)v;
+                return 0;
+        }
         case OPT_LOGLEVEL:
                 if (log_level_from_string(value, (enum log_level *)(base + d->offset)) < 0) {
                         fail(err, errsz,
@@ -412,6 +446,20 @@ static int apply(struct dp_options *o, size_t idx, const char *value, bool negat
                 return 0;
         case OPT_CANARY_PATH:
                 return add_canary_path(o, value, where, err, errsz);
+        case OPT_CIDR: {
+                struct cidr c;
+                const char *why;
+                if (cidr_parse(value, &c, &why) < 0) {
+                        fail(err, errsz,
+                             "%sinvalid value for %s: \"%s\" (%s; expected an address or "
+                             "ADDR/PREFIX such as 10.0.0.0/8 or 2001:db8::/32)",
+                             where, d->name, value, why);
+                        return -EINVAL;
+                }
+                o->allow_from = xrealloc(o->allow_from, (o->n_allow_from + 1) * sizeof(char *));
+                o->allow_from[o->n_allow_from++] = xstrdup(value);
+                return 0;
+        }
         case OPT_SIZE: {
                 uint64_t v;
                 if (parse_size(value, &v) < 0 || v == 0) {
@@ -557,7 +605,11 @@ static void set_defaults(struct dp_options *o)
         const char *sd = getenv("STATE_DIRECTORY");
 
         memset(o, 0, sizeof(*o));
-        o->max_connections = 64;
+        o->max_connections = 512;
+        o->max_per_address = 16;
+        o->header_timeout = 5 * USEC_PER_SEC;
+        o->request_timeout = 30 * USEC_PER_SEC;
+        o->idle_timeout = 120 * USEC_PER_SEC;
         o->procfs = xstrdup("/proc");
         o->sysfs = xstrdup("/sys");
         o->udev_data = xstrdup("/run/udev/data");
@@ -567,7 +619,8 @@ static void set_defaults(struct dp_options *o)
         o->smart_interval = 600 * USEC_PER_SEC;
         o->smart_timeout = 10 * USEC_PER_SEC;
         o->smart_powermode = SMART_PM_STANDBY;
-        o->canary_interval = 10 * USEC_PER_SEC;
+        o->canary_interval = 60 * USEC_PER_SEC;
+        o->canary_burst = 3;
         o->canary_timeout = 30 * USEC_PER_SEC;
         o->canary_size = 4096;
         /* systemd's StateDirectory= may list several, separated by ':'; the first is ours. */
@@ -608,6 +661,25 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                      format_duration(o->ds_interval, b, sizeof b));
                 return -EINVAL;
         }
+        if (o->header_timeout < 100 * USEC_PER_MSEC || o->header_timeout > 3600 * USEC_PER_SEC) {
+                fail(err, errsz,
+                     "invalid value for web.read-header-timeout: %s (expected 100ms to 1h)",
+                     format_duration(o->header_timeout, a, sizeof a));
+                return -EINVAL;
+        }
+        if (o->request_timeout < o->header_timeout || o->request_timeout > 3600 * USEC_PER_SEC) {
+                fail(err, errsz,
+                     "invalid value for web.request-timeout: %s (expected web.read-header-timeout "
+                     "%s to 1h)",
+                     format_duration(o->request_timeout, a, sizeof a),
+                     format_duration(o->header_timeout, b, sizeof b));
+                return -EINVAL;
+        }
+        if (o->idle_timeout < 100 * USEC_PER_MSEC || o->idle_timeout > 3600 * USEC_PER_SEC) {
+                fail(err, errsz, "invalid value for web.idle-timeout: %s (expected 100ms to 1h)",
+                     format_duration(o->idle_timeout, a, sizeof a));
+                return -EINVAL;
+        }
         if (o->smart_interval < USEC_PER_SEC) {
                 fail(err, errsz, "invalid value for smart.interval: %s (expected at least 1s)",
                      format_duration(o->smart_interval, a, sizeof a));
@@ -621,6 +693,11 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         if (o->canary_interval < 100 * USEC_PER_MSEC || o->canary_interval > 86400 * USEC_PER_SEC) {
                 fail(err, errsz, "invalid value for canary.interval: %s (expected 100ms to 24h)",
                      format_duration(o->canary_interval, a, sizeof a));
+                return -EINVAL;
+        }
+        if (o->canary_burst > CANARY_BURST_MAX) {
+                fail(err, errsz, "invalid value for canary.burst: %u (expected 0 to %d)",
+                     o->canary_burst, CANARY_BURST_MAX);
                 return -EINVAL;
         }
         if (o->canary_timeout < 10 * USEC_PER_MSEC || o->canary_timeout > 3600 * USEC_PER_SEC) {
@@ -728,7 +805,11 @@ void options_free(struct dp_options *o)
         for (size_t i = 0; i < o->n_listen; i++)
                 free(o->listen[i]);
         free(o->listen);
+        for (size_t i = 0; i < o->n_allow_from; i++)
+                free(o->allow_from[i]);
+        free(o->allow_from);
         free(o->config_file);
+        free(o->web_config_file);
         free(o->procfs);
         free(o->sysfs);
         free(o->udev_data);
@@ -775,6 +856,16 @@ void options_dump(const struct dp_options *o, FILE *out)
                 fprintf(out, "web.listen-address = %s\n", o->listen[i]);
         fprintf(out, "web.systemd-socket = %s\n", o->systemd_socket ? "true" : "false");
         fprintf(out, "web.max-connections = %u\n", o->max_connections);
+        fprintf(out, "web.max-connections-per-address = %u\n", o->max_per_address);
+        fprintf(out, "web.read-header-timeout = %s\n",
+                format_duration(o->header_timeout, a, sizeof a));
+        fprintf(out, "web.request-timeout = %s\n",
+                format_duration(o->request_timeout, a, sizeof a));
+        fprintf(out, "web.idle-timeout = %s\n", format_duration(o->idle_timeout, a, sizeof a));
+        for (size_t i = 0; i < o->n_allow_from; i++)
+                fprintf(out, "web.allow-from = %s\n", o->allow_from[i]);
+        if (o->web_config_file)
+                fprintf(out, "web.config.file = %s\n", o->web_config_file);
         fprintf(out, "path.procfs = %s\npath.sysfs = %s\npath.udev.data = %s\npath.dev = %s\n",
                 o->procfs, o->sysfs, o->udev_data, o->dev);
         if (o->device_include)
@@ -792,6 +883,7 @@ void options_dump(const struct dp_options *o, FILE *out)
                 fprintf(out, "canary.path = %s:%s\n", o->canary[i].path,
                         canary_mode_to_string(o->canary[i].mode));
         fprintf(out, "canary.interval = %s\n", format_duration(o->canary_interval, a, sizeof a));
+        fprintf(out, "canary.burst = %u\n", o->canary_burst);
         fprintf(out, "canary.size = %" PRIu64 "\n", o->canary_size);
         fprintf(out, "canary.timeout = %s\n", format_duration(o->canary_timeout, a, sizeof a));
         for (size_t i = 0; i < COLLECTOR_MAX; i++)

@@ -24,8 +24,13 @@ struct dp_options {
         char **listen; /* --web.listen-address, repeatable */
         size_t n_listen;
         bool systemd_socket;
-        unsigned max_connections;
+        unsigned max_connections; /* in total */
+        unsigned max_per_address; /* per IPv4 address or IPv6 /64 */
+        usec_t header_timeout, request_timeout, idle_timeout;
+        char **allow_from; /* --web.allow-from, repeatable; none: every network */
+        size_t n_allow_from;
         char *config_file;
+        char *web_config_file; /* --web.config.file, NULL: none */
         char *procfs, *sysfs, *udev_data, *dev;
         char *device_include, *device_exclude; /* NULL: not set */
         usec_t ds_interval, ds_window;
@@ -34,6 +39,7 @@ struct dp_options {
         struct dp_canary_path *canary; /* --canary.path, repeatable; none given: state dir */
         size_t n_canary;
         usec_t canary_interval, canary_timeout;
+        unsigned canary_burst; /* 0 .. CANARY_BURST_MAX */
         uint64_t canary_size;
         bool collector[COLLECTOR_MAX];
         char *state_dir;

@@ -1,7 +1,8 @@
 /* Device I/O for health data: a fixed set of read-only commands (NVMe admin, ATA PASS-THROUGH,
  * SCSI INQUIRY / LOG SENSE) named by enum, never raw CDBs, and their raw results. In the daemon
- * a small privileged helper process runs them (daemon/privsep.c); tests plug in fakes. The
- * results are parsed by the unprivileged caller (collectors/smart_*.c). */
+ * a small privileged helper process runs them (privsep/, where devio_linux.h declares the Linux
+ * implementation, devio_exec()); tests plug in fakes. The results are parsed by the
+ * unprivileged caller (collectors/smart/smart_*.c). */
 #pragma once
 
 #include <stdbool.h>
@@ -95,19 +96,3 @@ struct devio_ops {
 struct devio {
         const struct devio_ops *ops;
 };
-
-/* Runs a request right here with ioctls on devices below dev_dir (the privileged helper's
- * worker, and test tools). Validates that name is a block or NVMe character device of the
- * kind asked before sending anything: dev_dir/name is opened read-only without following a
- * symlink, must be a block device (a character device for "nvmeN") and must be the kernel's
- * device of that name (/sys/dev/{block,char}/MAJ:MIN). The device is opened once; if that
- * fails the request stops with resp->n = 1 and r[0].err = -errno (-ENOENT, -EACCES, -ENODEV
- * for a node of the wrong type). A command that fails records its error in its own result and
- * the next command still runs; the caller decides what a failure means. Returns 0 (also in
- * the cases above), -EINVAL for a request devio_request_valid() refuses, or -ENOMEM. Blocks
- * in ioctls for up to 10 s per command. */
-int devio_exec(const char *dev_dir, const struct devio_request *req, struct devio_response *resp);
-
-/* Checks a request: known kind and commands, commands allowed for the kind, a plain device
- * name ([a-z0-9] only, no path). Returns 0 or -EINVAL. Used on both sides of the helper. */
-int devio_request_valid(const struct devio_request *req);

@@ -93,3 +93,20 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret_buf, size_t
                 return -errno;
         return read_fd_all(fd, max, ret_buf, ret_len);
 }
+
+int opendir_at(int dirfd, DIR **ret)
+{
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d;
+
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        *ret = d;
+        return fd;
+}

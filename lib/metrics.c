@@ -18,7 +18,10 @@ static void *arena_alloc(struct mset *s, size_t n)
 
         n = (n + 7) & ~(size_t)7;
         if (!c || c->size - c->used < n) {
-                size_t size = n > 16384 ? n : 16384;
+                /* Small sets (most are) take little; a big one grows by 16 KiB chunks. */
+                size_t size = c ? (c->size < 8192 ? c->size * 2 : 16384) : 1024;
+                if (size < n)
+                        size = n;
                 c = xmalloc(sizeof(*c) + size);
                 c->next = s->arena;
                 c->used = 0;
@@ -51,8 +54,10 @@ struct mset *mset_free(struct mset *s)
                 n = c->next;
                 free(c);
         }
-        for (size_t i = 0; i < s->n; i++)
+        for (size_t i = 0; i < s->n; i++) {
                 free(s->fams[i].samples);
+                mtable_unref(s->fams[i].table);
+        }
         free(s->fams);
         free(s);
         return NULL;
@@ -112,10 +117,10 @@ static size_t utf8_len(const unsigned char *p, size_t n)
 
 /* Escaped length of a label value, or writes it when out != NULL. Invalid UTF-8 and control
  * bytes other than newline become U+FFFD; `\`, `"` and newline are escaped. */
-static size_t escape_value(const char *v, char *out)
+static size_t escape_n(const char *v, size_t n, char *out)
 {
         const unsigned char *p = (const unsigned char *)v;
-        size_t n = strlen(v), o = 0;
+        size_t o = 0;
 
         for (size_t i = 0; i < n;) {
                 size_t l = utf8_len(p + i, n - i);
@@ -144,6 +149,11 @@ static size_t escape_value(const char *v, char *out)
         return o;
 }
 
+size_t metric_escape_value(const char *v, char *out)
+{
+        return escape_n(v, strlen(v), out);
+}
+
 char *mset_labelsv(struct mset *s, va_list ap)
 {
         va_list aq;
@@ -157,7 +167,7 @@ char *mset_labelsv(struct mset *s, va_list ap)
                         break;
                 v = va_arg(aq, const char *);
                 if (v)
-                        total += strlen(k) + 4 + escape_value(v, NULL);
+                        total += strlen(k) + 4 + metric_escape_value(v, NULL);
         }
         va_end(aq);
 
@@ -176,7 +186,7 @@ char *mset_labelsv(struct mset *s, va_list ap)
                 o += kl;
                 *o++ = '=';
                 *o++ = '"';
-                o += escape_value(v, o);
+                o += metric_escape_value(v, o);
                 *o++ = '"';
         }
         *o = 0;
@@ -311,5 +321,346 @@ bool metric_name_valid(const char *name, bool label)
                 if (!alpha && (p == name || c < '0' || c > '9'))
                         return false;
         }
+        return true;
+}
+
+/* Tables. */
+
+struct mrows *mrows_new(const char *const *names, size_t n)
+{
+        struct mrows *r = xcalloc(1, sizeof(*r));
+
+        if (n > MROWS_MAX_LABELS)
+                abort();
+        r->refs = 1;
+        r->nnames = n;
+        for (size_t k = 0; k < n; k++) {
+                size_t l = strlen(names[k]);
+                if (l > 255)
+                        abort();
+                r->names[k] = names[k];
+                r->name_len[k] = (unsigned char)l;
+        }
+        return r;
+}
+
+static char *rows_reserve(struct mrows *r, size_t need)
+{
+        if (r->dcap - r->len < need) {
+                size_t cap = r->dcap ? r->dcap : 4096;
+                while (cap - r->len < need)
+                        cap *= 2;
+                r->data = xrealloc(r->data, cap);
+                r->dcap = cap;
+        }
+        return r->data + r->len;
+}
+
+static void rows_begin(struct mrows *r)
+{
+        GROW(r->off, r->cap, r->n + 1);
+        if (r->len > UINT32_MAX)
+                abort();
+        r->off[r->n] = (uint32_t)r->len;
+}
+
+static size_t rows_end(struct mrows *r)
+{
+        const char *p = r->data + r->off[r->n];
+        size_t bytes = 0;
+
+        for (size_t k = 0; k < r->nnames; k++) {
+                uint16_t l;
+                memcpy(&l, p, 2);
+                r->sum_len[k] += l;
+                bytes += l;
+                p += 2 + l;
+        }
+        if (bytes > r->max_row)
+                r->max_row = bytes;
+        return r->n++;
+}
+
+size_t mrows_add(struct mrows *r, const char *const *values)
+{
+        rows_begin(r);
+        for (size_t k = 0; k < r->nnames; k++) {
+                const char *v = values[k] ? values[k] : "";
+                /* escaped, at most 3 bytes a byte: a longer value is cut to fit 16 bits */
+                size_t l = strnlen(v, UINT16_MAX / 3);
+                char *p = rows_reserve(r, 2 + 3 * l);
+                size_t e = escape_n(v, l, p + 2);
+                uint16_t e16 = (uint16_t)e;
+
+                memcpy(p, &e16, 2);
+                r->len += 2 + e;
+        }
+        return rows_end(r);
+}
+
+void mrows_truncate(struct mrows *r, size_t n)
+{
+        while (r->n > n) {
+                const char *p;
+                r->n--;
+                p = r->data + r->off[r->n];
+                for (size_t k = 0; k < r->nnames; k++) {
+                        uint16_t l;
+                        memcpy(&l, p, 2);
+                        r->sum_len[k] -= l;
+                        p += 2 + l;
+                }
+                r->len = r->off[r->n];
+        }
+}
+
+const char *mrows_value(const struct mrows *r, size_t row, size_t k, size_t *ret_len)
+{
+        const char *p = r->data + r->off[row];
+        uint16_t l;
+
+        for (;;) {
+                memcpy(&l, p, 2);
+                if (k == 0)
+                        break;
+                p += 2 + l;
+                k--;
+        }
+        *ret_len = l;
+        return p + 2;
+}
+
+static size_t row_bytes(const struct mrows *r, size_t row)
+{
+        return (row + 1 < r->n ? r->off[row + 1] : r->len) - r->off[row];
+}
+
+bool mrows_row_equal(const struct mrows *ra, size_t a, const struct mrows *rb, size_t b)
+{
+        size_t la = row_bytes(ra, a), lb = row_bytes(rb, b);
+
+        return la == lb && memcmp(ra->data + ra->off[a], rb->data + rb->off[b], la) == 0;
+}
+
+size_t mrows_copy_row(struct mrows *r, const struct mrows *src, size_t row)
+{
+        size_t l = row_bytes(src, row);
+
+        rows_begin(r);
+        memcpy(rows_reserve(r, l), src->data + src->off[row], l);
+        r->len += l;
+        return rows_end(r);
+}
+
+struct mrows *mrows_ref(struct mrows *r)
+{
+        if (r)
+                __atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
+        return r;
+}
+
+struct mrows *mrows_unref(struct mrows *r)
+{
+        if (!r || __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) > 0)
+                return NULL;
+        free(r->off);
+        free(r->data);
+        free(r);
+        return NULL;
+}
+
+struct mtable *mtable_new(struct mrows *rows, size_t cols)
+{
+        struct mtable *t = xcalloc(1, sizeof(*t));
+        size_t n = rows->n ? rows->n : 1;
+
+        if (cols > MTABLE_MAX_COLS || cols == 0)
+                abort();
+        t->refs = 1;
+        t->rows = mrows_ref(rows);
+        t->cols = cols;
+        t->present = xcalloc(n, sizeof(*t->present));
+        t->nonzero = xcalloc(n, sizeof(*t->nonzero));
+        t->off = xcalloc(n, sizeof(*t->off));
+        return t;
+}
+
+void mtable_add_row(struct mtable *t, size_t row, uint32_t present, const uint64_t *v)
+{
+        uint32_t nz = 0;
+
+        if (row != t->added || row >= t->rows->n || t->count)
+                abort(); /* rows out of order: a bug of the caller */
+        if (t->cap - t->ncells < t->cols) {
+                /* room for the rows left, as full as this one could be */
+                size_t cap = t->cap ? t->cap * 2 : (t->rows->n - row) * t->cols / 2 + t->cols;
+                t->cells = xrealloc(t->cells, cap * sizeof(*t->cells));
+                t->cap = cap;
+        }
+        if (t->ncells > UINT32_MAX)
+                abort();
+        t->off[row] = (uint32_t)t->ncells;
+        for (size_t c = 0; c < t->cols; c++)
+                if ((present >> c) & 1 && v[c]) {
+                        nz |= 1u << c;
+                        t->cells[t->ncells++] = v[c];
+                }
+        t->present[row] = present & (uint32_t)((1ULL << t->cols) - 1);
+        t->nonzero[row] = nz;
+        t->added++;
+}
+
+uint64_t mtable_double(double v)
+{
+        uint64_t bits;
+
+        memcpy(&bits, &v, sizeof bits);
+        return bits;
+}
+
+double mtable_get_double(const struct mtable *t, size_t row, size_t col)
+{
+        uint64_t bits = mtable_cell(t, row, col);
+        double v;
+
+        memcpy(&v, &bits, sizeof v);
+        return v;
+}
+
+struct mtable *mtable_ref(struct mtable *t)
+{
+        if (t)
+                __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+        return t;
+}
+
+struct mtable *mtable_unref(struct mtable *t)
+{
+        if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) > 0)
+                return NULL;
+        mrows_unref(t->rows);
+        free(t->cells);
+        free(t->present);
+        free(t->nonzero);
+        free(t->off);
+        free(t->count);
+        free(t);
+        return NULL;
+}
+
+struct mfamily *mset_table_family(struct mset *s, const char *name, const char *help,
+                                  enum mtype type, struct mtable *t, unsigned col, enum mcell cell,
+                                  uint32_t label_mask)
+{
+        struct mfamily *f;
+        size_t n = 0;
+
+        if (mset_find(s, name) || col >= t->cols)
+                abort();
+        f = mset_family(s, name, help, type);
+        if (!t->count) {
+                /* the table is complete: give back the room it did not need; and it serves
+                 * several rounds: count once */
+                for (size_t i = t->added; i < t->rows->n; i++)
+                        t->off[i] = (uint32_t)t->ncells;
+                t->added = t->rows->n;
+                if (t->cap > t->ncells) {
+                        t->cells =
+                            xrealloc(t->cells, (t->ncells ? t->ncells : 1) * sizeof(*t->cells));
+                        t->cap = t->ncells;
+                }
+                t->count = xcalloc(t->cols, sizeof(*t->count));
+                for (size_t i = 0; i < t->rows->n; i++)
+                        for (size_t c = 0; c < t->cols; c++)
+                                t->count[c] += (t->present[i] >> c) & 1;
+        }
+        n = t->count[col];
+        f->table = mtable_ref(t);
+        f->col = col;
+        f->cell = cell;
+        f->label_mask = label_mask & ((1u << t->rows->nnames) - 1);
+        f->n = n;
+        return f;
+}
+
+/* The value of a table cell as a sample. */
+static void cell_value(const struct mfamily *f, size_t row, struct msample *ret)
+{
+        uint64_t v = mtable_cell(f->table, row, f->col);
+
+        ret->is_int = false;
+        ret->u = 0;
+        switch (f->cell) {
+        case MCELL_U64:
+                ret->is_int = true;
+                ret->u = v;
+                ret->d = (double)v;
+                break;
+        case MCELL_SECTORS:
+                if (v <= UINT64_MAX / 512) {
+                        ret->is_int = true;
+                        ret->u = v * 512;
+                }
+                ret->d = (double)v * 512.0;
+                break;
+        case MCELL_MILLIS:
+                ret->d = (double)v / 1000.0;
+                break;
+        case MCELL_DOUBLE:
+                memcpy(&ret->d, &v, sizeof ret->d);
+                break;
+        case MCELL_ONE:
+                ret->d = 1.0;
+                break;
+        }
+}
+
+size_t mtable_row_labels(const struct mtable *t, size_t row, uint32_t mask, char *buf, size_t size)
+{
+        const struct mrows *r = t->rows;
+        size_t o = 0;
+
+        if (size == 0)
+                return 0;
+        for (size_t k = 0; k < r->nnames; k++) {
+                size_t vl;
+                const char *v;
+
+                if (!(mask & (1u << k)))
+                        continue;
+                v = mrows_value(r, row, k, &vl);
+                if (o + (o ? 1 : 0) + r->name_len[k] + 3 + vl >= size)
+                        break;
+                if (o)
+                        buf[o++] = ',';
+                memcpy(buf + o, r->names[k], r->name_len[k]);
+                o += r->name_len[k];
+                buf[o++] = '=';
+                buf[o++] = '"';
+                memcpy(buf + o, v, vl);
+                o += vl;
+                buf[o++] = '"';
+        }
+        buf[o] = 0;
+        return o;
+}
+
+bool mfamily_next(const struct mfamily *f, size_t *pos, struct msample *ret, char *buf, size_t size)
+{
+        if (!f->table) {
+                if (*pos >= f->n)
+                        return false;
+                *ret = f->samples[(*pos)++];
+                return true;
+        }
+        while (*pos < f->table->rows->n && !((f->table->present[*pos] >> f->col) & 1))
+                (*pos)++;
+        if (*pos >= f->table->rows->n)
+                return false;
+        ret->suffix = "";
+        mtable_row_labels(f->table, *pos, f->label_mask, buf, size);
+        ret->labels = buf;
+        cell_value(f, *pos, ret);
+        (*pos)++;
         return true;
 }

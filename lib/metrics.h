@@ -1,5 +1,7 @@
 /* The metric model: families of samples with pre-escaped label sets, built by collectors and
- * read (never changed) by exporters once published. */
+ * read (never changed) by exporters once published. A collector with many devices fills a table
+ * instead: one row of values per device, one column per family, label values kept once per row
+ * and shared from one round to the next while they stay the same. */
 #pragma once
 
 #include <stdarg.h>
@@ -11,18 +13,80 @@ enum mtype { MT_COUNTER, MT_GAUGE, MT_HISTOGRAM, MT_SUMMARY, MT_INFO, MT_UNTYPED
 
 struct msample {
         const char *suffix; /* static: "", "_bucket", "_sum", "_count" */
-        char *labels;       /* `a="x",b="y"` escaped for the text format, "" for none */
+        const char *labels; /* `a="x",b="y"` escaped for the text format, "" for none */
         bool is_int;        /* integer counters are printed exactly */
         uint64_t u;
         double d;
 };
 
+/* How a cell of a table family is printed. */
+enum mcell {
+        MCELL_U64,     /* an integer as is */
+        MCELL_SECTORS, /* a count of 512-byte sectors, printed as bytes */
+        MCELL_MILLIS,  /* milliseconds, printed as seconds */
+        MCELL_DOUBLE,  /* a double (mtable_set_double) */
+        MCELL_ONE,     /* the value 1 whatever the cell holds (info families) */
+};
+
+#define MROWS_MAX_LABELS 16
+#define MTABLE_MAX_COLS  32
+
+/* The label values of a table's rows: the same label names in every row, one value per row and
+ * name, escaped once when the row is added (as mset_labels escapes). Reference counted, so that
+ * the sets of several rounds share them while the rows stay the same; immutable once shared.
+ * Read-only outside metrics.c. */
+struct mrows {
+        unsigned refs;
+        size_t nnames;
+        const char *names[MROWS_MAX_LABELS]; /* static strings */
+        unsigned char name_len[MROWS_MAX_LABELS];
+        size_t n, cap;
+        uint32_t *off; /* row i starts at data + off[i]: per name a 16-bit length (host order,
+                        * unaligned) and the escaped bytes */
+        char *data;
+        size_t len, dcap;
+        size_t max_row;                   /* the longest row's value bytes */
+        size_t sum_len[MROWS_MAX_LABELS]; /* value bytes of each label over all rows */
+};
+
+/* The cells of a table: rows x columns of 64-bit values (integers, or a double's bits), stored
+ * row by row and only where not 0 (an idle device's gauges take no room); per row a bit for
+ * each column that has a sample. Reference counted like its rows. Read-only outside
+ * metrics.c: read cells with mtable_cell(). */
+struct mtable {
+        unsigned refs;
+        struct mrows *rows; /* referenced */
+        size_t cols;
+        size_t added;      /* rows added so far */
+        uint32_t *present; /* rows->n */
+        uint32_t *nonzero; /* rows->n: bit c when the cell is stored */
+        uint32_t *off;     /* rows->n: the row's first stored cell */
+        uint64_t *cells;   /* the stored cells, row by row, in column order */
+        size_t ncells, cap;
+        size_t *count; /* rows that have each column, counted once when first asked */
+};
+
+static inline uint64_t mtable_cell(const struct mtable *t, size_t row, size_t col)
+{
+        uint32_t nz = t->nonzero[row], bit = 1u << col;
+
+        if (!(nz & bit))
+                return 0;
+        return t->cells[t->off[row] + (size_t)__builtin_popcount(nz & (bit - 1))];
+}
+
 struct mfamily {
         char *name; /* full name as in the text format 0.0.4 (counters end in _total) */
         char *help;
         enum mtype type;
-        struct msample *samples;
-        size_t n, cap;
+        struct msample *samples; /* NULL for a table family */
+        size_t n, cap;           /* n: samples (a table family: rows that have the column) */
+        /* A table family: column col of table (referenced), valued as cell says, labelled with
+         * the row labels whose bit is in label_mask (bit k: the table rows' label k). */
+        struct mtable *table;
+        unsigned col;
+        enum mcell cell;
+        uint32_t label_mask;
 };
 
 struct mset {
@@ -54,6 +118,55 @@ void mfamily_add_raw(struct mset *s, struct mfamily *f, const char *suffix, cons
                      const char *extra_name, const char *extra_value, bool is_int, uint64_t u,
                      double d);
 
+/* A table's rows. names: n static label names (n <= MROWS_MAX_LABELS). Never fails. The caller
+ * owns the reference. */
+struct mrows *mrows_new(const char *const *names, size_t n);
+/* Appends a row: values[k] is the value of label k, NULL or "" for an empty one; escaped here.
+ * Only before the rows are shared. Returns the row's index. */
+size_t mrows_add(struct mrows *r, const char *const *values);
+/* Drops the rows from n on (of rows not shared), to be filled again. */
+void mrows_truncate(struct mrows *r, size_t n);
+/* The escaped value of label k in row (NUL-terminated only when copied out: use *ret_len). */
+const char *mrows_value(const struct mrows *r, size_t row, size_t k, size_t *ret_len);
+/* Whether row a of ra and row b of rb hold the same values. */
+bool mrows_row_equal(const struct mrows *ra, size_t a, const struct mrows *rb, size_t b);
+/* Appends row of src to r (the label names must be the same). */
+size_t mrows_copy_row(struct mrows *r, const struct mrows *src, size_t row);
+/* Any thread. unref accepts NULL and returns NULL. */
+struct mrows *mrows_ref(struct mrows *r);
+struct mrows *mrows_unref(struct mrows *r);
+
+/* A table of cols columns (<= MTABLE_MAX_COLS) over the rows (referenced). Never fails; the
+ * caller owns the reference. */
+struct mtable *mtable_new(struct mrows *rows, size_t cols);
+/* Sets the cells of row, which must be the next row not added yet (rows are filled in order;
+ * rows never added have no samples): v[c] (cols values) for each column c in present. Only
+ * before the table's first mset_table_family. */
+void mtable_add_row(struct mtable *t, size_t row, uint32_t present, const uint64_t *v);
+/* A double's bits as a cell, and back. */
+uint64_t mtable_double(double v);
+double mtable_get_double(const struct mtable *t, size_t row, size_t col);
+/* Any thread. unref accepts NULL and returns NULL. */
+struct mtable *mtable_ref(struct mtable *t);
+struct mtable *mtable_unref(struct mtable *t);
+
+/* Renders the labels of mask of a row into buf as `a="x",b="y"`, NUL-terminated; a pair that
+ * does not fit is left out with the rest. Returns the length. */
+size_t mtable_row_labels(const struct mtable *t, size_t row, uint32_t mask, char *buf, size_t size);
+
+/* Adds the family that column col of t is, after the table is filled: its samples are the rows
+ * that have the column, in row order, with the labels of label_mask. The set takes its own
+ * reference to t. A family of that name must not exist in the set yet. */
+struct mfamily *mset_table_family(struct mset *s, const char *name, const char *help,
+                                  enum mtype type, struct mtable *t, unsigned col, enum mcell cell,
+                                  uint32_t label_mask);
+
+/* Iterates the samples of any family in order: *pos starts at 0; returns false after the last.
+ * A table family's labels are rendered into buf (size bytes, cut when too small); others point
+ * into the set. */
+bool mfamily_next(const struct mfamily *f, size_t *pos, struct msample *ret, char *buf,
+                  size_t size);
+
 /* Shorthand: a one-sample family. */
 void mset_gauge(struct mset *s, const char *name, const char *help, double v, ...)
     __attribute__((sentinel));
@@ -64,6 +177,11 @@ char *mset_labelsv(struct mset *s, va_list ap);
 
 /* Copies a string into the set's arena. */
 char *mset_strdup(struct mset *s, const char *str);
+
+/* Escapes a label value as the text format wants (\\, \", \n; invalid UTF-8 and control bytes
+ * become U+FFFD) into out (at least 3 * strlen(v) bytes), or only measures it when out is NULL.
+ * Returns the escaped length. */
+size_t metric_escape_value(const char *v, char *out);
 
 /* Looks up a label's unescaped value in a rendered label string; copies it into buf.
  * Returns true when found. */

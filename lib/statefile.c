@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -103,11 +104,14 @@ static int link_and_rename(int fd, int dir, const char *name)
 /* The O_TMPFILE way. Returns 0, -errno, or 1 to fall back to a named temp file. */
 static int write_via_tmpfile(int dir, const char *name, const void *data, size_t len)
 {
-        _cleanup_close_ int fd = openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+        _cleanup_close_ int fd = openat(dir, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, STATEFILE_MODE);
         int r;
 
         if (fd < 0)
                 return is_final(errno) ? -errno : 1;
+        /* The umask may have taken bits away (or, at 0, left them): exactly STATEFILE_MODE. */
+        if (fchmod(fd, STATEFILE_MODE) < 0)
+                return -errno;
         r = write_all(fd, data, len);
         if (r < 0)
                 return r; /* the unlinked file goes with the fd */
@@ -123,13 +127,16 @@ static int write_via_named(int dir, const char *name, const void *data, size_t l
 
         for (int attempt = 0; attempt < TMP_ATTEMPTS && fd < 0; attempt++) {
                 tmp_name(tmp, sizeof tmp, name);
-                fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+                fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                            STATEFILE_MODE);
                 if (fd < 0 && errno != EEXIST)
                         return -errno;
         }
         if (fd < 0)
                 return -EEXIST;
-        r = write_all(fd, data, len);
+        r = fchmod(fd, STATEFILE_MODE) < 0 ? -errno : 0;
+        if (r == 0)
+                r = write_all(fd, data, len);
         if (r == 0 && fsync(fd) < 0)
                 r = -errno;
         if (close(fd) < 0 && r == 0 && errno != EINTR)
@@ -215,18 +222,128 @@ int statefile_remove_stale(int dirfd, const char *name)
 
         if (!name_valid(name))
                 return -EINVAL;
-        fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        fd = opendir_at(dirfd, &d);
         if (fd < 0)
-                return -errno;
-        d = fdopendir(fd);
-        if (!d) {
-                int r = -errno;
-                close(fd);
-                return r;
-        }
+                return fd;
         while ((e = readdir(d)))
                 if (is_stale_name(e->d_name, name) && unlinkat(fd, e->d_name, 0) == 0)
                         removed++;
         closedir(d);
         return removed;
+}
+
+int statefile_restrict_mode(int dirfd, const char *name)
+{
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+
+        if (!name_valid(name))
+                return -EINVAL;
+        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        if ((st.st_mode & 07777) == STATEFILE_MODE)
+                return 0;
+        return fchmod(fd, STATEFILE_MODE) < 0 ? -errno : 1;
+}
+
+#define ASIDE_ATTEMPTS 100
+#define ASIDE_TAG_MAX  16
+
+static bool tag_valid(const char *tag)
+{
+        size_t l = tag ? strlen(tag) : 0;
+
+        if (l == 0 || l > ASIDE_TAG_MAX)
+                return false;
+        for (size_t i = 0; i < l; i++)
+                if (tag[i] < 'a' || tag[i] > 'z')
+                        return false;
+        return true;
+}
+
+static bool name_taken(int dir, const char *name, int *ret_err)
+{
+        struct stat st;
+
+        *ret_err = 0;
+        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                return true;
+        if (errno != ENOENT)
+                *ret_err = -errno;
+        return false;
+}
+
+/* Renames name to aside unless aside exists. Returns 0, -EEXIST or -errno. */
+static int move_aside(int dir, const char *name, const char *aside)
+{
+        int e;
+
+        if (renameat2(dir, name, dir, aside, RENAME_NOREPLACE) == 0)
+                return 0;
+        if (errno != EINVAL && errno != ENOSYS)
+                return -errno;
+        /* A filesystem without RENAME_NOREPLACE: look first (only we write these names). */
+        if (name_taken(dir, aside, &e))
+                return -EEXIST;
+        if (e < 0)
+                return e;
+        return renameat(dir, name, dir, aside) < 0 ? -errno : 0;
+}
+
+/* Makes aside a second name of name (a hard link, else a copy). Returns 0, -EEXIST or -errno. */
+static int keep_aside(int dir, const char *name, const char *aside)
+{
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        int e;
+
+        if (linkat(dir, name, dir, aside, 0) == 0)
+                return 0;
+        if (errno != EPERM && errno != EOPNOTSUPP && errno != EMLINK)
+                return -errno;
+        /* No hard link possible here (a filesystem without them, protected_hardlinks): a copy. */
+        if (name_taken(dir, aside, &e))
+                return -EEXIST;
+        if (e < 0)
+                return e;
+        e = statefile_read(dir, name, STATEFILE_MAX_SIZE, &buf, &len);
+        return e < 0 ? e : statefile_write_atomic(dir, aside, buf, len);
+}
+
+int statefile_set_aside(int dirfd, const char *name, const char *tag, unsigned flags,
+                        char *ret_name, size_t size)
+{
+        _cleanup_close_ int dir = -1;
+        char aside[NAME_MAX + 1], stamp[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        int r = -EEXIST;
+
+        if (!name_valid(name) || !tag_valid(tag))
+                return -EINVAL;
+        dir = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0)
+                return -errno;
+        if (!gmtime_r(&now, &tm) || strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm) == 0)
+                return -EOVERFLOW;
+        for (unsigned n = 1; n <= ASIDE_ATTEMPTS && r == -EEXIST; n++) {
+                if (n == 1)
+                        snprintf(aside, sizeof aside, "%s.%s-%s", name, tag, stamp);
+                else
+                        snprintf(aside, sizeof aside, "%s.%s-%s-%u", name, tag, stamp, n);
+                r = flags & STATEFILE_ASIDE_KEEP ? keep_aside(dir, name, aside)
+                                                 : move_aside(dir, name, aside);
+        }
+        if (r < 0)
+                return r;
+        if (fsync(dir) < 0)
+                return -errno;
+        if (ret_name && size > 0)
+                (void)strscpy(ret_name, aside, size);
+        return 0;
 }

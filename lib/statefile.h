@@ -9,6 +9,10 @@
 /* Longest name (temp names add a prefix and a suffix within NAME_MAX). */
 #define STATEFILE_NAME_MAX 200
 
+/* The mode of every file statefile_write_atomic() creates, whatever the umask: state files may
+ * hold disk serials and other host facts that are nobody else's business. */
+#define STATEFILE_MODE 0600
+
 /* Flags of statefile_write_atomic_flags(). */
 enum {
         /* Skip O_TMPFILE and use a named temp file, as on filesystems without it. */
@@ -16,7 +20,8 @@ enum {
 };
 
 /* Replaces the file name in directory dirfd (any fd of the directory, O_PATH included, or
- * AT_FDCWD) with len bytes of data, mode 0644 minus the umask: the data goes to a temp file in
+ * AT_FDCWD) with len bytes of data, mode STATEFILE_MODE (0600) regardless of the umask (set with
+ * fchmod before anything is written): the data goes to a temp file in
  * the same directory (O_TMPFILE linked under a temporary name where the filesystem and /proc
  * allow, else ".NAME.tmp-XXXXXXXXXXXXXXXX" created with O_EXCL), which is fsync'ed and renamed
  * over name; then the directory is fsync'ed. Readers see the old or the new content, never a
@@ -44,3 +49,27 @@ int statefile_read(int dirfd, const char *name, size_t max, char **ret, size_t *
  * when the directory cannot be read (-EINVAL for a bad name). Not while another process writes
  * name. */
 int statefile_remove_stale(int dirfd, const char *name);
+
+/* Sets the mode of the regular file name in dirfd (symlinks not followed) to STATEFILE_MODE, for
+ * a file an older version or another tool wrote with a wider one. Returns 1 when it changed, 0
+ * when it already was, or -errno (-ENOENT, -EINVAL for a bad name or a file that is not
+ * regular, -EPERM for a file of another owner). Any thread. */
+int statefile_restrict_mode(int dirfd, const char *name);
+
+/* Flags of statefile_set_aside(). */
+enum {
+        /* Keep name as it is and give its content a second name (a hard link, else a copy). */
+        STATEFILE_ASIDE_KEEP = 1u << 0,
+};
+
+/* Sets the file name in dirfd aside for a human to look at: renames it (whatever it is: a bad
+ * file, a directory, a symlink) to "NAME.TAG-YYYYMMDDTHHMMSSZ" (UTC now; "-2", "-3", ... appended
+ * when that name is taken, never replacing anything), or with STATEFILE_ASIDE_KEEP leaves name in
+ * place and makes the aside name a hard link to it (a copy where the filesystem has no hard
+ * links, mode STATEFILE_MODE). Then fsyncs the directory. tag is 1 to 16 lowercase letters
+ * ("corrupt"). Writes the aside name into ret_name (size bytes; may be NULL). Returns 0, or
+ * -errno: -EINVAL for a bad name or tag, -ENOENT when name does not exist, -EEXIST when 100
+ * aside names of this second are taken, else the failing call's error (-EROFS, -EACCES, -ENOSPC
+ * for a copy, -EIO). Any thread; not while another thread writes name. */
+int statefile_set_aside(int dirfd, const char *name, const char *tag, unsigned flags,
+                        char *ret_name, size_t size);

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <regex.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -256,4 +257,11 @@ bool name_filter_match(const regex_t *include, const regex_t *exclude, const cha
         if (exclude && regexec(exclude, name, 0, NULL, 0) == 0)
                 return false;
         return true;
+}
+
+void malloc_setup(void)
+{
+        (void)mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+        (void)mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+        (void)mallopt(M_ARENA_MAX, 1);
 }

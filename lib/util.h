@@ -70,6 +70,12 @@ bool name_filter_match(const struct re_pattern_buffer *include,
 /* Copies at most size-1 bytes and always terminates; returns true when nothing was cut. */
 bool strscpy(char *dst, const char *src, size_t size);
 
+/* Tunes malloc for a long-running daemon with big short-lived blocks (pages, tables): they are
+ * mapped on their own and given back to the system when freed (glibc would otherwise raise its
+ * mapping threshold after the first such free and keep them in the heap), free heap space past
+ * 128 KiB is trimmed, and every thread shares one arena. Call once, before any thread. */
+void malloc_setup(void);
+
 /* Returns a malloc'd copy or aborts on out-of-memory (the daemon cannot go on without it). */
 char *xstrdup(const char *s);
 void *xmalloc(size_t n);

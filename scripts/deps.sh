@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages diskpulse needs: "build" to build and run it, "test" to run
-# every test as well. Uses sudo only when not root; runs apt-get only when something is missing.
+# Installs the Debian 12 packages diskpulse needs: "build" to build and run it, "package" to make
+# its .deb as well, "test" to run every test. Uses sudo only when not root; runs apt-get only when
+# something is missing.
 set -euo pipefail
 
-build_pkgs=(gcc make cmake pkg-config libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev)
+build_pkgs=(gcc make cmake pkg-config libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev
+            libyaml-dev libgnutls28-dev libcrypt-dev scdoc)
+package_pkgs=(dpkg-dev file)
 test_pkgs=(libcmocka-dev python3 clang-format valgrind sysstat fio systemd util-linux e2fsprogs
            procps qemu-system-x86 linux-image-amd64 busybox-static smartmontools dmsetup sdparm
-           kmod cpio udev ioping python3-prometheus-client)
+           kmod cpio udev ioping python3-prometheus-client python3-yaml
+           prometheus prometheus-alertmanager openssl curl apache2-utils whois wrk
+           prometheus-node-exporter lintian man-db debootstrap systemd-container "${package_pkgs[@]}")
 
 want=("${build_pkgs[@]}")
+[ "${1:-build}" = package ] && want+=("${package_pkgs[@]}")
 [ "${1:-build}" = test ] && want+=("${test_pkgs[@]}")
 
 missing=()

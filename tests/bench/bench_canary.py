@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Benchmark: the canary's impact at its defaults (one fdatasync target, 4 KiB every 10 s) on an
-ext4 filesystem on a loop device: bytes written and flushes per probe and per hour, measured from
-the device's diskstats against an idle window of the same length (with the default mount options
-and with lazytime), and the IOPS that concurrent fio jobs lose while the canary runs: pairs of
-runs without and with the daemon, in alternating order, reported as the mean of the per-pair
-differences with a 95 % interval. Needs root. Prints numbers; asserts nothing.
-Usage: bench_canary.py BINARY [SECONDS_PER_WINDOW (180)] [FIO_SECONDS (10)] [PAIRS (8)]"""
+"""Benchmark: the canary's impact at its defaults (one fdatasync target; every minute a spaced
+4 KiB probe and a burst of 3 back-to-back ones) on an ext4 filesystem (4 KiB blocks) on a loop
+device: bytes written and flushes per cycle and per hour, measured from the device's diskstats
+against an idle window of the same length (with the default mount options and with lazytime),
+and the IOPS that concurrent fio jobs lose while the canary runs: pairs of runs without and with
+the daemon, in alternating order, reported as the mean of the per-pair differences with a 95 %
+interval (each run starts the daemon, so it holds the file's preparation and one cycle: a
+harsher load than the defaults' one cycle a minute). Needs root. Prints numbers; asserts nothing.
+Usage: bench_canary.py BINARY [SECONDS_PER_WINDOW (600)] [FIO_SECONDS (10)] [PAIRS (8)]
+                       [DAEMON_FLAG ...]   (e.g. --canary.interval=10s --canary.burst=0)"""
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -31,23 +35,47 @@ def counters(dev):
             dp.diskstats_field(dev, 9))
 
 
+def cycles(d):
+    """Cycles the daemon d has completed: its idle regime's sample count."""
+    return dp.value(d.scrape(), "diskpulse_sync_latency_seconds_count", regime="idle") or 0
+
+
 def window(fs, seconds, daemon_args=None):
-    """(sectors written, writes, flushes, busy ms, probes) on fs.dev during seconds, with or
-    without the daemon running daemon_args."""
+    """(sectors written, writes, flushes, busy ms, cycles, probes) on fs.dev during seconds,
+    with or without the daemon running daemon_args."""
     d = dp.Daemon(BIN, *daemon_args) if daemon_args is not None else None
     try:
-        if d:  # start counting at the first probe (the file is prepared before it)
-            dp.wait_until(lambda: (dp.value(d.scrape(), "diskpulse_sync_probes_total") or 0) >= 1, 30)
-        p0 = dp.value(d.scrape(), "diskpulse_sync_probes_total") if d else 0
+        if d:  # start counting after the first cycle (the file is prepared before it)
+            dp.wait_until(lambda: cycles(d) >= 1, 30)
+            time.sleep(1)
+        n0, p0 = (cycles(d), dp.value(d.scrape(), "diskpulse_sync_probes_total")) if d else (0, 0)
         c0 = counters(fs.dev)
         time.sleep(seconds)
         c1 = counters(fs.dev)
-        p1 = dp.value(d.scrape(), "diskpulse_sync_probes_total") if d else 0
+        n1, p1 = (cycles(d), dp.value(d.scrape(), "diskpulse_sync_probes_total")) if d else (0, 0)
     finally:
         if d:
             d.stop()
             d.__exit__()
-    return [b - a for a, b in zip(c0, c1)] + [p1 - p0]
+    return [b - a for a, b in zip(c0, c1)] + [n1 - n0, p1 - p0]
+
+
+def seconds_of(text):
+    """A duration as the daemon's flags take it (500ms, 10s, 1m30s, 1h) in seconds."""
+    total, rest = 0.0, text
+    for m in re.finditer(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text):
+        total += float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+        rest = rest.replace(m.group(0), "", 1)
+    if rest or not text:
+        raise ValueError("not a duration: %r" % text)
+    return total
+
+
+def flag(args, name, default):
+    for a in args:
+        if a.startswith("--%s=" % name):
+            return a.split("=", 1)[1]
+    return default
 
 
 def fio_iops(path, args, seconds):
@@ -61,30 +89,37 @@ def main():
     if os.geteuid() != 0:
         print("needs root (loop device, mount)")
         return 1
-    secs = int(sys.argv[2]) if len(sys.argv) > 2 else 180
-    fio_secs = int(sys.argv[3]) if len(sys.argv) > 3 else 10
-    pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 8
-    with dp.LoopFs(size_mb=512, mkfs_args=["-E", "lazy_itable_init=0,lazy_journal_init=0"]) as fs:
+    pos = [a for a in sys.argv[2:] if not a.startswith("--")]
+    extra = [a for a in sys.argv[2:] if a.startswith("--")]
+    secs = int(pos[0]) if len(pos) > 0 else 600
+    fio_secs = int(pos[1]) if len(pos) > 1 else 10
+    pairs = int(pos[2]) if len(pos) > 2 else 8
+    interval = seconds_of(flag(extra, "canary.interval", "1m"))
+    burst = int(flag(extra, "canary.burst", "3"))
+    per_hour = 3600 / interval
+    with dp.LoopFs(size_mb=512, mkfs_args=["-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0"]) as fs:
         state = os.path.join(fs.mnt, "state")
         os.mkdir(state)
-        args = ["--no-collector.smart", "--state.directory=" + state]  # defaults otherwise
+        args = ["--no-collector.smart", "--state.directory=" + state] + extra  # defaults otherwise
         for opts in ("defaults", "lazytime"):
             if opts == "lazytime":
                 subprocess.run(["mount", "-o", "remount,lazytime", fs.mnt], check=True)
             time.sleep(6)  # let the last journal commit pass
             idle = window(fs, secs)
             busy = window(fs, secs, args)
-            probes = busy[4]
-            print("canary at defaults (interval 10s, size 4096, fdatasync) on ext4/%s mounted with %s, "
-                  "%d s windows:" % (fs.dev, opts, secs))
+            n = busy[4]
+            print("canary (interval %gs, burst %d, size 4096, fdatasync%s) on ext4/%s (kernel %s) mounted with "
+                  "%s, %d s windows:" % (interval, burst, " " + " ".join(extra) if extra else "", fs.dev,
+                                         os.uname().release, opts, secs))
             print("  idle:   %d sectors, %d writes, %d flushes, busy %d ms" % tuple(idle[:4]))
-            print("  canary: %d sectors, %d writes, %d flushes, busy %d ms, %d probes" % tuple(busy))
-            if probes:
-                per = [(b - i) / probes for b, i in zip(busy[:4], idle[:4])]
-                print("  per probe: %.0f bytes written in %.1f writes, %.2f flushes, device busy %.2f ms" %
-                      (per[0] * SECTOR, per[1], per[2], per[3]))
-                print("  per hour at 10 s: %.2f MiB written, %d flushes, device busy %.3f %% of the time" %
-                      (per[0] * SECTOR * 360 / 2 ** 20, round(per[2] * 360), per[3] * 360 / 3600e3 * 100))
+            print("  canary: %d sectors, %d writes, %d flushes, busy %d ms, %d cycles, %d probes" % tuple(busy))
+            if n:
+                per = [(b - i) / n for b, i in zip(busy[:4], idle[:4])]
+                print("  per cycle (%d probes): %.0f bytes written in %.1f writes, %.2f flushes, device busy %.2f ms" %
+                      (1 + burst, per[0] * SECTOR, per[1], per[2], per[3]))
+                print("  per hour at %gs: %.2f MiB written, %d flushes, device busy %.3f %% of the time" %
+                      (interval, per[0] * SECTOR * per_hour / 2 ** 20, round(per[2] * per_hour),
+                       per[3] * per_hour / 3600e3 * 100))
         subprocess.run(["mount", "-o", "remount,nolazytime", fs.mnt], check=True)
         f = os.path.join(fs.mnt, "fio.dat")
         subprocess.run(["fio", "--name=prep", "--filename=" + f, "--size=128M", "--rw=write", "--bs=1M",

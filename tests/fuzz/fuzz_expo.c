@@ -211,11 +211,72 @@ static void check_text(const char *text, size_t len)
         }
 }
 
+/* A family of a table of up to 8 rows with up to 3 labels of carved values, any cell kind and
+ * label mask, rows without the column. */
+static void add_table_family(struct reader *r, struct mset *s, uint8_t kind)
+{
+        static const char *const names[3] = {"device", "model", "mode"};
+        char name[56], vals[8][3][48];
+        size_t nlabels = 1 + byte(r) % 3, nrows = byte(r) % 8;
+        struct mrows *rows = mrows_new(names, nlabels);
+        struct mtable *t;
+
+        carve(r, name, 48);
+        if (!metric_name_valid(name, false))
+                snprintf(name, sizeof name, "tab_%u", (unsigned)(kind & 0x7f));
+        for (size_t i = 0; i < nrows; i++) {
+                const char *v[3];
+                for (size_t k = 0; k < nlabels; k++) {
+                        carve(r, vals[i][k], 40);
+                        v[k] = vals[i][k];
+                }
+                mrows_add(rows, v);
+        }
+        t = mtable_new(rows, 2);
+        for (size_t i = 0; i < nrows; i++) {
+                uint8_t f = byte(r);
+                uint64_t v[2] = {u64(r), 0};
+                double d = dbl(r);
+                memcpy(&v[1], &d, sizeof d);
+                if (f & 0x40)
+                        v[0] = 0;
+                mtable_add_row(t, i, f & 3, v);
+        }
+        if (!mset_find(s, name))
+                mset_table_family(s, name, "A table.", (enum mtype)(byte(r) % 6), t, kind & 1,
+                                  (kind & 1) ? MCELL_DOUBLE : (enum mcell)(byte(r) % 5),
+                                  byte(r) & 7);
+        mtable_unref(t);
+        mrows_unref(rows);
+}
+
+/* The page read in pieces of size chunk is the page. */
+static void check_pieces(struct mset *const *sets, size_t n, const char *whole, size_t len,
+                         size_t chunk)
+{
+        struct expo_stream *st = expo_stream_new(sets, n, EXPO_FORMAT_TEXT);
+        char *buf = malloc(len + chunk + 1);
+        size_t got = 0, k;
+
+        if (!buf)
+                abort();
+        while ((k = expo_stream_read(st, buf + got, chunk)) > 0) {
+                if (k > chunk || got + k > len)
+                        abort();
+                got += k;
+        }
+        if (got != len || memcmp(buf, whole, len) != 0)
+                abort();
+        free(buf);
+        expo_stream_free(st);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         struct reader r = {data, size};
         struct mset *sets[MAX_SETS];
         struct mfamily *fam[MAX_SETS] = {NULL};
+        char fam_name[MAX_SETS][56]; /* fam[i]'s name: the pointer lasts until the next family */
         size_t cur = 0, nsets = 1 + byte(&r) % MAX_SETS;
         static const char *const suffixes[] = {"", "_bucket", "_sum", "_count"};
         char *text = NULL;
@@ -237,6 +298,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         if (!metric_name_valid(name, false))
                                 snprintf(name, sizeof name, "fam_%u", (unsigned)(kind >> 3));
                         fam[cur] = mset_family(s, name, help, (enum mtype)(byte(&r) % 6));
+                        snprintf(fam_name[cur], sizeof fam_name[cur], "%s", name);
                         if (!mset_find(s, name))
                                 abort();
                         break;
@@ -295,7 +357,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                         0, dbl(&r));
                         break;
                 }
-                default: /* 4: switch to another set */
+                default: /* 4: switch to another set, or (high bit) a table's family */
+                        if (kind & 0x80) {
+                                add_table_family(&r, s, kind);
+                                /* a new family may have moved the set's families */
+                                if (fam[cur])
+                                        fam[cur] = (struct mfamily *)mset_find(s, fam_name[cur]);
+                                break;
+                        }
                         cur = byte(&r) % nsets;
                         break;
                 }
@@ -304,6 +373,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (expo_render_text(sets, nsets, &text, &len) != 0)
                 abort();
         check_text(text, len);
+        check_pieces(sets, nsets, text, len, 1);
+        check_pieces(sets, nsets, text, len, 1 + size % 97);
         free(text);
         /* OpenMetrics: the same samples, ending with "# EOF" */
         if (expo_render(sets, nsets, EXPO_FORMAT_OPENMETRICS, &text, &len) != 0 || len < 6 ||

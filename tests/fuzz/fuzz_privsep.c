@@ -1,12 +1,16 @@
-/* Fuzz target of the privileged helper's message decoder (and the client's response decoder):
- * any bytes from the unprivileged side must be refused or decode to a request that
- * devio_request_valid() accepts and that encodes back to the same bytes. */
+/* Fuzz target of the decoders at both ends of the helper protocol: the helper's request decoder
+ * (any bytes from the unprivileged side must be refused or decode to a request that
+ * devio_request_valid() accepts and that encodes back to the same bytes), the client's decoders
+ * of responses and HELLO, and the zygote's control messages (16 bytes: the zygote takes only the
+ * exact SPAWN; the client's SPAWNED decoder accepts only what the encoder makes). The client's
+ * handling of whole conversations over real sockets is fuzz_privsep_client.c. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "devio.h"
+#include "devio_linux.h"
 #include "devio_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -25,6 +29,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct devio_request req;
         int r, len;
 
+        if (size == DEVIO_PROTO_CTL_SIZE) {
+                uint8_t ctl[DEVIO_PROTO_CTL_SIZE];
+                int32_t pid;
+                int status;
+
+                check(devio_proto_encode_spawn(ctl, sizeof ctl) == (int)sizeof ctl);
+                check(devio_proto_is_spawn(data, size) == (memcmp(ctl, data, size) == 0));
+                if (devio_proto_decode_spawned(data, size, &status, &pid) == 0) {
+                        check(status == 0 ? pid > 0 : status < 0 && status >= -4095 && pid == 0);
+                        len = devio_proto_encode_spawned(status, pid, ctl, sizeof ctl);
+                        check(len == (int)size && memcmp(ctl, data, size) == 0);
+                }
+        }
+        check(!devio_proto_is_spawn(data, size) || size == DEVIO_PROTO_CTL_SIZE);
         if (devio_proto_decode_header(data, size, &h) < 0)
                 return 0;
         check(h.magic == DEVIO_PROTO_MAGIC && h.id != 0);

@@ -18,7 +18,7 @@ static void check_record(const struct canary_record *r)
             strnlen(r->mode, sizeof r->mode) >= sizeof r->mode ||
             strnlen(r->path, sizeof r->path) >= sizeof r->path)
                 abort();
-        if (canary_baseline_state_check(&r->st) != 0)
+        if (canary_baseline_state_check(&r->st) != 0 || !canary_regime_to_string(r->regime))
                 abort();
         if (signbit(r->st.value))
                 abort();
@@ -26,7 +26,8 @@ static void check_record(const struct canary_record *r)
 
 static bool same_record(const struct canary_record *a, const struct canary_record *b)
 {
-        if (strcmp(a->disk, b->disk) || strcmp(a->mode, b->mode) || strcmp(a->path, b->path))
+        if (strcmp(a->disk, b->disk) || strcmp(a->mode, b->mode) || strcmp(a->path, b->path) ||
+            a->regime != b->regime)
                 return false;
         if (memcmp(&a->st.value, &b->st.value, sizeof(double)) != 0 ||
             a->st.updates != b->st.updates || a->st.updated != b->st.updated ||
@@ -81,8 +82,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         for (size_t i = 0; i < recs.n; i++) {
                 check_record(&recs.v[i]);
-                if (canary_records_find(&recs, recs.v[i].disk, recs.v[i].mode, recs.v[i].path) !=
-                    &recs.v[i])
+                if (canary_records_find(&recs, recs.v[i].disk, recs.v[i].mode, recs.v[i].path,
+                                        recs.v[i].regime) != &recs.v[i])
                         abort(); /* keys are unique */
                 exercise(&recs.v[i].st);
         }

@@ -1,6 +1,7 @@
 """Shared helpers of the end-to-end tests: run the real daemon, scrape it, parse and check pages."""
 import errno
 import fcntl
+import glob
 import os
 import random
 import re
@@ -271,3 +272,36 @@ def wait_until(pred, timeout, poll=0.05):
         if v or time.monotonic() > end:
             return v
         time.sleep(poll)
+
+
+def fill_filesystem(path):
+    """Fills the filesystem of path: one big file until ENOSPC, then 4 KiB and 1-byte files
+    until ENOSPC (delayed allocation holds blocks back; FACTS.md). Returns the bytes written."""
+    n = 0
+    buf = b"\x5a" * (1 << 20)
+    with open(os.path.join(path, "filler"), "wb", buffering=0) as f:
+        try:
+            while True:
+                n += f.write(buf)
+        except OSError:
+            pass
+        try:
+            os.fsync(f.fileno())
+        except OSError:
+            pass
+    for size in (4096, 1):
+        for i in range(100000):
+            try:
+                with open(os.path.join(path, "filler-%d-%d" % (size, i)), "wb") as f:
+                    f.write(buf[:size])
+                    f.flush()
+                    os.fsync(f.fileno())
+                n += size
+            except OSError:
+                break
+    return n
+
+
+def unfill_filesystem(path):
+    for p in glob.glob(os.path.join(path, "filler*")):
+        os.unlink(p)

@@ -1,7 +1,9 @@
 """The sync canary on real filesystems (ext4 on loop devices; needs root): every mode, a
 read-only mount, a filesystem turned read-only under a running probe, a full filesystem, EIO
-after a shutdown, a removed directory and a frozen filesystem, with recovery from each; and the
-canary's median against ioping -W measured just before and after on the same filesystem."""
+after a shutdown, a removed directory and a frozen filesystem, with recovery from each; the idle
+regime's median against ioping -W at the same spacing and the busy regime's against a
+back-to-back ioping -W -i 0, each measured just before and after on the same filesystem; and
+SIGTERM within a second with canaries probing, the state file left as it was."""
 import fcntl
 import os
 import re
@@ -23,10 +25,22 @@ EXT4_IOC_SHUTDOWN = 0x8004587D  # _IOR('X', 125, __u32)
 EXT4_GOING_FLAGS_NOLOGFLUSH = 2
 ACCURACY = 0.15  # the canary's median within 15 % of ioping's
 ACCURACY_ATTEMPTS = 3
+BUSY_ACCURACY = 0.20  # the busy median within 20 % of a back-to-back ioping run's
+BURST = 3  # the default --canary.burst
 
 
 def sv(m, name, path, mode="fdatasync", **extra):
     return dp.value(m, name, path=path, mode=mode, **extra)
+
+
+def idle(m, name, path, mode="fdatasync", **extra):
+    """A latency family's value for the idle regime (the spaced probes)."""
+    return sv(m, name, path, mode, regime="idle", **extra)
+
+
+def busy(m, name, path, mode="fdatasync", **extra):
+    """A latency family's value for the busy regime (the medians of the bursts)."""
+    return sv(m, name, path, mode, regime="busy", **extra)
 
 
 def errors(m, path, err, mode="fdatasync"):
@@ -71,22 +85,35 @@ def test_modes():
         fua = open("/sys/block/%s/queue/fua" % fs.dev).read().strip() == "1"
         for mode in MODES:
             n = probes(m, fs.mnt, mode)
-            count = sv(m, "diskpulse_sync_latency_seconds_count", fs.mnt, mode)
-            last = sv(m, "diskpulse_sync_last_seconds", fs.mnt, mode)
-            q = [sv(m, "diskpulse_sync_recent_seconds", fs.mnt, mode, quantile=x) for x in ("0.5", "0.9", "0.99")]
+            ci = idle(m, "diskpulse_sync_latency_seconds_count", fs.mnt, mode)
+            cb = busy(m, "diskpulse_sync_latency_seconds_count", fs.mnt, mode)
             ratio = sv(m, "diskpulse_sync_flush_ratio", fs.mnt, mode)
+            bi = sv(m, "diskpulse_sync_busy_idle_ratio", fs.mnt, mode)
             dp.check(device_of(m, fs.mnt, mode) == fs.dev, "%s: device label is %s" % (mode, fs.dev))
-            dp.check(n >= 25 and count is not None and abs(count - n) <= 1,
-                     "%s: histogram count %s follows probes_total %s" % (mode, count, n))
-            dp.check(last is not None and 1e-6 <= last < 1, "%s: last probe took %s s" % (mode, last))
-            dp.check(None not in q and 0 < q[0] <= q[1] <= q[2] < 1, "%s: quantiles ordered %s" % (mode, q))
+            # every cycle: one spaced probe (an idle sample) and a burst of 3 (one busy sample);
+            # a scrape may land inside a cycle
+            dp.check(n >= 25 and ci is not None and cb is not None and 0 <= n - (ci + BURST * cb) <= BURST
+                     and cb <= ci <= cb + 1,
+                     "%s: probes_total %s = idle count %s + %d x busy count %s" % (mode, n, ci, BURST, cb))
+            for regime, get in (("idle", idle), ("busy", busy)):
+                last = get(m, "diskpulse_sync_last_seconds", fs.mnt, mode)
+                q = [get(m, "diskpulse_sync_recent_seconds", fs.mnt, mode, quantile=x) for x in ("0.5", "0.9", "0.99")]
+                dp.check(last is not None and 1e-6 <= last < 1, "%s %s: last sample %s s" % (mode, regime, last))
+                dp.check(None not in q and 0 < q[0] <= q[1] <= q[2] < 1,
+                         "%s %s: quantiles ordered %s" % (mode, regime, q))
+            dp.check(bi is not None and bi > 0 and abs(bi - busy(m, "diskpulse_sync_recent_seconds", fs.mnt, mode, quantile="0.5") /
+                                                      idle(m, "diskpulse_sync_recent_seconds", fs.mnt, mode, quantile="0.5")) < 1e-9,
+                     "%s: busy/idle ratio %s is the ratio of the two medians" % (mode, bi))
+            q = [idle(m, "diskpulse_sync_recent_seconds", fs.mnt, mode, quantile=x) for x in ("0.5", "0.9", "0.99")]
             dp.check(not [k for k in m if k[0] == "diskpulse_sync_errors_total" and ("path", fs.mnt) in k[1]
                           and ("mode", mode) in k[1]], "%s: no errors" % mode)
             dp.check(sv(m, "diskpulse_sync_stuck", fs.mnt, mode) == 0, "%s: not stuck" % mode)
             if mode != "direct" or not fua:
                 dp.check(ratio is not None and 0.9 <= ratio <= 3.5,
                          "%s: every probe reached the disk as a flush (ratio %s)" % (mode, ratio))
-            print("  %-9s median %.3f ms, p99 %.3f ms, flushes/probe %s" % (mode, q[0] * 1e3, q[2] * 1e3, ratio))
+            print("  %-9s idle median %.3f ms, p99 %.3f ms; busy median %.3f ms; flushes/probe %s" %
+                  (mode, q[0] * 1e3, q[2] * 1e3, busy(m, "diskpulse_sync_recent_seconds", fs.mnt, mode, quantile="0.5") * 1e3,
+                   ratio))
         dp.check(f1 - f0 >= 0.9 * (p1 - p0),
                  "independent count: %d flushes on %s for %d probes" % (f1 - f0, fs.dev, p1 - p0))
         tids = [t for t in os.listdir("/proc/%d/task" % d.proc.pid)
@@ -108,7 +135,7 @@ def test_modes():
         dp.check("Sync canary" in page and fs.mnt in page and page.count("<td>%s</td>" % fs.mnt) == 4,
                  "/ lists the four targets")
         rc, took = d.stop()
-        dp.check(rc == 0 and took < 1.5, "SIGTERM with four probing targets: exit %s in %.2f s" % (rc, took))
+        dp.check(rc == 0 and took < 1.0, "SIGTERM with four probing targets: exit %s in %.2f s" % (rc, took))
 
 
 def test_readonly_mount():
@@ -279,15 +306,18 @@ def test_frozen_filesystem():
             m, ok = scrape_until(d, lambda m: sv(m, "diskpulse_sync_stuck", a.mnt) == 0 and
                                  probes(m, a.mnt) >= na + 2 and up(m, a.mnt), 10)
             dp.check(ok, "frozen: probing resumes after thaw, not stuck")
-            last = sv(m, "diskpulse_sync_latency_seconds_bucket", a.mnt, le="+Inf")
-            slow = sv(m, "diskpulse_sync_latency_seconds_bucket", a.mnt, le="1")
-            dp.check(last is not None and slow is not None and last - slow >= 1,
-                     "frozen: the hung probe's latency (> 1 s) is in the histogram")
+            last = [get(m, "diskpulse_sync_latency_seconds_bucket", a.mnt, le="+Inf") for get in (idle, busy)]
+            slow = [get(m, "diskpulse_sync_latency_seconds_bucket", a.mnt, le="1") for get in (idle, busy)]
+            dp.check(None not in last + slow and (last[0] - slow[0]) + (last[1] - slow[1]) == 1,
+                     "frozen: the hung probe's latency (> 1 s) is in the histogram once (idle %s, busy %s)" %
+                     (last[0] - slow[0], last[1] - slow[1]))
+            dp.check(sv(m, "diskpulse_sync_stuck_probes_total", a.mnt) == 1,
+                     "frozen: one stuck probe counted (%s)" % sv(m, "diskpulse_sync_stuck_probes_total", a.mnt))
 
 
-def ioping_median(path, count=60):
-    """Median of ioping -W 4 KiB requests (warm-up excluded), seconds."""
-    out = subprocess.run(["ioping", "-W", "-s", "4k", "-c", str(count + 1), "-i", "0.1", path],
+def ioping_median(path, count=60, interval="0.1"):
+    """Median of ioping -W 4 KiB requests (warm-up excluded) every interval seconds, seconds."""
+    out = subprocess.run(["ioping", "-W", "-s", "4k", "-c", str(count + 1), "-i", interval, path],
                          check=True, capture_output=True, text=True).stdout
     v = []
     for line in out.splitlines():
@@ -308,8 +338,8 @@ def test_accuracy():
         for attempt in range(ACCURACY_ATTEMPTS):
             before = ioping_median(fs.mnt)
             with dp.Daemon(BIN, *FAST, "--canary.path=" + fs.mnt) as d:
-                m, ok = scrape_until(d, lambda m: probes(m, fs.mnt) >= 80, 30)
-                canary = sv(m, "diskpulse_sync_recent_seconds", fs.mnt, quantile="0.5")
+                m, ok = scrape_until(d, lambda m: probes(m, fs.mnt) >= 80 * (1 + BURST), 40)
+                canary = idle(m, "diskpulse_sync_recent_seconds", fs.mnt, quantile="0.5")
             after = ioping_median(fs.mnt)
             ref = (before + after) / 2
             dev = abs(canary - ref) / ref
@@ -323,6 +353,67 @@ def test_accuracy():
              "in %d attempt(s)" % (c * 1e3, ACCURACY * 100, b * 1e3, a * 1e3, len(results)))
 
 
+def test_regimes():
+    """The busy regime (the median of each burst) is below the idle one (the spaced probe) and
+    within 20 % of a back-to-back ioping -W -i 0 run measured just before and after."""
+    if not shutil.which("ioping"):
+        dp.check(False, "regimes: ioping is installed (scripts/deps.sh test)")
+        return
+    results = []
+    with dp.LoopFs() as fs:
+        for attempt in range(ACCURACY_ATTEMPTS):
+            before = ioping_median(fs.mnt, 300, "0")
+            with dp.Daemon(BIN, "--no-collector.smart", "--canary.interval=500ms", "--canary.path=" + fs.mnt) as d:
+                m, ok = scrape_until(d, lambda m: (busy(m, "diskpulse_sync_latency_seconds_count", fs.mnt) or 0) >= 50, 60)
+                i = idle(m, "diskpulse_sync_recent_seconds", fs.mnt, quantile="0.5")
+                b = busy(m, "diskpulse_sync_recent_seconds", fs.mnt, quantile="0.5")
+                bi = sv(m, "diskpulse_sync_busy_idle_ratio", fs.mnt)
+            after = ioping_median(fs.mnt, 300, "0")
+            ref = (before + after) / 2
+            dev = abs(b - ref) / ref
+            results.append((i, b, bi, before, after, dev))
+            print("  attempt %d: idle %.3f ms, busy %.3f ms (busy/idle %.2f); ioping -i 0 before %.3f ms, "
+                  "after %.3f ms: busy %.1f %% off" % (attempt + 1, i * 1e3, b * 1e3, bi, before * 1e3, after * 1e3,
+                                                      dev * 100))
+            if dev <= BUSY_ACCURACY and b < i:
+                break
+    i, b, bi, before, after, dev = results[-1]
+    dp.check(b < i and bi < 1, "regimes: busy median %.3f ms below idle median %.3f ms" % (b * 1e3, i * 1e3))
+    dp.check(dev <= BUSY_ACCURACY, "regimes: busy median %.3f ms within %d %% of ioping -W -i 0 (%.3f / %.3f ms) "
+             "in %d attempt(s)" % (b * 1e3, BUSY_ACCURACY * 100, before * 1e3, after * 1e3, len(results)))
+
+
+def test_sigterm():
+    """SIGTERM exits within a second while canaries probe (every mode on a loop ext4 and the
+    state directory's own filesystem, a cycle a second), wherever in a cycle it lands, and a
+    state file that is up to date is not rewritten on the way out."""
+    state = tempfile.mkdtemp(prefix="diskpulse-state-", dir=os.environ.get("TMPDIR", "/var/tmp"))
+    sf = os.path.join(state, "canary-baselines")
+    worst = 0.0
+    try:
+        with dp.LoopFs() as fs:
+            args = ["--no-collector.smart", "--canary.interval=1s", "--state.directory=" + state,
+                    "--canary.path=" + state] + ["--canary.path=%s:%s" % (fs.mnt, x) for x in MODES]
+            for k in range(6):
+                with dp.Daemon(BIN, *args) as d:
+                    m, ok = scrape_until(d, lambda m: all((busy(m, "diskpulse_sync_latency_seconds_count", fs.mnt, x) or 0)
+                                                          >= 1 for x in MODES) and probes(m, state) >= 4, 20)
+                    dp.check(ok, "sigterm %d: every target has completed a cycle" % k)
+                    before = os.stat(sf) if os.path.exists(sf) else None
+                    time.sleep(0.17 * k)  # land at another point of the cycle each time
+                    rc, took = d.stop()
+                    worst = max(worst, took)
+                    dp.check(rc == 0 and took < 1.0, "sigterm %d: exit %s in %.3f s" % (k, rc, took))
+                    if before is not None:
+                        after = os.stat(sf)
+                        dp.check((after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns),
+                                 "sigterm %d: the up-to-date state file is not rewritten" % k)
+            print("  slowest SIGTERM: %.3f s; state file %s" %
+                  (worst, "kept" if os.path.exists(sf) else "absent (the state directory's disk has no serial or WWN)"))
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def main():
     if os.geteuid() != 0:
         dp.skip("needs root for loop devices and mounts")
@@ -332,7 +423,8 @@ def main():
     if not os.path.exists("/dev/loop-control"):
         dp.skip("no loop device support (/dev/loop-control)")
     for t in (test_modes, test_readonly_mount, test_turned_readonly, test_full_filesystem,
-              test_eio_after_shutdown, test_vanished_directory, test_frozen_filesystem, test_accuracy):
+              test_eio_after_shutdown, test_vanished_directory, test_frozen_filesystem, test_accuracy,
+              test_regimes, test_sigterm):
         print("# " + t.__name__)
         t0 = time.monotonic()
         t()

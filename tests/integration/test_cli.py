@@ -143,15 +143,25 @@ def once_with_canary():
     dp.check(r.returncode == 0, "--once with canary targets exits 0 (%s)" % r.stderr.strip()[-200:])
     for mode in ("fdatasync", "append"):
         n = dp.value(m, "diskpulse_sync_probes_total", path=d, mode=mode)
-        c = dp.value(m, "diskpulse_sync_latency_seconds_count", path=d, mode=mode)
+        ci = dp.value(m, "diskpulse_sync_latency_seconds_count", path=d, mode=mode, regime="idle")
+        cb = dp.value(m, "diskpulse_sync_latency_seconds_count", path=d, mode=mode, regime="busy")
         up = dp.value(m, "diskpulse_sync_target_up", path=d, mode=mode)
-        dp.check(n == 1 and c == 1 and up == 1, "--once probes %s once: probes %s, count %s, up %s" % (mode, n, c, up))
+        dp.check(n == 4 and ci == 1 and cb == 1 and up == 1,
+                 "--once runs one %s cycle, a spaced probe and a burst of 3: probes %s, idle count %s, "
+                 "busy count %s, up %s" % (mode, n, ci, cb, up))
     dp.check(dp.value(m, "diskpulse_sync_errors_total", path=gone, errno="ENOENT") == 1 and
              dp.value(m, "diskpulse_sync_target_up", path=gone) == 0,
              "--once: a missing directory is one ENOENT and down, not a failure")
     dp.check(dp.value(m, "diskpulse_collector_success", collector="canary") == 0,
              "--once: the canary collector reports a target down")
     dp.check(not [n for n in os.listdir(d)], "--once leaves no file in the canary directory")
+    r = run("--once", "--no-collector.diskstats", "--no-collector.smart", "--canary.path=" + d,
+            "--canary.burst=0")
+    m = dp.parse(r.stdout)
+    dp.check(r.returncode == 0 and dp.value(m, "diskpulse_sync_probes_total", path=d) == 1 and
+             not [k for k in m if ("regime", "busy") in k[1]] and
+             dp.value(m, "diskpulse_sync_busy_idle_ratio", path=d) is None,
+             "--canary.burst=0: one probe, no busy regime, no busy/idle ratio")
     r = run("--check-config", "--canary.path=" + d, "--canary.interval=1m")
     dp.check(r.returncode == 0 and "canary.path = %s:fdatasync" % d in r.stdout and
              "canary.interval = 1m" in r.stdout, "--check-config shows the canary targets")

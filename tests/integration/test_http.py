@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""HTTP behaviour of the real daemon: endpoints, methods, content types, the connection limit,
-concurrent scrapes, IPv6 and several listen addresses, socket activation, sd_notify, SIGTERM."""
+"""HTTP behaviour of the real daemon: endpoints, methods, content types, Host, OPTIONS, request
+bodies and sizes, keep-alive, the connection limits and allow-list, the deadlines, concurrent
+scrapes, IPv6 and several listen addresses, socket activation, sd_notify, SIGTERM."""
 import gzip
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 import dp
+import flood
 
 BIN = sys.argv[1]
+GET = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
 def raw_request(port, data, family=socket.AF_INET, host="127.0.0.1", timeout=3):
@@ -141,27 +145,45 @@ print(n)
 """
 
 
+def openmetrics_compare(d, checks):
+    """Fetches the page in the text format, OpenMetrics, gzip and under other Accept headers and
+    appends (condition, what) to checks; returns (text page, OpenMetrics page)."""
+    _, _, plain = dp.http_get(d.url + "/metrics")
+    st, h, om = dp.http_get(d.url + "/metrics", headers={"Accept": PROMETHEUS_ACCEPT})
+    checks.append((st == 200 and h.get("Content-Type") == OM_TYPE and om.endswith(b"\n# EOF\n"),
+                   "Prometheus's Accept header gets OpenMetrics (%s), ending in # EOF" % h.get("Content-Type")))
+    text_samples = dp.parse(plain.decode())
+    om_samples = dp.parse(om.decode().replace("# EOF\n", ""))
+    checks.append((om_samples == text_samples and len(om_samples) > 20,
+                   "the same %d samples as the text format" % len(om_samples)))
+    counters = [l.split()[2] for l in om.decode().splitlines() if l.startswith("# TYPE ") and l.endswith(" counter")]
+    checks.append((counters and not [c for c in counters if c.endswith("_total")],
+                   "counter families are named without _total (%d)" % len(counters)))
+    for accept in ("text/plain", "*/*", "application/openmetrics-text;version=2.0.0",
+                   "application/openmetrics-text;q=0.2,text/plain;q=0.5"):
+        st, h, body = dp.http_get(d.url + "/metrics", headers={"Accept": accept})
+        checks.append((h.get("Content-Type") == "text/plain; version=0.0.4; charset=utf-8" and body == plain,
+                       "Accept %r: the text format" % accept))
+    st, h, body = dp.http_get(d.url + "/metrics", headers={"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"})
+    checks.append((h.get("Content-Type") == OM_TYPE and h.get("Content-Encoding") == "gzip"
+                   and gzip.decompress(body) == om, "OpenMetrics and gzip together"))
+    return plain, om
+
+
 def openmetrics():
     with dp.Daemon(BIN, "--diskstats.interval=1h", "--diskstats.window=1h", "--no-collector.smart") as d:
-        _, _, plain = dp.http_get(d.url + "/metrics")
-        st, h, om = dp.http_get(d.url + "/metrics", headers={"Accept": PROMETHEUS_ACCEPT})
-        dp.check(st == 200 and h.get("Content-Type") == OM_TYPE and om.endswith(b"\n# EOF\n"),
-                 "Prometheus's Accept header gets OpenMetrics (%s), ending in # EOF" % h.get("Content-Type"))
-        text_samples = dp.parse(plain.decode())
-        om_samples = dp.parse(om.decode().replace("# EOF\n", ""))
-        dp.check(om_samples == text_samples and len(om_samples) > 20,
-                 "the same %d samples as the text format" % len(om_samples))
-        counters = [l.split()[2] for l in om.decode().splitlines() if l.startswith("# TYPE ") and l.endswith(" counter")]
-        dp.check(counters and not [c for c in counters if c.endswith("_total")],
-                 "counter families are named without _total (%d)" % len(counters))
-        for accept in ("text/plain", "*/*", "application/openmetrics-text;version=2.0.0",
-                       "application/openmetrics-text;q=0.2,text/plain;q=0.5"):
-            st, h, body = dp.http_get(d.url + "/metrics", headers={"Accept": accept})
-            dp.check(h.get("Content-Type") == "text/plain; version=0.0.4; charset=utf-8" and body == plain,
-                     "Accept %r: the text format" % accept)
-        st, h, body = dp.http_get(d.url + "/metrics", headers={"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"})
-        dp.check(h.get("Content-Type") == OM_TYPE and h.get("Content-Encoding") == "gzip" and gzip.decompress(body) == om,
-                 "OpenMetrics and gzip together")
+        # A device added or removed anywhere on the machine makes the daemon publish a new
+        # snapshot at once: the formats are compared only over a stretch in which the page did
+        # not change (the same text before and after), up to five tries.
+        for attempt in range(5):
+            checks = []
+            plain, om = openmetrics_compare(d, checks)
+            _, _, after = dp.http_get(d.url + "/metrics")
+            if after == plain:
+                break
+            print("note   a new snapshot during try %d: compared again" % (attempt + 1))
+        for cond, what in checks:
+            dp.check(cond, what)
         py = "/usr/bin/python3"
         have = os.path.exists(py) and subprocess.run([py, "-c", "import prometheus_client"],
                                                      capture_output=True).returncode == 0
@@ -172,12 +194,172 @@ def openmetrics():
                      (r.stdout.strip(), r.stderr.strip()[-300:]))
 
 
+def connect(port, src="127.0.0.1", timeout=5):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((src, 0))
+    s.settimeout(timeout)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def wait_closed(s, timeout):
+    """Reads until the server closes s (EOF or reset) or timeout passes; returns (seconds, bytes
+    read, closed)."""
+    t0 = time.monotonic()
+    got = b""
+    s.settimeout(0.05)
+    while time.monotonic() - t0 < timeout:
+        try:
+            c = s.recv(65536)
+            if not c:
+                return time.monotonic() - t0, got, True
+            got += c
+        except socket.timeout:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            return time.monotonic() - t0, got, True
+    return time.monotonic() - t0, got, False
+
+
+def refused_at_once(port, src="127.0.0.1", what="connection"):
+    """Opens a connection from src and sends a request; true when it is closed within half a
+    second with nothing sent back."""
+    try:
+        s = connect(port, src)
+    except ConnectionResetError:
+        return dp.check(True, "%s from %s: reset at once" % (what, src))
+    try:
+        s.sendall(GET)
+    except (ConnectionResetError, BrokenPipeError):
+        s.close()
+        return dp.check(True, "%s from %s: reset at once" % (what, src))
+    took, got, closed = wait_closed(s, 2.0)
+    s.close()
+    return dp.check(closed and took < 0.5 and got == b"",
+                    "%s from %s: closed after %.3f s with %d bytes sent" % (what, src, took, len(got)))
+
+
+def counter(d, name, **labels):
+    return dp.value(dp.parse(dp.http_get(d.url + "/metrics")[2].decode()), name, **labels)
+
+
+def host_header():
+    with dp.Daemon(BIN, "--no-collector.smart") as d:
+        for req, want, what in (
+                (b"GET /metrics HTTP/1.1\r\n\r\n", b"HTTP/1.1 400", "HTTP/1.1 without Host"),
+                (b"GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", b"HTTP/1.1 400",
+                 "HTTP/1.1 with two Host headers"),
+                (b"GET /metrics HTTP/1.0\r\n\r\n", b"HTTP/1.1 200", "HTTP/1.0 without Host"),
+                (b"GET /metrics HTTP/1.1\r\nhost: a\r\nConnection: close\r\n\r\n", b"HTTP/1.1 200",
+                 "HTTP/1.1 with Host"),
+                (b"GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", b"", "a space in the target (closed unanswered)")):
+            reply = raw_request(d.port, req)
+            dp.check(reply.startswith(want) if want else reply == b"", "%s: %r (want %r)" % (what, reply[:30], want))
+
+
+def options_method():
+    with dp.Daemon(BIN, "--no-collector.smart") as d:
+        reply = raw_request(d.port, b"OPTIONS * HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        dp.check(reply.startswith(b"HTTP/1.1 200") and b"\r\nAllow: GET, HEAD, OPTIONS\r\n" in reply and
+                 b"\r\nContent-Length: 0\r\n" in reply, "OPTIONS * is 200 with Allow: %r" % reply[:120])
+        for path in ("/metrics", "/", "/-/healthy"):
+            st, h, body = dp.http_get(d.url + path, method="OPTIONS")
+            dp.check(st == 200 and h.get("Allow") == "GET, HEAD, OPTIONS" and body == b"",
+                     "OPTIONS %s is 200 with Allow %r" % (path, h.get("Allow")))
+        dp.check(dp.http_get(d.url + "/nope", method="OPTIONS")[0] == 404, "OPTIONS /nope is 404")
+        st, h, _ = dp.http_get(d.url + "/metrics", method="DELETE")
+        dp.check(st == 405 and h.get("Allow") == "GET, HEAD, OPTIONS", "405 names OPTIONS in Allow too")
+        reply = raw_request(d.port, b"GET * HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        dp.check(reply.startswith(b"HTTP/1.1 400"), "GET * is 400 (%r)" % reply[:20])
+
+
+def request_bodies_and_sizes():
+    with dp.Daemon(BIN, "--no-collector.smart") as d:
+        for req, want, what in (
+                (b"GET /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello", b"HTTP/1.1 413",
+                 "GET with a body"),
+                (b"GET /metrics HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+                 b"HTTP/1.1 413", "GET with a chunked body"),
+                (b"GET /metrics HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 100000000\r\n\r\n",
+                 b"HTTP/1.1 413", "GET announcing 100 MB with Expect: 100-continue"),
+                (b"POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello", b"HTTP/1.1 405",
+                 "POST with a body"),
+                (b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-Big: " + b"a" * 16000 + b"\r\n\r\n",
+                 b"HTTP/1.1 200", "16 KB of headers"),
+                (b"GET /metrics HTTP/1.1\r\nHost: a\r\nX-Big: " + b"a" * 40000 + b"\r\n\r\n", b"HTTP/1.1 431",
+                 "40 KB of headers"),
+                (b"GET /metrics HTTP/1.1\r\nHost: a\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(3000)) +
+                 b"\r\n", b"HTTP/1.1 431", "3000 header lines"),
+                (b"GET /metrics?" + b"a" * 40000 + b" HTTP/1.1\r\nHost: a\r\n\r\n", b"HTTP/1.1 414",
+                 "a 40 KB target")):
+            s = connect(d.port)
+            s.sendall(req)
+            took, got, closed = wait_closed(s, 3.0)
+            s.close()
+            keep = not req.startswith(b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close")
+            dp.check(got.startswith(want) and (closed or not keep),
+                     "%s: %r, connection closed after it: %s" % (what, got[:40], closed))
+        dp.check(dp.http_get(d.url + "/metrics")[0] == 200, "still serving")
+
+
+def keep_alive():
+    """Every kind of response keeps the connection for the next request (Prometheus reconnected
+    for each scrape while every response closed it)."""
+    with dp.Daemon(BIN, "--no-collector.smart") as d:
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=5)
+        ports = set()
+        for method, path, headers, status in (
+                ("GET", "/metrics", {}, 200), ("GET", "/metrics", {"Accept-Encoding": "gzip"}, 200),
+                ("GET", "/metrics", {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"}, 200),
+                ("HEAD", "/metrics", {}, 200), ("HEAD", "/metrics", {"Accept-Encoding": "gzip"}, 200),
+                ("GET", "/", {}, 200), ("GET", "/-/healthy", {}, 200), ("OPTIONS", "/metrics", {}, 200),
+                ("GET", "/nope", {}, 404), ("POST", "/metrics", {}, 405), ("GET", "/metrics", {}, 200)):
+            c.request(method, path, headers=headers)
+            r = c.getresponse()
+            body = r.read()
+            ports.add(c.sock.getsockname()[1] if c.sock else None)
+            dp.check(r.status == status and r.getheader("Connection") != "close" and not r.will_close,
+                     "%s %s %s: %d, kept alive (Connection: %s)" %
+                     (method, path, headers, r.status, r.getheader("Connection")))
+            if method == "HEAD":
+                dp.check(body == b"" and int(r.getheader("Content-Length")) > 0, "HEAD: length, no body")
+        dp.check(len(ports) == 1 and None not in ports, "all on one connection (local ports %s)" % ports)
+        c.close()
+        # Pipelined: two requests in one write, two responses in order.
+        s = connect(d.port)
+        s.sendall(b"GET /-/healthy HTTP/1.1\r\nHost: a\r\n\r\nGET /metrics HTTP/1.1\r\nHost: a\r\n\r\n")
+        pending = bytearray()
+        st1, _, b1 = flood.read_response(s, time.monotonic() + 5, pending)
+        st2, _, b2 = flood.read_response(s, time.monotonic() + 5, pending)
+        s.close()
+        dp.check(st1 == 200 and b1 == b"OK\n" and st2 == 200 and b"diskpulse_build_info" in b2,
+                 "two pipelined requests get their two responses")
+        # HTTP/1.0 and Connection: close still close.
+        for req in (b"GET /metrics HTTP/1.0\r\n\r\n", b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"):
+            s = connect(d.port)
+            s.sendall(req)
+            took, got, closed = wait_closed(s, 3)
+            s.close()
+            dp.check(got.startswith(b"HTTP/1.1 200") and closed, "%r: answered, then closed" % req[:40])
+
+
 def connection_limit():
-    with dp.Daemon(BIN, "--web.max-connections=4") as d:
-        held = [socket.create_connection(("127.0.0.1", d.port)) for _ in range(4)]
-        time.sleep(0.3)
-        refused = raw_request(d.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", timeout=2)
-        dp.check(not refused.startswith(b"HTTP/1.1 200"), "a 5th connection beyond --web.max-connections=4 is refused")
+    with dp.Daemon(BIN, "--web.max-connections=4", "--web.max-connections-per-address=3") as d:
+        srcs = ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
+        # Full, and 127.0.0.2 already holds as many as any address: nothing to replace, as long
+        # as the held connections have waited less than the second after which any connection
+        # may make room (a machine busy elsewhere can stretch the pause below: then again).
+        for attempt in range(3):
+            held = [connect(d.port, src) for src in srcs]
+            t_held = time.monotonic()
+            time.sleep(0.3)
+            if time.monotonic() - t_held < 0.6 or attempt == 2:
+                break
+            for s in held:
+                s.close()
+            time.sleep(0.5)
+        refused_at_once(d.port, "127.0.0.2", "a 5th connection beyond --web.max-connections=4")
         held[0].sendall(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         held[0].settimeout(3)
         reply = held[0].recv(4096)
@@ -186,6 +368,263 @@ def connection_limit():
             s.close()
         time.sleep(0.3)
         dp.check(dp.http_get(d.url + "/metrics")[0] == 200, "new connections are served again once below the limit")
+
+        # Full again: a client from an address holding fewer gets in at once, and a connection of
+        # the address holding most makes room: one whose request is arriving before an idle one,
+        # the one waiting longest first; never one being answered.
+        time.sleep(0.5)  # until the daemon has seen the scrape's connection close
+        held = [connect(d.port, src) for src in srcs]
+        for i in (0, 1):
+            held[i].sendall(GET)
+            flood.read_response(held[i], time.monotonic() + 5)
+            time.sleep(0.1)
+        held[2].sendall(b"GET /metrics HTTP/1.1\r\n")  # a request still arriving
+        time.sleep(0.2)
+        want = ([2], [0, 2], [0, 2, 3])
+        for k, expect in enumerate(want):
+            st = dp.http_get(d.url + "/-/healthy")[0]
+            gone = [i for i, s in enumerate(held) if wait_closed(s, 0.3)[2]]
+            dp.check(st == 200 and gone == expect,
+                     "full: scrape %d from 127.0.0.1 is served; closed to make room so far: %s (want %s)" %
+                     (k + 1, gone, expect))
+            time.sleep(0.3)
+            held.append(connect(d.port, "127.0.0.%d" % (4 + k)))  # full again
+            time.sleep(0.1)
+        for s in held:
+            s.close()
+        dp.check(dp.wait_until(lambda: counter(d, "diskpulse_http_connections_closed_total", reason="evicted") == 3, 5),
+                 "diskpulse_http_connections_closed_total{reason=\"evicted\"} counts them")
+        dp.check(counter(d, "diskpulse_http_connections_refused_total", reason="total_limit") == 1,
+                 "diskpulse_http_connections_refused_total{reason=\"total_limit\"} counts the refused one")
+
+
+def per_address_limit():
+    with dp.Daemon(BIN, "--no-collector.smart", "--web.max-connections-per-address=3") as d:
+        held = [connect(d.port, "127.0.0.2") for _ in range(3)]
+        time.sleep(0.3)
+        refused_at_once(d.port, "127.0.0.2", "a 4th connection over --web.max-connections-per-address=3")
+        s = connect(d.port, "127.0.0.3")
+        s.sendall(GET)
+        st, _, _ = flood.read_response(s, time.monotonic() + 5)
+        s.close()
+        dp.check(st == 200, "another address is served")
+        dp.check(dp.http_get(d.url + "/metrics")[0] == 200, "127.0.0.1 is served")
+        held[0].sendall(GET)
+        st, _, _ = flood.read_response(held[0], time.monotonic() + 5)
+        dp.check(st == 200, "the held connections keep working")
+        # After a second of waiting, the address's own connection waiting longest makes room.
+        time.sleep(1.2)
+        s = connect(d.port, "127.0.0.2")
+        s.sendall(GET)
+        st = flood.read_response(s, time.monotonic() + 5)[0]
+        gone = [i for i, h in enumerate(held) if wait_closed(h, 0.3)[2]]
+        s.close()
+        dp.check(st == 200 and gone == [1], "later, a 4th replaces the address's own connection waiting longest %s" % gone)
+        for h in held:
+            h.close()
+        time.sleep(0.3)
+        s = connect(d.port, "127.0.0.2")
+        s.sendall(GET)
+        dp.check(flood.read_response(s, time.monotonic() + 5)[0] == 200, "below the limit again: served")
+        s.close()
+        dp.check(dp.wait_until(lambda: counter(d, "diskpulse_http_connections_refused_total", reason="address_limit") == 1, 5),
+                 "diskpulse_http_connections_refused_total{reason=\"address_limit\"} is 1")
+
+
+def allow_list():
+    port = dp.free_port()
+    conf = "/tmp/diskpulse-allow-%d.conf" % os.getpid()
+    with open(conf, "w") as f:
+        f.write("web.allow-from = 127.0.0.1\nweb.allow-from = 127.0.0.8/29\n")
+    try:
+        # ":PORT" is a dual-stack socket: IPv4 clients arrive as ::ffff:a.b.c.d and must match.
+        with dp.Daemon(BIN, "--no-collector.smart", "--web.listen-address=:%d" % port, "--config.file=" + conf) as d:
+            p = port
+            for src in ("127.0.0.8", "127.0.0.15"):
+                s = connect(p, src)
+                s.sendall(GET)
+                dp.check(flood.read_response(s, time.monotonic() + 5)[0] == 200, "%s (allowed) is served" % src)
+                s.close()
+            for src in ("127.0.0.2", "127.0.0.16"):
+                refused_at_once(p, src, "a connection from a network not allowed")
+            try:
+                s6 = socket.create_connection(("::1", p), timeout=2)
+                s6.sendall(GET)
+                took, got, closed = wait_closed(s6, 2)
+                s6.close()
+                dp.check(closed and got == b"", "::1 (not allowed) is refused")
+            except (ConnectionResetError, BrokenPipeError):
+                dp.check(True, "::1 (not allowed) is reset at once")
+            except OSError as e:
+                print("note: no IPv6 loopback (%s); IPv6 refusal not tested" % e)
+            kept = connect(p, "127.0.0.9")
+            kept.sendall(GET)
+            flood.read_response(kept, time.monotonic() + 5)
+            # SIGHUP with a new list: the removed network's open connection is closed, and new
+            # ones are refused; the added one is served.
+            with open(conf, "w") as f:
+                f.write("web.allow-from = 127.0.0.1\nweb.allow-from = 127.0.0.2\n")
+            d.signal(1)
+            took, got, closed = wait_closed(kept, 3)
+            kept.close()
+            dp.check(closed, "after SIGHUP an open connection from a removed network is closed (%.2f s)" % took)
+            refused_at_once(p, "127.0.0.9", "after SIGHUP, a connection from a removed network")
+            s = connect(p, "127.0.0.2")
+            s.sendall(GET)
+            dp.check(flood.read_response(s, time.monotonic() + 5)[0] == 200, "after SIGHUP the added address is served")
+            s.close()
+            refused = dp.wait_until(lambda: (counter(d, "diskpulse_http_connections_refused_total", reason="network") or 0) >= 4, 5)
+            closed = counter(d, "diskpulse_http_connections_closed_total", reason="network")
+            dp.check(refused and closed == 1, "refusals (%s) and the closed connection (%s) counted" %
+                     (counter(d, "diskpulse_http_connections_refused_total", reason="network"), closed))
+    finally:
+        os.unlink(conf)
+
+
+def deadlines():
+    """Deadlines that activity does not extend (libmicrohttpd's timeout restarts on every byte)."""
+    with dp.Daemon(BIN, "--no-collector.smart", "--web.read-header-timeout=1s", "--web.request-timeout=2s",
+                   "--web.idle-timeout=1500ms") as d:
+        # Silent, trickling headers, trickling bytes: closed about 1 s after accept.
+        silent = connect(d.port)
+        lines = connect(d.port)
+        lines.sendall(b"GET /metrics HTTP/1.1\r\nHost: a\r\n")
+        byte = connect(d.port)
+        t0 = time.monotonic()
+        closed_at = {}
+        i = 0
+        while time.monotonic() - t0 < 4 and len(closed_at) < 3:
+            for name, s in (("silent", silent), ("header lines", lines), ("bytes", byte)):
+                if name in closed_at:
+                    continue
+                try:
+                    if name == "header lines":
+                        s.sendall(b"X-%d: 1\r\n" % i)
+                    elif name == "bytes":
+                        s.sendall(GET[i % len(GET):][:1])
+                    s.settimeout(0.001)
+                    if s.recv(1) == b"":
+                        closed_at[name] = time.monotonic() - t0
+                except socket.timeout:
+                    pass
+                except OSError:
+                    closed_at[name] = time.monotonic() - t0
+            i += 1
+            time.sleep(0.1)
+        for name, s in (("silent", silent), ("header lines", lines), ("bytes", byte)):
+            s.close()
+            at = closed_at.get(name)
+            dp.check(at is not None and 0.8 < at < 1.8,
+                     "%s: closed %s s after connecting (--web.read-header-timeout=1s)" % (name, at and "%.2f" % at))
+        # Kept alive: a second request in time is served; idle past 1.5 s, closed.
+        s = connect(d.port)
+        s.sendall(GET)
+        flood.read_response(s, time.monotonic() + 5)
+        time.sleep(1.0)
+        s.sendall(GET)
+        dp.check(flood.read_response(s, time.monotonic() + 5)[0] == 200, "a kept-alive connection used again after 1 s")
+        took, got, closed = wait_closed(s, 3)
+        s.close()
+        dp.check(closed and 1.2 < took < 2.3, "then closed %.2f s after its last response (--web.idle-timeout=1500ms)" % took)
+        # Kept alive, then the next request trickled a byte every 0.2 s: closed about 1 s after
+        # its first byte, not when the idle time or the bytes run out.
+        s = connect(d.port)
+        s.sendall(GET)
+        flood.read_response(s, time.monotonic() + 5)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        at = None
+        for k in range(25):
+            try:
+                s.sendall(GET[k:k + 1])
+                s.settimeout(0.2)
+                if s.recv(1) == b"":
+                    at = time.monotonic() - t0
+                    break
+            except socket.timeout:
+                pass
+            except OSError:
+                at = time.monotonic() - t0
+                break
+        s.close()
+        dp.check(at is not None and 0.7 < at < 1.8,
+                 "a trickled second request: closed %s s after its first byte" % (at and "%.2f" % at))
+        dp.check(dp.wait_until(lambda: counter(d, "diskpulse_http_connections_closed_total", reason="header_timeout") == 4, 5),
+                 "diskpulse_http_connections_closed_total{reason=\"header_timeout\"} is 4")
+        dp.check(counter(d, "diskpulse_http_connections_closed_total", reason="idle_timeout") >= 1, "idle timeouts counted")
+        dp.check(dp.http_get(d.url + "/metrics")[0] == 200, "still serving")
+
+
+def fd_limit():
+    """The soft open-file limit is raised to the hard one; a connection limit beyond even that is
+    lowered, with a warning."""
+    prlimit = shutil.which("prlimit")
+    if not prlimit:
+        print("note: prlimit missing; the open-file limit not tested")
+        return
+    port = dp.free_port()
+    state = tempfile.mkdtemp(prefix="diskpulse-state-")
+    p = subprocess.Popen([prlimit, "--nofile=100:300", BIN, "--web.listen-address=127.0.0.1:%d" % port,
+                          "--state.directory=" + state, "--no-collector.smart"],
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        ok = dp.wait_until(lambda: _healthy(port), 20)
+        m = dp.parse(dp.http_get("http://127.0.0.1:%d/metrics" % port)[2].decode()) if ok else {}
+        dp.check(dp.value(m, "process_max_fds") == 300, "the soft limit 100 is raised to the hard limit 300 (%s)" %
+                 dp.value(m, "process_max_fds"))
+    finally:
+        p.terminate()
+        err = p.communicate(timeout=10)[1]
+        shutil.rmtree(state, ignore_errors=True)
+    # (300 - 64) * 8 / 9: room for evicted connections that are still closing
+    dp.check("the open-file limit allows fewer connections" in err and "using=209" in err and "value=512" in err,
+             "--web.max-connections=512 lowered to what 300 descriptors allow: %r" % err.strip()[-300:])
+
+
+def _healthy(port):
+    try:
+        return dp.http_get("http://127.0.0.1:%d/-/healthy" % port, timeout=1)[0] == 200
+    except OSError:
+        return False
+
+
+def slow_reader():
+    """A client that does not read its response is cut at --web.request-timeout."""
+    tmp = tempfile.mkdtemp(prefix="diskpulse-big-")
+    try:
+        os.makedirs(os.path.join(tmp, "proc"))
+        os.makedirs(os.path.join(tmp, "sys", "block"))
+        with open(os.path.join(tmp, "proc", "diskstats"), "w") as f:
+            for i in range(4000):
+                f.write("%d %d disk%d 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n" % (240 + i // 256, i % 256, i))
+        with open(os.path.join(tmp, "proc", "uptime"), "w") as f:
+            f.write("100.00 100.00\n")
+        with dp.Daemon(BIN, "--no-collector.smart", "--no-collector.canary", "--path.procfs=" + os.path.join(tmp, "proc"),
+                       "--path.sysfs=" + os.path.join(tmp, "sys"), "--web.read-header-timeout=1s",
+                       "--web.request-timeout=2s") as d:
+            size = len(dp.http_get(d.url + "/metrics", timeout=20)[2])
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", d.port))
+            s.sendall(GET)
+            time.sleep(3.0)
+            got = b""
+            s.settimeout(2)
+            try:
+                while True:
+                    c = s.recv(1 << 20)
+                    if not c:
+                        break
+                    got += c
+            except (socket.timeout, ConnectionResetError):
+                pass
+            s.close()
+            dp.check(size > 2000000 and len(got) < size,
+                     "a reader that stalls is cut at 2 s: %d of %d bytes" % (len(got), size))
+            dp.check(dp.wait_until(lambda: counter(d, "diskpulse_http_connections_closed_total", reason="request_timeout") == 1, 5),
+                     "diskpulse_http_connections_closed_total{reason=\"request_timeout\"} is 1")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def ipv6_and_many_addresses():
@@ -287,7 +726,16 @@ def systemd_integration():
 endpoints()
 gzip_encoding()
 openmetrics()
+host_header()
+options_method()
+request_bodies_and_sizes()
+keep_alive()
 connection_limit()
+per_address_limit()
+allow_list()
+deadlines()
+fd_limit()
+slow_reader()
 ipv6_and_many_addresses()
 address_in_use()
 systemd_integration()

@@ -5,7 +5,11 @@ CAP_SYS_RAWIO (as root) and nothing else open; so does its zygote child, the pro
 helpers, with nothing open but stdio and its control socket. A helper that is killed is replaced
 within seconds with the same capabilities, which shows on /metrics (diskpulse_helper_up,
 diskpulse_helper_restarts_total). Helper and zygote die with the daemon (SIGTERM, within a second,
-and SIGKILL); started as nobody, the daemon still serves. Skips (77) while the daemon starts no
+and SIGKILL); started as nobody, the daemon still serves. In every way of starting it as root
+(from a shell, socket activation by systemd-socket-activate, --once, --check-config, a bad config
+file) the config file is a FIFO, so that each process that opens it to parse it is caught in the
+act: it holds no capability at all (effective, permitted, bounding, ambient, inheritable 0,
+NoNewPrivs 1), while the helper and its zygote hold theirs. Skips (77) while the daemon starts no
 helper."""
 import os
 import shutil
@@ -297,12 +301,209 @@ def unprivileged(flags):
         log.close()
 
 
+def tree(pid):
+    """pid and all its descendants."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children(p))
+    return out
+
+
+def wchan(pid):
+    try:
+        with open("/proc/%d/wchan" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def fifo_reader(root, within=10.0):
+    """The process below root (root included) blocked opening a FIFO for reading (the kernel's
+    wait_for_partner), or None."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for p in tree(root):
+            if wchan(p) == "wait_for_partner":
+                return p
+        time.sleep(0.02)
+    return None
+
+
+def feed(fifo, text):
+    with open(fifo, "w") as f:
+        f.write(text)
+
+
+def holds_nothing(pid, what):
+    """Every thread of pid holds no capability in any set and has NoNewPrivs."""
+    ok = True
+    for tid in os.listdir("/proc/%d/task" % pid):
+        st = status("/proc/%d/task/%s/status" % (pid, tid))
+        if st is None:
+            continue
+        c = caps(st)
+        ok = ok and all(v == 0 for v in c.values()) and st.get("NoNewPrivs") == "1"
+    dp.check(ok, "%s (pid %d): no capability in any set, NoNewPrivs 1 (%s)" % (what, pid, caps(status("/proc/%d/status" % pid) or {k: "0" for k in CAP_KEYS})))
+    return ok
+
+
+def diskpulse_root(root):
+    """The daemon's own process below root: the first diskpulse with no diskpulse parent."""
+    for p in tree(root):
+        s = stat(p)
+        if s and s[0] == "diskpulse" and (stat(s[2]) or ("",))[0] != "diskpulse":
+            return p
+    return None
+
+
+def caught_parsing(proc_pid, fifo, mode, text, expect_reparse=True):
+    """Follows one start: the first reader of the config must be a child without capabilities
+    while the daemon itself waits with them (and has no helper yet); with expect_reparse, the
+    daemon then reads it again itself, by then without capabilities and with a helper and a
+    zygote that hold theirs. Returns the daemon's pid."""
+    reader = fifo_reader(proc_pid)
+    if not dp.check(reader is not None, "%s: a process opens the config file (a FIFO) to parse it" % mode):
+        return None
+    daemon = diskpulse_root(proc_pid)
+    dp.check(reader != daemon and stat(reader)[2] == daemon,
+             "%s: the first reader is a child of the daemon (%s, daemon %s)" % (mode, reader, daemon))
+    holds_nothing(reader, "%s: the process parsing flags and config at start" % mode)
+    st = status("/proc/%d/status" % daemon)
+    dp.check(st is not None and int(st["CapEff"], 16) != 0,
+             "%s: meanwhile the daemon still holds its capabilities and parses nothing (%s)"
+             % (mode, st and st["CapEff"]))
+    dp.check(find_helper(daemon, 0.1) is None, "%s: no helper before the configuration is known" % mode)
+    feed(fifo, text)
+    if not expect_reparse:
+        return daemon
+    reader = fifo_reader(proc_pid)
+    if not dp.check(reader == daemon, "%s: then the daemon itself reads the config file (%s)" % (mode, reader)):
+        return daemon
+    holds_nothing(daemon, "%s: the daemon parsing the config file" % mode)
+    helper, zygote = find_helper(daemon), find_zygote(daemon)
+    if dp.check(helper is not None and zygote is not None, "%s: its helper and zygote run" % mode):
+        for pid, name in ((helper, "helper"), (zygote, "zygote")):
+            c = caps(status("/proc/%d/status" % pid))
+            dp.check(c["CapEff"] == HELPER_CAPS and c["CapPrm"] == HELPER_CAPS,
+                     "%s: the %s holds CAP_SYS_ADMIN and CAP_SYS_RAWIO (%x)" % (mode, name, c["CapEff"]))
+    feed(fifo, text)
+    return daemon
+
+
+def start_modes(flags):
+    """Every way of starting as root, caught while parsing."""
+    tmp = tempfile.mkdtemp(prefix="diskpulse-priv-modes-")
+    fifo = os.path.join(tmp, "diskpulse.conf")
+    os.mkfifo(fifo)
+    conf = "canary.interval = 1s\n"
+    try:
+        # from a shell
+        port = dp.free_port()
+        proc = subprocess.Popen([BIN, "--config.file=" + fifo, "--web.listen-address=127.0.0.1:%d" % port] + flags,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            daemon = caught_parsing(proc.pid, fifo, "shell", conf)
+            ok = dp.wait_until(lambda: dp.http_get("http://127.0.0.1:%d/-/healthy" % port, timeout=1)[0] == 200, 20)
+            dp.check(ok, "shell: serves")
+            if daemon and ok:
+                check_main(daemon, expect_bounding_empty=True)
+            proc.send_signal(signal.SIGHUP)  # a reload reads the file: the daemon, unprivileged
+            reader = fifo_reader(proc.pid)
+            dp.check(reader == daemon, "shell: SIGHUP: the daemon reads the config again (%s)" % reader)
+            if reader:
+                holds_nothing(reader, "shell: the daemon parsing the config on SIGHUP")
+                feed(fifo, conf)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+        # socket activation: systemd-socket-activate starts it at the first connection
+        activate = shutil.which("systemd-socket-activate")
+        if activate:
+            port = dp.free_port()
+            proc = subprocess.Popen([activate, "-l", "127.0.0.1:%d" % port, BIN, "--web.systemd-socket",
+                                     "--config.file=" + fifo] + flags,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                first = socket_connect(port)
+                daemon = caught_parsing(proc.pid, fifo, "socket activation", conf)
+                ok = dp.wait_until(lambda: dp.http_get("http://127.0.0.1:%d/-/healthy" % port, timeout=2)[0] == 200, 20)
+                dp.check(ok, "socket activation: serves on the passed socket")
+                if daemon and ok:
+                    check_main(daemon, expect_bounding_empty=True)
+                    helper = find_helper(daemon)
+                    if helper:
+                        check_helper(helper, HELPER_CAPS)
+                if first:
+                    first.close()
+            finally:
+                proc.terminate()
+                proc.wait(10)
+        else:
+            print("note: no systemd-socket-activate: socket activation not checked")
+
+        # --once
+        proc = subprocess.Popen([BIN, "--once", "--no-collector.canary", "--config.file=" + fifo] + flags,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            caught_parsing(proc.pid, fifo, "--once", conf)
+            out, _ = proc.communicate(timeout=60)
+            dp.check(proc.returncode == 0 and "diskpulse_build_info" in out and not dp.expocheck.check(out),
+                     "--once: exit 0 with a valid page (%s)" % proc.returncode)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+        # --check-config: only the child parses; nothing reads the file a second time
+        proc = subprocess.Popen([BIN, "--check-config", "--config.file=" + fifo] + flags,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            caught_parsing(proc.pid, fifo, "--check-config", conf, expect_reparse=False)
+            out, _ = proc.communicate(timeout=20)
+            dp.check(proc.returncode == 0 and "# configuration OK" in out and "canary.interval = 1s" in out,
+                     "--check-config: exit 0, the effective configuration printed (%s)" % proc.returncode)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+        # a bad line: the child says so and the daemon exits 2 without reading anything itself
+        proc = subprocess.Popen([BIN, "--config.file=" + fifo] + flags,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            caught_parsing(proc.pid, fifo, "bad config", "canary.interval = 1s\nno equals sign\n",
+                           expect_reparse=False)
+            _, err = proc.communicate(timeout=20)
+            dp.check(proc.returncode == 2 and "%s:2:" % fifo in err,
+                     "bad config: exit 2 naming file:line (%s: %s)" % (proc.returncode, err.strip()))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def socket_connect(port):
+    import socket
+    for _ in range(100):
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError:
+            time.sleep(0.05)
+    return None
+
+
 def main():
     flags = daemon_flags()
     me = status("/proc/self/status")
     need = HELPER_CAPS | (1 << CAP_SETPCAP)
     if os.geteuid() == 0 and (int(me["CapEff"], 16) & need) == need:
         as_root(flags)
+        start_modes(flags)
     else:
         print("note: not root with CAP_SYS_ADMIN, CAP_SYS_RAWIO, CAP_SETPCAP: root checks skipped")
         with dp.Daemon(BIN, *flags) as d:

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "devio.h"
+#include "devio_linux.h"
 #include "privsep.h"
 
 static const struct {
@@ -35,7 +36,7 @@ static void usage(FILE *f)
                    "  ata:  identify smart-data smart-thresholds smart-status check-power\n"
                    "  scsi: inquiry vpd:PAGE log-sense:PAGE[+SUBPAGE<<8] defects:FORMAT\n"
                    "PARAM is decimal or 0x hex. --out writes DIR/NAME-CMD[-PARAM].{bin,sense}.\n"
-                   "--privsep runs the commands through the privileged helper (daemon/privsep.c)\n"
+                   "--privsep runs the commands through the privileged helper (privsep/)\n"
                    "after dropping every capability of this process, as the daemon does.\n");
 }
 

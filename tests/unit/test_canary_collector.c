@@ -6,10 +6,12 @@
 #include <stdint.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,10 +33,14 @@ struct fake {
         size_t n_open_err, open_err_i;
         int probe_err_at; /* probe number (1-based) that fails with probe_err */
         int probe_err;
-        int hang_at; /* probe number that blocks until released */
+        int hang_at;        /* probe number that blocks until released */
+        double hang_lat_ms; /* the latency it returns (0: as the others) */
         bool released, hanging;
-        unsigned limit; /* sleep pauses once this many sleeps happened */
-        bool stopping;  /* sleeps return at once */
+        bool advance_clock;     /* a probe moves the clock by its latency */
+        usec_t start_at[64];    /* the clock when probe i + 1 started */
+        unsigned sleeps_at[64]; /* sleeps done when probe i + 1 started */
+        unsigned limit;         /* sleep pauses once this many sleeps happened */
+        bool stopping;          /* sleeps return at once */
         unsigned opens, open_ok, closes, probes_started, probes_done, sleeps;
         uint64_t flush;
         bool flush_advance, flush_nodata;
@@ -81,6 +87,10 @@ static int f_probe(void *ud, struct canary_file *f, usec_t *ret)
         assert_int_equal(f->fd, 100);
         pthread_mutex_lock(&fk.lock);
         n = ++fk.probes_started;
+        if (n <= 64) {
+                fk.start_at[n - 1] = fk.now;
+                fk.sleeps_at[n - 1] = fk.sleeps;
+        }
         if ((int)n == fk.hang_at) {
                 fk.hanging = true;
                 pthread_cond_broadcast(&fk.cond);
@@ -88,10 +98,16 @@ static int f_probe(void *ud, struct canary_file *f, usec_t *ret)
                         pthread_cond_wait(&fk.cond, &fk.lock);
                 fk.hanging = false;
         }
-        if ((int)n == fk.probe_err_at)
+        if ((int)n == fk.probe_err_at) {
                 r = fk.probe_err;
-        else
-                *ret = (usec_t)((fk.n_lat ? fk.lat_ms[(n - 1) % fk.n_lat] : 1.0) * 1000);
+        } else {
+                double ms = fk.n_lat ? fk.lat_ms[(n - 1) % fk.n_lat] : 1.0;
+                if ((int)n == fk.hang_at && fk.hang_lat_ms > 0)
+                        ms = fk.hang_lat_ms;
+                *ret = (usec_t)(ms * 1000);
+                if (fk.advance_clock)
+                        fk.now += *ret;
+        }
         if (fk.flush_advance)
                 fk.flush++;
         fk.probes_done++;
@@ -250,6 +266,21 @@ static void assert_line(const char *text, const char *line)
         }
 }
 
+/* The value of the sample series (name and labels) in text; fails when absent. */
+static double sample(const char *text, const char *series)
+{
+        char want[512];
+        const char *p;
+
+        snprintf(want, sizeof want, "\n%s ", series);
+        p = strstr(text, want);
+        if (!p) {
+                fprintf(stderr, "missing sample: %s\nin:\n%s\n", series, text);
+                fail();
+        }
+        return strtod(p + strlen(want), NULL);
+}
+
 static void assert_no(const char *text, const char *s)
 {
         if (strstr(text, s)) {
@@ -279,7 +310,9 @@ static void finish(struct canary *c)
         assert_int_equal(canary_threads_running(), 0);
 }
 
-#define L "path=\"/data\",device=\"sda\",mode=\"fdatasync\""
+#define L  "path=\"/data\",device=\"sda\",mode=\"fdatasync\""
+#define LI L ",regime=\"idle\""
+#define LB L ",regime=\"busy\""
 
 static void test_probes_feed_stats(void **state)
 {
@@ -298,22 +331,26 @@ static void test_probes_feed_stats(void **state)
         WAIT_FOR(fk.sleeps >= 4);
         assert_int_equal(fk.probes_started, 4);
         t = render(c);
-        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" L ",le=\"0.001\"} 1");
-        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" L ",le=\"0.0025\"} 2");
-        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" L ",le=\"0.005\"} 4");
-        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" L ",le=\"+Inf\"} 4");
-        assert_line(t, "diskpulse_sync_latency_seconds_count{" L "} 4");
-        assert_line(t, "diskpulse_sync_latency_seconds_sum{" L "} 0.01");
-        assert_line(t, "diskpulse_sync_last_seconds{" L "} 0.004");
-        assert_line(t, "diskpulse_sync_recent_seconds{" L ",quantile=\"0.5\"} 0.0025");
-        assert_line(t, "diskpulse_sync_recent_seconds_count{" L "} 4");
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" LI ",le=\"0.001\"} 1");
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" LI ",le=\"0.0025\"} 2");
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" LI ",le=\"0.005\"} 4");
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" LI ",le=\"+Inf\"} 4");
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" LI "} 4");
+        assert_line(t, "diskpulse_sync_latency_seconds_sum{" LI "} 0.01");
+        assert_line(t, "diskpulse_sync_last_seconds{" LI "} 0.004");
+        assert_line(t, "diskpulse_sync_recent_seconds{" LI ",quantile=\"0.5\"} 0.0025");
+        assert_line(t, "diskpulse_sync_recent_seconds_count{" LI "} 4");
         assert_line(t, "diskpulse_sync_inflight_seconds{" L "} 0");
         assert_line(t, "diskpulse_sync_stuck{" L "} 0");
         assert_line(t, "diskpulse_sync_flush_ratio{" L "} 1");
         assert_line(t, "diskpulse_sync_probes_total{" L "} 4");
         assert_line(t, "diskpulse_sync_target_up{" L "} 1");
+        assert_line(t, "diskpulse_sync_stuck_probes_total{" L "} 0");
         assert_no(t, "diskpulse_sync_errors_total{");
         assert_no(t, "diskpulse_sync_baseline_seconds{");
+        /* bursts off: no busy regime, no ratio */
+        assert_no(t, "regime=\"busy\"");
+        assert_no(t, "diskpulse_sync_busy_idle_ratio{");
         free(t);
         assert_int_equal(fk.opens, 1);
         finish(c);
@@ -397,6 +434,173 @@ static void test_hang_is_stuck_not_blocking(void **state)
         assert_line(t, "diskpulse_sync_stuck{" L "} 0");
         assert_line(t, "diskpulse_sync_probes_total{" L "} 2");
         free(t);
+        finish(c);
+}
+
+/* Each cycle: the spaced probe (idle), then at once the burst, whose median is the busy
+ * sample; every probe counts in probes_total and the flush ratio; no pause inside a burst, and
+ * the next spaced probe starts a whole (jittered) interval after the burst ended. */
+static void test_burst_feeds_busy(void **state)
+{
+        static const double lat[] = {4, 1, 3, 2, 5, 2, 1, 3, 6, 9, 8, 7};
+        struct canary_config cfg = config(one_target, 1, -1);
+        struct canary *c;
+        char *t;
+
+        (void)state;
+        fake_reset();
+        fk.lat_ms = lat;
+        fk.n_lat = 12;
+        fk.advance_clock = true;
+        fk.limit = 3;
+        cfg.burst = 3;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 3);
+        assert_int_equal(fk.probes_started, 12);
+        t = render(c);
+        /* idle: 4, 5, 6 ms; busy: median(1, 3, 2), median(2, 1, 3), median(9, 8, 7) */
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" LI "} 3");
+        assert_true(fabs(sample(t, "diskpulse_sync_latency_seconds_sum{" LI "}") - 0.015) < 1e-12);
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" LI ",le=\"0.0025\"} 0");
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" LB "} 3");
+        assert_true(fabs(sample(t, "diskpulse_sync_latency_seconds_sum{" LB "}") - 0.012) < 1e-12);
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" LB ",le=\"0.0025\"} 2");
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" LB ",le=\"0.01\"} 3");
+        assert_line(t, "diskpulse_sync_last_seconds{" LI "} 0.006");
+        assert_line(t, "diskpulse_sync_last_seconds{" LB "} 0.008");
+        assert_line(t, "diskpulse_sync_recent_seconds{" LI ",quantile=\"0.5\"} 0.005");
+        assert_line(t, "diskpulse_sync_recent_seconds{" LB ",quantile=\"0.5\"} 0.002");
+        assert_line(t, "diskpulse_sync_busy_idle_ratio{" L "} 0.4");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 12");
+        assert_line(t, "diskpulse_sync_flush_ratio{" L "} 1");
+        assert_no(t, "diskpulse_sync_busy_idle_ratio{" LI);
+        free(t);
+        for (unsigned cyc = 0; cyc < 3; cyc++) {
+                unsigned i = 4 * cyc;
+                /* the burst: no sleep between its probes, each starts when the one before ended */
+                for (unsigned k = 1; k < 4; k++) {
+                        assert_int_equal(fk.sleeps_at[i + k], fk.sleeps_at[i]);
+                        assert_true(fk.start_at[i + k] ==
+                                    fk.start_at[i + k - 1] + (usec_t)(lat[i + k - 1] * 1000));
+                }
+                /* the next spaced probe: after one sleep of 9 to 11 s from the burst's end */
+                if (cyc < 2) {
+                        usec_t burst_end = fk.start_at[i + 3] + (usec_t)(lat[i + 3] * 1000);
+                        usec_t gap = fk.start_at[i + 4] - burst_end;
+                        assert_int_equal(fk.sleeps_at[i + 4], fk.sleeps_at[i] + 1);
+                        assert_true(gap >= 9 * USEC_PER_SEC && gap <= 11 * USEC_PER_SEC);
+                }
+        }
+        finish(c);
+}
+
+/* A probe that hangs past the timeout inside a burst is one stuck probe: the gauge and the
+ * counter show it once while it hangs, the burst stops there (nothing piles on), its latency is
+ * the cycle's busy sample, and the counter keeps the 1 after it returns. A stuck spaced probe
+ * ends its cycle before the burst. */
+static void test_stuck_in_burst_counts_once(void **state)
+{
+        struct canary_config cfg = config(one_target, 1, -1);
+        struct canary *c;
+        char *t;
+
+        (void)state;
+        fake_reset();
+        fk.hang_at = 3; /* the second probe of the first burst */
+        fk.hang_lat_ms = 31000;
+        fk.limit = 1;
+        cfg.burst = 3;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.hanging);
+        pthread_mutex_lock(&fk.lock);
+        fk.now += 31 * USEC_PER_SEC;
+        pthread_mutex_unlock(&fk.lock);
+        for (int k = 0; k < 2; k++) { /* as often as it is scraped */
+                t = render(c);
+                assert_line(t, "diskpulse_sync_stuck{" L "} 1");
+                assert_line(t, "diskpulse_sync_stuck_probes_total{" L "} 1");
+                assert_line(t, "diskpulse_sync_inflight_seconds{" L "} 31");
+                assert_line(t, "diskpulse_sync_probes_total{" L "} 2");
+                free(t);
+        }
+        pthread_mutex_lock(&fk.lock);
+        fk.released = true;
+        pthread_cond_broadcast(&fk.cond);
+        pthread_mutex_unlock(&fk.lock);
+        WAIT_FOR(fk.sleeps >= 1);
+        assert_int_equal(fk.probes_started, 3); /* the burst's third probe never started */
+        t = render(c);
+        assert_line(t, "diskpulse_sync_stuck{" L "} 0");
+        assert_line(t, "diskpulse_sync_stuck_probes_total{" L "} 1");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 3");
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" LI "} 1");
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" LB "} 1");
+        assert_line(t, "diskpulse_sync_last_seconds{" LB "} 31");
+        assert_line(t, "diskpulse_sync_latency_seconds_bucket{" LB ",le=\"10\"} 0");
+        assert_line(t, "diskpulse_sync_target_up{" L "} 1");
+        free(t);
+
+        /* the next cycle is whole again; then a stuck spaced probe: no burst after it */
+        pthread_mutex_lock(&fk.lock);
+        fk.released = false;
+        fk.hang_at = 8; /* cycle 2: probes 4-7; cycle 3 starts with probe 8 */
+        pthread_mutex_unlock(&fk.lock);
+        set_limit(3);
+        WAIT_FOR(fk.hanging);
+        assert_int_equal(fk.probes_started, 8);
+        pthread_mutex_lock(&fk.lock);
+        fk.now += 31 * USEC_PER_SEC;
+        fk.released = true;
+        pthread_cond_broadcast(&fk.cond);
+        pthread_mutex_unlock(&fk.lock);
+        WAIT_FOR(fk.sleeps >= 3);
+        assert_int_equal(fk.probes_started, 8);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_stuck_probes_total{" L "} 2");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 8");
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" LI "} 3");
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" LB "} 2");
+        assert_line(t, "diskpulse_sync_last_seconds{" LI "} 31");
+        free(t);
+        finish(c);
+}
+
+/* A failing probe inside a burst: its errno counted, the file closed and reopened, no busy
+ * sample from the broken burst; the idle sample before it stays. */
+static void test_error_in_burst(void **state)
+{
+        struct canary_config cfg = config(one_target, 1, -1);
+        struct canary *c;
+        char *t;
+
+        (void)state;
+        fake_reset();
+        fk.probe_err_at = 3;
+        fk.probe_err = -EIO;
+        fk.limit = 1;
+        cfg.burst = 3;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 1);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"EIO\"} 1");
+        assert_line(t, "diskpulse_sync_target_up{" L "} 0");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 3");
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" LI "} 1");
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" LB "} 0");
+        assert_no(t, "diskpulse_sync_flush_ratio{");
+        free(t);
+        assert_int_equal(fk.closes, 1);
+        set_limit(2);
+        WAIT_FOR(fk.sleeps >= 2);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_target_up{" L "} 1");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 7");
+        assert_line(t, "diskpulse_sync_latency_seconds_count{" LB "} 1");
+        free(t);
+        assert_int_equal(fk.opens, 2);
         finish(c);
 }
 
@@ -500,16 +704,21 @@ static void test_flush_ratio(void **state)
         finish(c);
 }
 
-/* Runs probes of 1 ms every 10 min (fake) until the baseline is warm (6 hourly periods). */
+/* Runs cycles every 10 min (fake), spaced probes of 2 ms and bursts of 1 ms, until both
+ * baselines are warm (6 hourly periods). */
 static void warm_up(struct canary *c)
 {
+        static const double lat[] = {2, 1, 1, 1};
         char *t;
 
+        fk.lat_ms = lat;
+        fk.n_lat = 4;
         fk.limit = 80;
         assert_int_equal(canary_start(c), 0);
         WAIT_FOR(fk.sleeps >= 80);
         t = render(c);
-        assert_line(t, "diskpulse_sync_baseline_seconds{" L "} 0.001");
+        assert_line(t, "diskpulse_sync_baseline_seconds{" LI "} 0.002");
+        assert_line(t, "diskpulse_sync_baseline_seconds{" LB "} 0.001");
         /* the window (5 min) is empty 10 min after the last probe: no ratio */
         assert_no(t, "diskpulse_sync_degradation_ratio{");
         free(t);
@@ -530,6 +739,7 @@ static void test_baseline_round_trip(void **state)
         assert_true(dfd >= 0);
         cfg = config(one_target, 1, dfd);
         cfg.interval = 600 * USEC_PER_SEC;
+        cfg.burst = 3;
 
         fake_reset();
         fk.id = "wwn:0x5000aaaa";
@@ -537,11 +747,14 @@ static void test_baseline_round_trip(void **state)
         warm_up(c);
         /* saved while running (rate-limited) */
         assert_int_equal(statefile_read(dfd, CANARY_STATE_FILE, 1 << 20, &buf, &len), 0);
-        assert_non_null(strstr(buf, "disk=wwn:0x5000aaaa mode=fdatasync path=/data"));
+        assert_non_null(strstr(buf, "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=idle "
+                                    "baseline=0.002 "));
+        assert_non_null(strstr(buf, "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=busy "
+                                    "baseline=0.001 "));
         free(buf);
         finish(c);
 
-        /* the same disk: restored before the first probe */
+        /* the same disk: both restored before the first probe */
         fake_reset();
         fk.id = "wwn:0x5000aaaa";
         fk.limit = 1;
@@ -549,9 +762,28 @@ static void test_baseline_round_trip(void **state)
         assert_int_equal(canary_start(c), 0);
         WAIT_FOR(fk.sleeps >= 1);
         t = render(c);
-        assert_line(t, "diskpulse_sync_baseline_seconds{" L "} 0.001");
+        assert_line(t, "diskpulse_sync_baseline_seconds{" LI "} 0.002");
+        assert_line(t, "diskpulse_sync_baseline_seconds{" LB "} 0.001");
         free(t);
         finish(c);
+
+        /* bursts turned off: the busy baseline is kept in the file, untouched */
+        cfg.burst = 0;
+        fake_reset();
+        fk.id = "wwn:0x5000aaaa";
+        fk.limit = 1;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 1);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_baseline_seconds{" LI "} 0.002");
+        assert_no(t, "regime=\"busy\"");
+        free(t);
+        finish(c);
+        assert_int_equal(statefile_read(dfd, CANARY_STATE_FILE, 1 << 20, &buf, &len), 0);
+        assert_non_null(strstr(buf, " regime=busy baseline=0.001 "));
+        free(buf);
+        cfg.burst = 3;
 
         /* another disk behind the same path: a fresh warm-up */
         fake_reset();
@@ -582,6 +814,82 @@ static void test_baseline_round_trip(void **state)
         assert_no(t, "diskpulse_sync_baseline_seconds{");
         free(t);
         finish(c);
+
+        assert_int_equal(unlinkat(dfd, CANARY_STATE_FILE, 0), 0);
+        close(dfd);
+        assert_int_equal(rmdir(dir), 0);
+}
+
+static ino_t file_ino(int dfd, const char *name)
+{
+        struct stat st;
+
+        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        return st.st_ino;
+}
+
+/* canary_stop() writes the state file only when it lacks something: a file that is up to date
+ * is not rewritten (no write, no fsync on the shutdown path), one whose last write failed is. */
+static void test_stop_writes_only_unsaved(void **state)
+{
+        char dir[] = "/tmp/test_canary_collector.XXXXXX";
+        struct canary_config cfg;
+        struct canary *c;
+        int dfd, fd;
+        ino_t ino;
+        char *buf;
+        size_t len;
+
+        (void)state;
+        assert_non_null(mkdtemp(dir));
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(dfd >= 0);
+        cfg = config(one_target, 1, dfd);
+
+        /* a disk new to the file is recorded by the prober, after its first probe */
+        fake_reset();
+        fk.id = "wwn:0x5000aaaa";
+        fk.limit = 1;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 1);
+        ino = file_ino(dfd, CANARY_STATE_FILE);
+        assert_true(ino != 0);
+        set_limit(4);
+        WAIT_FOR(fk.sleeps >= 4);
+        finish(c);
+        assert_true(file_ino(dfd, CANARY_STATE_FILE) == ino); /* the same file: not rewritten */
+
+        /* the same disk again, nothing learnt: neither the probes nor the stop write */
+        fake_reset();
+        fk.id = "wwn:0x5000aaaa";
+        fk.limit = 3;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 3);
+        finish(c);
+        assert_true(file_ino(dfd, CANARY_STATE_FILE) == ino);
+
+        /* a save that fails (a directory where the file goes: the rename is refused) is written
+         * by the stop once the way is clear */
+        assert_int_equal(unlinkat(dfd, CANARY_STATE_FILE, 0), 0);
+        fake_reset();
+        fk.id = "wwn:0x5000bbbb";
+        fk.limit = 1;
+        c = canary_new(&cfg);
+        assert_int_equal(mkdirat(dfd, CANARY_STATE_FILE, 0700), 0);
+        fd = openat(dfd, CANARY_STATE_FILE "/x", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 1);
+        assert_int_equal(unlinkat(dfd, CANARY_STATE_FILE "/x", 0), 0);
+        assert_int_equal(unlinkat(dfd, CANARY_STATE_FILE, AT_REMOVEDIR), 0);
+        finish(c);
+        assert_int_equal(statefile_read(dfd, CANARY_STATE_FILE, 1 << 20, &buf, &len), 0);
+        assert_non_null(strstr(buf, "disk=wwn:0x5000bbbb mode=fdatasync path=/data "));
+        free(buf);
 
         assert_int_equal(unlinkat(dfd, CANARY_STATE_FILE, 0), 0);
         close(dfd);
@@ -638,7 +946,8 @@ static void test_stop_fast_with_blocked_probe(void **state)
 
         (void)state;
         fake_reset();
-        fk.hang_at = 3;
+        fk.hang_at = 3; /* inside a burst */
+        cfg.burst = 3;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
         WAIT_FOR(fk.hanging);
@@ -711,9 +1020,13 @@ int main(void)
             cmocka_unit_test(test_probes_feed_stats),
             cmocka_unit_test(test_directory_gone_or_replaced),
             cmocka_unit_test(test_hang_is_stuck_not_blocking),
+            cmocka_unit_test(test_burst_feeds_busy),
+            cmocka_unit_test(test_stuck_in_burst_counts_once),
+            cmocka_unit_test(test_error_in_burst),
             cmocka_unit_test(test_errors_reopen_and_recovery),
             cmocka_unit_test(test_flush_ratio),
             cmocka_unit_test(test_baseline_round_trip),
+            cmocka_unit_test(test_stop_writes_only_unsaved),
             cmocka_unit_test(test_reconfigure),
             cmocka_unit_test(test_stop_fast_with_blocked_probe),
             cmocka_unit_test(test_real_ops),

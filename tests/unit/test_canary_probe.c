@@ -1,5 +1,5 @@
-/* Unit tests of collectors/canary_probe.c: every mode on a temp dir (plausible latencies, bounded
- * file, nothing left in the directory, the named fallback, poisoning), ioprio; as root on a
+/* Unit tests of collectors/canary/canary_probe.c: every mode on a temp dir (plausible latencies,
+ * bounded file, nothing left in the directory, the named fallback, poisoning), ioprio; as root on a
  * loop-mounted ext4: flushes per probe, read-only remount, shutdown (EIO), full filesystem,
  * recovery, and the median latency per mode. */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* Unit tests of collectors/canary_stats.c: histogram bounds and export, recent quantiles and
+/* Unit tests of collectors/canary/canary_stats.c: histogram bounds and export, recent quantiles and
  * window expiry on a fake clock, bounded memory, the baseline's speed and guard, the ratio, and
  * the state records (round trip, garbage, keys). */
 #include <setjmp.h>
@@ -700,11 +700,12 @@ static void test_record_roundtrip_restart(void **state)
         assert_int_equal(back.bad, 0);
 
         /* the restarted daemon finds its records by key and restores the exact values */
-        const struct canary_record *r1 = canary_records_find(
-            &back, "wwn:0x5002538e40a1b2c3", "fdatasync", "/var/lib/postgresql/15/main");
-        const struct canary_record *r2 =
-            canary_records_find(&back, "serial:Samsung_SSD_860_EVO_S3Z", "dsync",
-                                "/srv/with space/and\\backslash/\xc3\xa9t\xc3\xa9");
+        const struct canary_record *r1 =
+            canary_records_find(&back, "wwn:0x5002538e40a1b2c3", "fdatasync",
+                                "/var/lib/postgresql/15/main", CANARY_REGIME_IDLE);
+        const struct canary_record *r2 = canary_records_find(
+            &back, "serial:Samsung_SSD_860_EVO_S3Z", "dsync",
+            "/srv/with space/and\\backslash/\xc3\xa9t\xc3\xa9", CANARY_REGIME_IDLE);
         assert_non_null(r1);
         assert_non_null(r2);
         assert_true(r1->st.value == 0);
@@ -790,17 +791,131 @@ static void test_records_garbage(void **state)
         assert_int_equal(canary_records_parse(file, sizeof file - 1, &recs), 0);
         assert_int_equal(recs.n, 3);
         assert_int_equal(recs.bad, 18);
-        r = canary_records_find(&recs, "wwn:1", "fdatasync", "/a");
+        r = canary_records_find(&recs, "wwn:1", "fdatasync", "/a", CANARY_REGIME_IDLE);
         assert_non_null(r);
         assert_true(r->st.value == 0.001 && r->st.updates == 7 && r->st.updated == 5);
-        r = canary_records_find(&recs, "wwn:16", "fdatasync", "/b");
+        r = canary_records_find(&recs, "wwn:16", "fdatasync", "/b", CANARY_REGIME_IDLE);
         assert_non_null(r);
         assert_true(r->st.value == 0 && !signbit(r->st.value));
         assert_int_equal(r->st.n_warmup, 2);
         assert_true(r->st.warmup[1] == 0.0012 && r->st.updated == 0);
-        assert_non_null(canary_records_find(&recs, "wwn:19", "fdatasync", "/c"));
+        assert_non_null(
+            canary_records_find(&recs, "wwn:19", "fdatasync", "/c", CANARY_REGIME_IDLE));
         canary_records_free(&recs);
         canary_records_free(&recs);
+}
+
+/* Version 2 keys records by regime as well; version 1 files (no regime) are read as idle. */
+static void test_records_regimes(void **state)
+{
+        static const char v1[] =
+            "diskpulse-canary-baselines 1\n"
+            "disk=wwn:1 mode=fdatasync path=/a baseline=0.001 updates=7 updated=5 warmup=-\n";
+        static const char v2[] =
+            "diskpulse-canary-baselines 2\n"
+            "disk=wwn:1 mode=fdatasync path=/a regime=idle baseline=0.001 updates=7\n"
+            "disk=wwn:1 mode=fdatasync path=/a regime=busy baseline=0.0004 updates=7\n"
+            "disk=wwn:1 mode=fdatasync path=/a baseline=0.002 updates=8\n" /* idle dup */
+            "disk=wwn:1 mode=fdatasync path=/a regime=busy baseline=0.003 updates=8\n" /* dup */
+            "disk=wwn:2 mode=fdatasync path=/a regime=lazy baseline=0.001 updates=1\n" /* bad */
+            "disk=wwn:3 mode=fdatasync path=/a regime= baseline=0.001 updates=1\n"     /* empty */
+            "disk=wwn:4 mode=fdatasync path=/a regime=busy regime=busy baseline=0.001 "
+            "updates=1\n"; /* twice */
+        struct canary_records recs, back;
+        const struct canary_record *r;
+        enum canary_regime g;
+        char *text;
+        size_t len;
+        (void)state;
+
+        assert_string_equal(canary_regime_to_string(CANARY_REGIME_IDLE), "idle");
+        assert_string_equal(canary_regime_to_string(CANARY_REGIME_BUSY), "busy");
+        assert_null(canary_regime_to_string(_CANARY_REGIME_MAX));
+        assert_int_equal(canary_regime_from_string("busy", &g), 0);
+        assert_int_equal(g, CANARY_REGIME_BUSY);
+        assert_int_equal(canary_regime_from_string("Busy", &g), -EINVAL);
+        assert_int_equal(canary_regime_from_string(NULL, &g), -EINVAL);
+
+        assert_int_equal(canary_records_parse(v1, sizeof v1 - 1, &recs), 0);
+        assert_int_equal(recs.n, 1);
+        assert_int_equal(recs.bad, 0);
+        assert_null(canary_records_find(&recs, "wwn:1", "fdatasync", "/a", CANARY_REGIME_BUSY));
+        r = canary_records_find(&recs, "wwn:1", "fdatasync", "/a", CANARY_REGIME_IDLE);
+        assert_non_null(r);
+        assert_true(r->st.value == 0.001 && r->st.updates == 7);
+        /* written back as version 2, the regime spelt out */
+        assert_int_equal(canary_records_format(&recs, &text, &len), 0);
+        assert_string_equal(text, "diskpulse-canary-baselines 2\n"
+                                  "disk=wwn:1 mode=fdatasync path=/a regime=idle baseline=0.001 "
+                                  "updates=7 updated=5 warmup=-\n");
+        free(text);
+        canary_records_free(&recs);
+
+        assert_int_equal(canary_records_parse(v2, sizeof v2 - 1, &recs), 0);
+        assert_int_equal(recs.n, 2);
+        assert_int_equal(recs.bad, 5);
+        r = canary_records_find(&recs, "wwn:1", "fdatasync", "/a", CANARY_REGIME_IDLE);
+        assert_non_null(r);
+        assert_true(r->st.value == 0.001);
+        r = canary_records_find(&recs, "wwn:1", "fdatasync", "/a", CANARY_REGIME_BUSY);
+        assert_non_null(r);
+        assert_true(r->st.value == 0.0004);
+        /* put replaces only the record of the same regime */
+        struct canary_record rec = *r;
+        rec.st.value = 0.0005;
+        assert_int_equal(canary_records_put(&recs, &rec), 0);
+        assert_int_equal(recs.n, 2);
+        assert_true(
+            canary_records_find(&recs, "wwn:1", "fdatasync", "/a", CANARY_REGIME_IDLE)->st.value ==
+            0.001);
+        rec.regime = _CANARY_REGIME_MAX;
+        assert_int_equal(canary_records_put(&recs, &rec), -EINVAL);
+        assert_int_equal(canary_records_format(&recs, &text, &len), 0);
+        assert_int_equal(canary_records_parse(text, len, &back), 0);
+        assert_int_equal(back.n, 2);
+        assert_int_equal(back.bad, 0);
+        assert_true(
+            canary_records_find(&back, "wwn:1", "fdatasync", "/a", CANARY_REGIME_BUSY)->st.value ==
+            0.0005);
+        free(text);
+        canary_records_free(&back);
+        canary_records_free(&recs);
+}
+
+/* The burst median and the busy/idle ratio. */
+static void test_median_and_busy_idle_ratio(void **state)
+{
+        double three[] = {0.003, 0.001, 0.002}, four[] = {4, 1, 3, 2}, one[] = {7};
+        struct canary_stats idle, busy;
+        double v;
+        (void)state;
+
+        assert_true(canary_median(three, 3) == 0.002);
+        assert_true(canary_median(four, 4) == 2.5);
+        assert_true(canary_median(one, 1) == 7);
+
+        assert_int_equal(canary_stats_init(&idle, CANARY_RECENT_WINDOW, 64), 0);
+        assert_int_equal(canary_stats_init(&busy, CANARY_RECENT_WINDOW, 64), 0);
+        assert_int_equal(canary_busy_idle_ratio(&idle, &busy, 10 * SEC, &v), -ENODATA);
+        assert_int_equal(canary_stats_add(&idle, 0.004, 10 * SEC, 1), 0);
+        assert_int_equal(canary_busy_idle_ratio(&idle, &busy, 10 * SEC, &v), -ENODATA);
+        assert_int_equal(canary_stats_add(&busy, 0.001, 10 * SEC, 1), 0);
+        assert_int_equal(canary_stats_add(&idle, 0.002, 20 * SEC, 1), 0);
+        assert_int_equal(canary_stats_add(&busy, 0.002, 20 * SEC, 1), 0);
+        v = -1;
+        assert_int_equal(canary_busy_idle_ratio(&idle, &busy, 20 * SEC, &v), 0);
+        assert_true(fabs(v - 0.0015 / 0.003) < 1e-12);
+        /* the idle window expires first: no ratio */
+        assert_int_equal(canary_busy_idle_ratio(&idle, &busy, 20 * SEC + CANARY_RECENT_WINDOW, &v),
+                         -ENODATA);
+        /* an idle median of 0 (a clock that did not move): no ratio, not Inf */
+        struct canary_stats z;
+        assert_int_equal(canary_stats_init(&z, CANARY_RECENT_WINDOW, 64), 0);
+        assert_int_equal(canary_stats_add(&z, 0, 10 * SEC, 1), 0);
+        assert_int_equal(canary_busy_idle_ratio(&z, &busy, 20 * SEC, &v), -ENODATA);
+        canary_stats_done(&z);
+        canary_stats_done(&idle);
+        canary_stats_done(&busy);
 }
 
 static void test_records_header_and_limits(void **state)
@@ -828,7 +943,9 @@ static void test_records_header_and_limits(void **state)
         assert_int_equal(
             canary_records_parse("disk=wwn:1 mode=m path=/ baseline=0 updates=0\n", 46, &recs),
             -EBADMSG);
-        assert_int_equal(canary_records_parse("diskpulse-canary-baselines 2\n", 29, &recs),
+        assert_int_equal(canary_records_parse("diskpulse-canary-baselines 3\n", 29, &recs),
+                         -EPROTONOSUPPORT);
+        assert_int_equal(canary_records_parse("diskpulse-canary-baselines 0\n", 29, &recs),
                          -EPROTONOSUPPORT);
         big = calloc(1, CANARY_STATE_MAX_BYTES + 1);
         assert_non_null(big);
@@ -899,11 +1016,12 @@ static void test_records_keys(void **state)
         rec.st.updates = 10;
         assert_int_equal(canary_records_put(&recs, &rec), 0);
         /* the key has no kernel name: sdb renamed sdc finds it */
-        assert_non_null(canary_records_find(&recs, "wwn:A", "fdatasync", "/srv"));
+        assert_non_null(
+            canary_records_find(&recs, "wwn:A", "fdatasync", "/srv", CANARY_REGIME_IDLE));
         /* a replaced disk (another WWN), another mode or path: not found, start fresh */
-        assert_null(canary_records_find(&recs, "wwn:B", "fdatasync", "/srv"));
-        assert_null(canary_records_find(&recs, "wwn:A", "direct", "/srv"));
-        assert_null(canary_records_find(&recs, "wwn:A", "fdatasync", "/srv2"));
+        assert_null(canary_records_find(&recs, "wwn:B", "fdatasync", "/srv", CANARY_REGIME_IDLE));
+        assert_null(canary_records_find(&recs, "wwn:A", "direct", "/srv", CANARY_REGIME_IDLE));
+        assert_null(canary_records_find(&recs, "wwn:A", "fdatasync", "/srv2", CANARY_REGIME_IDLE));
         /* put replaces by key */
         rec.st.value = 0.002;
         assert_int_equal(canary_records_put(&recs, &rec), 0);
@@ -923,9 +1041,11 @@ static void test_records_keys(void **state)
         rec.st.updated = 9000;
         assert_int_equal(canary_records_put(&recs, &rec), 0);
         assert_int_equal(recs.n, CANARY_RECORDS_MAX);
-        assert_null(canary_records_find(&recs, "wwn:1", "fdatasync", "/srv"));
-        assert_non_null(canary_records_find(&recs, "wwn:A", "fdatasync", "/srv"));
-        assert_non_null(canary_records_find(&recs, "wwn:new", "fdatasync", "/srv"));
+        assert_null(canary_records_find(&recs, "wwn:1", "fdatasync", "/srv", CANARY_REGIME_IDLE));
+        assert_non_null(
+            canary_records_find(&recs, "wwn:A", "fdatasync", "/srv", CANARY_REGIME_IDLE));
+        assert_non_null(
+            canary_records_find(&recs, "wwn:new", "fdatasync", "/srv", CANARY_REGIME_IDLE));
 
         /* a file with more records than the limit: the excess is counted as bad */
         char *text;
@@ -996,6 +1116,8 @@ int main(void)
             cmocka_unit_test(test_stats_export),
             cmocka_unit_test(test_record_roundtrip_restart),
             cmocka_unit_test(test_records_garbage),
+            cmocka_unit_test(test_records_regimes),
+            cmocka_unit_test(test_median_and_busy_idle_ratio),
             cmocka_unit_test(test_records_header_and_limits),
             cmocka_unit_test(test_records_keys),
             cmocka_unit_test(test_baseline_restore_checks),

@@ -1,5 +1,6 @@
-/* Unit tests of collectors/canary_target.c on sysfs fixture trees built like the kernel's (links
- * into devices/, partitions, dm/md slaves, nesting, cycles), plus a live check of / on /sys. */
+/* Unit tests of collectors/canary/canary_target.c on sysfs fixture trees built like the kernel's
+ * (links into devices/, partitions, dm/md slaves, nesting, cycles), plus a live check of / on
+ * /sys. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

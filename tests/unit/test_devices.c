@@ -439,6 +439,36 @@ static const char *table_get(const char *key, void *ud)
         return NULL;
 }
 
+static void test_files_stamp(void **state)
+{
+        struct tree *t = *state;
+        struct devsrc *src = devsrc_files_new(t->sysfs_fd, t->udev_fd);
+        uint64_t a = src->ops->stamp(src, "sda", 8, 0), b = src->ops->stamp(src, "sdb", 8, 16);
+        struct timespec later[2] = {{.tv_sec = 1700000000}, {.tv_sec = 1700000000}};
+        char path[128];
+
+        /* the same while nothing changes, and another device's is another */
+        assert_true(src->ops->stamp(src, "sda", 8, 0) == a);
+        assert_true(a != b);
+        /* the write cache mode switched by hand (no uevent) */
+        put(t->root, "sys/block/sda/queue/write_cache", "write through\n");
+        assert_true(src->ops->stamp(src, "sda", 8, 0) != a);
+        a = src->ops->stamp(src, "sda", 8, 0);
+        /* rotational is not watched: it comes with the device's events */
+        put(t->root, "sys/block/sda/queue/rotational", "0\n");
+        assert_true(src->ops->stamp(src, "sda", 8, 0) == a);
+        /* udev rewrote its record (a new file, or the same one touched) */
+        put(t->root, "udev/b8:0", "E:ID_MODEL=other\n");
+        assert_true(src->ops->stamp(src, "sda", 8, 0) != a);
+        a = src->ops->stamp(src, "sda", 8, 0);
+        snprintf(path, sizeof path, "%s/udev/b8:0", t->root);
+        assert_int_equal(utimensat(AT_FDCWD, path, later, 0), 0);
+        assert_true(src->ops->stamp(src, "sda", 8, 0) != a);
+        /* a device without any of it still has one, and it is stable */
+        assert_true(src->ops->stamp(src, "loop0", 7, 0) == src->ops->stamp(src, "loop0", 7, 0));
+        devsrc_free(src);
+}
+
 static void test_device_info_fill(void **state)
 {
         struct tree *t = *state;
@@ -469,6 +499,7 @@ static void test_device_info_fill(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test_setup_teardown(test_files_stamp, tree_setup, tree_teardown),
             cmocka_unit_test(test_udev_data_parse_real),
             cmocka_unit_test(test_udev_data_parse_edges),
             cmocka_unit_test(test_udev_data_parse_malformed),

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "devio.h"
+#include "devio_linux.h"
 #include "devio_proto.h"
 
 static struct devio_request mkreq(uint32_t kind, const char *name, uint32_t n, const uint32_t *cmds,

@@ -456,6 +456,56 @@ static void test_field_is_32bit(void **state)
         assert_int_equal(n32, 7);
 }
 
+/* Numbers of every length, at every alignment and with every digit, against strtoull; and
+ * tokens with a stray byte anywhere (the eight-at-a-time path must see it). */
+static void test_numbers_every_length(void **state)
+{
+        uint64_t x = 0x9E3779B97F4A7C15ULL;
+        char line[512], num[32];
+        struct ds_entry e;
+        (void)state;
+
+        for (int i = 0; i < 20000; i++) {
+                size_t len = (size_t)(i % 20) + 1, o;
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                for (size_t k = 0; k < len; k++)
+                        num[k] = (char)('0' + (x >> (k * 3 % 61)) % 10);
+                num[len] = 0;
+                if (len == 20)
+                        num[0] = '1'; /* at most 1.8e19 */
+                /* the number in field 1..17, padded to shift its alignment */
+                o = (size_t)snprintf(line, sizeof line, "%*d 0 sda", 1 + i % 9, 8);
+                for (int f = 0; f < DS_NFIELDS; f++)
+                        o += (size_t)snprintf(line + o, sizeof line - o, " %s",
+                                              f == i % DS_NFIELDS ? num : "7");
+                errno = 0;
+                unsigned long long want = strtoull(num, NULL, 10);
+                int r = ds_parse_line(line, o, &e);
+                if (errno == ERANGE) {
+                        assert_int_equal(r, -ERANGE);
+                        continue;
+                }
+                assert_int_equal(r, 0);
+                if (e.v[i % DS_NFIELDS] != want)
+                        fail_msg("%s parsed as %llu", num, (unsigned long long)e.v[i % DS_NFIELDS]);
+                for (int f = 0; f < DS_NFIELDS; f++)
+                        if (f != i % DS_NFIELDS)
+                                assert_int_equal(e.v[f], 7);
+        }
+        /* a byte that is not a digit, at each place of a 17-digit token */
+        for (size_t at = 0; at < 17; at++)
+                for (const char *bad = "/:a\x80\xb0-"; *bad; bad++) {
+                        size_t o;
+                        memcpy(num, "12345678901234567", 18);
+                        num[at] = *bad;
+                        o = (size_t)snprintf(line, sizeof line,
+                                             "8 0 sda %s 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0", num);
+                        assert_int_equal(ds_parse_line(line, o, &e), -EINVAL);
+                }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -468,6 +518,7 @@ int main(void)
             cmocka_unit_test(test_whitespace),
             cmocka_unit_test(test_len_is_respected),
             cmocka_unit_test(test_u64_limits),
+            cmocka_unit_test(test_numbers_every_length),
             cmocka_unit_test(test_overflow),
             cmocka_unit_test(test_malformed),
             cmocka_unit_test(test_name_length),

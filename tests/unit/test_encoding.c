@@ -1,4 +1,5 @@
-/* Unit tests of exporters/encoding.c: Accept-Encoding and Accept decisions, gzip round trips. */
+/* Unit tests of exporters/exposition/encoding.c: Accept-Encoding and Accept decisions, gzip round
+ * trips. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -13,6 +13,121 @@
 #include "expo.h"
 #include "util.h"
 
+static uint64_t rng(uint64_t *x)
+{
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        return *x;
+}
+
+/* A set with a table (escaped label values, every kind of cell, rows without some columns)
+ * and, in want, the same families built sample by sample. */
+static void table_and_generic(struct mset *got, struct mset *want)
+{
+        static const char *const names[] = {"device", "model", "mode"};
+        static const char *const rows[][3] = {
+            {"sda", "Disk \"one\"\\", "write back"},
+            {"nvme0n1", "caf\xe9\n", ""},
+            {"dm-0", "", NULL},
+            {"md0", "m", "write through"},
+        };
+        static const uint64_t u[] = {0, 1, UINT64_MAX, 12345678901234567ULL};
+        static const double dv[] = {0.0, -0.0, 0.001, 2.5e-7, NAN, 1e21, 123456789012345.0, -3};
+        struct mrows *r = mrows_new(names, 3);
+        struct mtable *t;
+        struct mfamily *f[7];
+        uint64_t cells[7][4];
+
+        for (size_t i = 0; i < 4; i++)
+                assert_int_equal(mrows_add(r, rows[i]), i);
+        t = mtable_new(r, 7);
+        for (size_t i = 0; i < 4; i++) {
+                uint64_t v[7];
+                /* row 2 has no column 1 and 3, row 3 no column 6 */
+                uint32_t present = i == 2 ? 0x75 : i == 3 ? 0x3F : 0x7F;
+                v[0] = u[i];
+                v[1] = i == 3 ? UINT64_MAX / 512 + 1 : u[i] / 1000;    /* sectors, one too many */
+                v[2] = i == 1 ? 1000000000000000ULL : u[i] % 10000007; /* ms, one past 1e15 */
+                v[3] = mtable_double(dv[i]);
+                v[4] = mtable_double(dv[i + 4]);
+                v[5] = 7;              /* ONE */
+                v[6] = i == 1 ? 0 : 5; /* a cell 0 takes no room */
+                for (size_t c = 0; c < 7; c++)
+                        cells[c][i] = (present >> c) & 1 ? v[c] : 0;
+                mtable_add_row(t, i, present, v);
+        }
+        f[0] = mset_table_family(got, "t_u64_total", "u64.", MT_COUNTER, t, 0, MCELL_U64, 1);
+        f[1] =
+            mset_table_family(got, "t_bytes_total", "bytes.", MT_COUNTER, t, 1, MCELL_SECTORS, 1);
+        f[2] = mset_table_family(got, "t_seconds_total", "ms.", MT_COUNTER, t, 2, MCELL_MILLIS, 3);
+        f[3] = mset_table_family(got, "t_a", "d.", MT_GAUGE, t, 3, MCELL_DOUBLE, 1);
+        f[4] = mset_table_family(got, "t_b", "d.", MT_GAUGE, t, 4, MCELL_DOUBLE, 0);
+        f[5] = mset_table_family(got, "t_info", "info.", MT_GAUGE, t, 5, MCELL_ONE, 7);
+        f[6] = mset_table_family(got, "t_mode_info", "mode.", MT_GAUGE, t, 6, MCELL_U64, 5);
+        mtable_unref(t);
+        mrows_unref(r);
+        assert_int_equal(f[1]->n, 3);
+        assert_int_equal(f[6]->n, 3);
+        {
+                struct mfamily *g[7];
+                g[0] = mset_family(want, "t_u64_total", "u64.", MT_COUNTER);
+                g[1] = mset_family(want, "t_bytes_total", "bytes.", MT_COUNTER);
+                g[2] = mset_family(want, "t_seconds_total", "ms.", MT_COUNTER);
+                g[3] = mset_family(want, "t_a", "d.", MT_GAUGE);
+                g[4] = mset_family(want, "t_b", "d.", MT_GAUGE);
+                g[5] = mset_family(want, "t_info", "info.", MT_GAUGE);
+                g[6] = mset_family(want, "t_mode_info", "mode.", MT_GAUGE);
+                for (size_t i = 0; i < 4; i++) {
+                        const char *dev = rows[i][0], *model = rows[i][1], *mode = rows[i][2];
+                        uint32_t present = i == 2 ? 0x75 : i == 3 ? 0x3F : 0x7F;
+                        double d;
+                        mfamily_add_u64(want, g[0], "", cells[0][i], "device", dev, NULL);
+                        if (present & 2) {
+                                if (cells[1][i] <= UINT64_MAX / 512)
+                                        mfamily_add_u64(want, g[1], "", cells[1][i] * 512, "device",
+                                                        dev, NULL);
+                                else
+                                        mfamily_add(want, g[1], "", (double)cells[1][i] * 512.0,
+                                                    "device", dev, NULL);
+                        }
+                        mfamily_add(want, g[2], "", (double)cells[2][i] / 1000.0, "device", dev,
+                                    "model", model, NULL);
+                        if (present & 8) {
+                                memcpy(&d, &cells[3][i], 8);
+                                mfamily_add(want, g[3], "", d, "device", dev, NULL);
+                        }
+                        memcpy(&d, &cells[4][i], 8);
+                        mfamily_add(want, g[4], "", d, NULL);
+                        mfamily_add(want, g[5], "", 1, "device", dev, "model", model, "mode",
+                                    mode ? mode : "", NULL);
+                        if (present & 0x40)
+                                mfamily_add_u64(want, g[6], "", cells[6][i], "device", dev, "mode",
+                                                mode ? mode : "", NULL);
+                }
+        }
+}
+
+static char *read_all(struct mset *const *sets, size_t n, enum expo_format fmt, size_t chunk)
+{
+        struct expo_stream *st = expo_stream_new(sets, n, fmt);
+        size_t cap = 1 << 16, len = 0, k;
+        char *buf = xmalloc(cap);
+
+        while ((k = expo_stream_read(st, buf + len, chunk)) > 0) {
+                assert_true(k <= chunk);
+                len += k;
+                if (cap - len < chunk + 1) {
+                        cap *= 2;
+                        buf = xrealloc(buf, cap);
+                }
+        }
+        assert_int_equal(expo_stream_read(st, buf + len, chunk), 0); /* and it stays at the end */
+        buf[len] = 0;
+        expo_stream_free(st);
+        return buf;
+}
+
 static char *render(struct mset *const *sets, size_t n)
 {
         char *buf = NULL;
@@ -339,6 +454,168 @@ static void test_openmetrics(void **state)
         mset_free(b);
 }
 
+static void test_table_families_as_generic(void **state)
+{
+        struct mset *got = mset_new(), *want = mset_new();
+        (void)state;
+
+        table_and_generic(got, want);
+        for (int fmt = 0; fmt < _EXPO_FORMAT_MAX; fmt++) {
+                char *a, *b;
+                size_t la, lb;
+                assert_int_equal(expo_render(&got, 1, (enum expo_format)fmt, &a, &la), 0);
+                assert_int_equal(expo_render(&want, 1, (enum expo_format)fmt, &b, &lb), 0);
+                assert_string_equal(a, b);
+                assert_int_equal(la, lb);
+                free(a);
+                free(b);
+        }
+        mset_free(got);
+        mset_free(want);
+}
+
+static void test_stream_in_pieces(void **state)
+{
+        struct mset *t = mset_new(), *g = mset_new(), *small = mset_new();
+        struct mset *sets[3] = {t, g, small};
+        static const size_t chunks[] = {1, 2, 7, 64, 100, 4096};
+        (void)state;
+
+        table_and_generic(t, g);
+        mset_gauge(small, "t_a", "merged into the table's.", 9, "x", "y", NULL);
+        mset_gauge(small, "z_last", "the end.", 1, NULL);
+        for (int fmt = 0; fmt < _EXPO_FORMAT_MAX; fmt++) {
+                char *whole;
+                size_t len;
+                assert_int_equal(expo_render(sets, 3, (enum expo_format)fmt, &whole, &len), 0);
+                assert_non_null(strstr(whole, "t_a{x=\"y\"} 9\n"));
+                for (size_t i = 0; i < ARRAY_SIZE(chunks); i++) {
+                        char *p = read_all(sets, 3, (enum expo_format)fmt, chunks[i]);
+                        if (strcmp(p, whole) != 0)
+                                fail_msg("format %d in pieces of %zu differs", fmt, chunks[i]);
+                        free(p);
+                }
+                /* the estimate is near the size */
+                assert_true(expo_estimate(sets, 3) > len / 2 && expo_estimate(sets, 3) < len * 2);
+                free(whole);
+        }
+        mset_free(t);
+        mset_free(g);
+        mset_free(small);
+}
+
+static void test_millis_and_integers_as_printf(void **state)
+{
+        uint64_t x = 0x2545F4914F6CDD1DULL;
+        struct mrows *r;
+        struct mtable *tab;
+        static const char *const names[] = {"k"};
+        const char *v[1] = {"v"};
+        char want[64], got[128];
+        (void)state;
+
+        /* the short ways (ms as seconds, integral doubles) print what the printf way prints */
+        r = mrows_new(names, 1);
+        mrows_add(r, v);
+        for (int i = 0; i < 200000; i++) {
+                struct mset *s = mset_new();
+                uint64_t ms = rng(&x) >> (rng(&x) % 64);
+                double d = (double)(int64_t)(rng(&x) >> (rng(&x) % 64)) * (i % 2 ? -1 : 1);
+                uint64_t cells[2] = {ms, mtable_double(d)};
+                char *text;
+                size_t len;
+
+                if (i < 3000)
+                        ms = (uint64_t)i; /* every small value */
+                cells[0] = ms;
+                tab = mtable_new(r, 2);
+                mtable_add_row(tab, 0, 3, cells);
+                mset_table_family(s, "m", "h", MT_GAUGE, tab, 0, MCELL_MILLIS, 0);
+                mset_table_family(s, "n", "h", MT_GAUGE, tab, 1, MCELL_DOUBLE, 0);
+                mtable_unref(tab);
+                assert_int_equal(expo_render(&s, 1, EXPO_FORMAT_TEXT, &text, &len), 0);
+                snprintf(got, sizeof got, "%s", strstr(text, "\nm ") + 3);
+                *strchr(got, '\n') = 0;
+                expo_format_double((double)ms / 1000.0, want, sizeof want);
+                if (strcmp(got, want) != 0)
+                        fail_msg("ms %llu: \"%s\", want \"%s\"", (unsigned long long)ms, got, want);
+                snprintf(got, sizeof got, "%s", strstr(text, "\nn ") + 3);
+                *strchr(got, '\n') = 0;
+                expo_format_double(d, want, sizeof want);
+                if (strcmp(got, want) != 0)
+                        fail_msg("%.17g: \"%s\", want \"%s\"", d, got, want);
+                free(text);
+                mset_free(s);
+        }
+        mrows_unref(r);
+}
+
+/* Every double the exact integer way prints, in every decade it takes, as the printf way. */
+static void test_doubles_as_printf(void **state)
+{
+        static const char *const names[] = {"i"};
+        uint64_t x = 0x123456789ABCDEFULL;
+        char want[64];
+        (void)state;
+
+        for (int batch = 0; batch < 400; batch++) {
+                struct mrows *r = mrows_new(names, 1);
+                struct mtable *t;
+                struct mset *s = mset_new();
+                double v[1000];
+                char *text, *p, idx[16];
+                size_t len;
+
+                for (int i = 0; i < 1000; i++) {
+                        const char *vals[1] = {idx};
+                        uint64_t bits = rng(&x);
+                        snprintf(idx, sizeof idx, "%d", i);
+                        mrows_add(r, vals);
+                        switch (i % 5) {
+                        case 0: /* any bits with an exponent from 2^-60 to 2^60 */
+                                bits = (bits & 0x800FFFFFFFFFFFFFULL) |
+                                       ((uint64_t)(1023 - 60 + (int)(rng(&x) % 121)) << 52);
+                                memcpy(&v[i], &bits, 8);
+                                break;
+                        case 1: /* rates: counts over a slightly uneven interval */
+                                v[i] = (double)(rng(&x) % 100000000) /
+                                       (10.0 + (double)(rng(&x) % 2000) / 1e4);
+                                break;
+                        case 2: /* latencies: ms over requests, in seconds */
+                                v[i] = (double)(rng(&x) % 100000) / (double)(1 + rng(&x) % 5000) /
+                                       1000.0;
+                                break;
+                        case 3: /* short decimals, ties and powers of two */
+                                v[i] = (double)(int64_t)(rng(&x) % 2000001 - 1000000) /
+                                       (double)(1ULL << (rng(&x) % 40));
+                                break;
+                        default: /* near powers of ten */
+                                v[i] = pow(10.0, (double)(int)(rng(&x) % 40) - 20.0) *
+                                       (1.0 + ((double)(rng(&x) % 3) - 1.0) * 1e-16);
+                        }
+                }
+                t = mtable_new(r, 1);
+                for (int i = 0; i < 1000; i++)
+                        mtable_add_row(t, (size_t)i, 1, (const uint64_t[]){mtable_double(v[i])});
+                mset_table_family(s, "d", "h", MT_GAUGE, t, 0, MCELL_DOUBLE, 1);
+                mtable_unref(t);
+                mrows_unref(r);
+                assert_int_equal(expo_render(&s, 1, EXPO_FORMAT_TEXT, &text, &len), 0);
+                p = strstr(text, "\nd{");
+                for (int i = 0; i < 1000; i++) {
+                        char *sp = strchr(p + 1, ' '), *nl = strchr(sp, '\n');
+                        expo_format_double(v[i], want, sizeof want);
+                        if ((size_t)(nl - sp - 1) != strlen(want) ||
+                            memcmp(sp + 1, want, strlen(want)) != 0)
+                                fail_msg("%a: \"%.*s\", want \"%s\"", v[i], (int)(nl - sp - 1),
+                                         sp + 1, want);
+                        p = nl;
+                }
+                free(text);
+                mset_free(s);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -350,6 +627,10 @@ int main(void)
             cmocka_unit_test(test_empty),
             cmocka_unit_test(test_write_text_to_stream),
             cmocka_unit_test(test_openmetrics),
+            cmocka_unit_test(test_table_families_as_generic),
+            cmocka_unit_test(test_stream_in_pieces),
+            cmocka_unit_test(test_millis_and_integers_as_printf),
+            cmocka_unit_test(test_doubles_as_printf),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -299,9 +299,111 @@ static void test_strdup_and_free_null(void **state)
         assert_null(mset_free(NULL));
 }
 
+static void test_table_rows(void **state)
+{
+        static const char *const names[] = {"device", "model"};
+        const char *a[] = {"sda", "x\"y\\z\n\x01"}, *b[] = {"sdb", NULL}, *c[] = {"sdc", ""};
+        struct mrows *r = mrows_new(names, 2), *copy = mrows_new(names, 2);
+        size_t len;
+        const char *v;
+        (void)state;
+
+        assert_int_equal(mrows_add(r, a), 0);
+        assert_int_equal(mrows_add(r, b), 1);
+        v = mrows_value(r, 0, 1, &len);
+        assert_int_equal(len, strlen("x\\\"y\\\\z\\n" FFFD));
+        assert_memory_equal(v, "x\\\"y\\\\z\\n" FFFD, len);
+        v = mrows_value(r, 1, 0, &len);
+        assert_int_equal(len, 3);
+        assert_memory_equal(v, "sdb", 3);
+        (void)mrows_value(r, 1, 1, &len);
+        assert_int_equal(len, 0); /* NULL is empty */
+        assert_int_equal(r->max_row, 3 + strlen("x\\\"y\\\\z\\n" FFFD));
+        assert_int_equal(r->sum_len[0], 6);
+        /* copies compare equal, other rows do not; NULL and "" are the same */
+        assert_int_equal(mrows_copy_row(copy, r, 1), 0);
+        assert_true(mrows_row_equal(copy, 0, r, 1));
+        assert_false(mrows_row_equal(copy, 0, r, 0));
+        assert_int_equal(mrows_add(copy, c), 1);
+        mrows_truncate(copy, 1);
+        assert_int_equal(copy->n, 1);
+        assert_int_equal(copy->sum_len[0], 3);
+        assert_int_equal(mrows_add(copy, c), 1);
+        v = mrows_value(copy, 1, 0, &len);
+        assert_memory_equal(v, "sdc", 3);
+        /* shared: the last unref frees */
+        assert_ptr_equal(mrows_ref(r), r);
+        assert_null(mrows_unref(r));
+        assert_int_equal(r->n, 2);
+        assert_null(mrows_unref(r));
+        assert_null(mrows_unref(copy));
+        assert_null(mrows_unref(NULL));
+}
+
+static void test_table_cells_and_iterator(void **state)
+{
+        static const char *const names[] = {"device", "mode"};
+        const char *a[] = {"sda", "write back"}, *b[] = {"sdb", ""}, *c[] = {"sdc", "m"};
+        struct mrows *r = mrows_new(names, 2);
+        struct mtable *t;
+        struct mset *s = *state;
+        struct mfamily *f;
+        struct msample sm;
+        char buf[64];
+        size_t pos = 0;
+
+        mrows_add(r, a);
+        mrows_add(r, b);
+        mrows_add(r, c);
+        t = mtable_new(r, 3);
+        mtable_add_row(t, 0, 0x7, (const uint64_t[]){5, 0, mtable_double(0.25)});
+        mtable_add_row(t, 1, 0x5, (const uint64_t[]){0, 99, 0}); /* 99: not present */
+        /* row 2 never added: no samples */
+        assert_int_equal(t->ncells, 2); /* only what is not 0 takes room */
+        assert_true(mtable_cell(t, 0, 0) == 5);
+        assert_true(mtable_cell(t, 0, 1) == 0);
+        assert_true(mtable_get_double(t, 0, 2) == 0.25);
+        assert_true(mtable_cell(t, 1, 1) == 0);
+        f = mset_table_family(s, "x_total", "X.", MT_COUNTER, t, 0, MCELL_U64, 1);
+        assert_int_equal(f->n, 2);
+        assert_ptr_equal(f->table, t);
+        assert_null(f->samples);
+        assert_true(mfamily_next(f, &pos, &sm, buf, sizeof buf));
+        assert_string_equal(sm.labels, "device=\"sda\"");
+        assert_true(sm.is_int && sm.u == 5);
+        assert_true(mfamily_next(f, &pos, &sm, buf, sizeof buf));
+        assert_string_equal(sm.labels, "device=\"sdb\"");
+        assert_true(sm.u == 0);
+        assert_false(mfamily_next(f, &pos, &sm, buf, sizeof buf));
+        f = mset_table_family(s, "y", "Y.", MT_GAUGE, t, 2, MCELL_DOUBLE, 3);
+        pos = 0;
+        assert_int_equal(f->n, 2);
+        assert_true(mfamily_next(f, &pos, &sm, buf, sizeof buf));
+        assert_string_equal(sm.labels, "device=\"sda\",mode=\"write back\"");
+        assert_false(sm.is_int);
+        assert_true(sm.d == 0.25);
+        /* labels cut where the buffer ends, between pairs */
+        pos = 0;
+        assert_true(mfamily_next(f, &pos, &sm, buf, 20));
+        assert_string_equal(sm.labels, "device=\"sda\"");
+        f = mset_table_family(s, "z", "Z.", MT_GAUGE, t, 1, MCELL_ONE, 0);
+        assert_int_equal(f->n, 1);
+        pos = 0;
+        assert_true(mfamily_next(f, &pos, &sm, buf, sizeof buf));
+        assert_string_equal(sm.labels, "");
+        assert_true(sm.d == 1.0);
+        /* the set holds its own references: the family outlives ours */
+        mtable_unref(t);
+        mrows_unref(r);
+        assert_memory_equal(mrows_value(mset_find(s, "y")->table->rows, 2, 0, &pos), "sdc", 3);
+        assert_int_equal(pos, 3);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_table_rows),
+            cmocka_unit_test_setup_teardown(test_table_cells_and_iterator, setup, teardown),
             cmocka_unit_test_setup_teardown(test_escape_specials, setup, teardown),
             cmocka_unit_test_setup_teardown(test_escape_control_and_invalid_utf8, setup, teardown),
             cmocka_unit_test_setup_teardown(test_valid_utf8_kept, setup, teardown),

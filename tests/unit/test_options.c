@@ -68,7 +68,12 @@ static void test_defaults(void **state)
         assert_int_equal(o.n_listen, 1);
         assert_string_equal(o.listen[0], ":9477");
         assert_false(o.systemd_socket);
-        assert_int_equal(o.max_connections, 64);
+        assert_int_equal(o.max_connections, 512);
+        assert_int_equal(o.max_per_address, 16);
+        assert_true(o.header_timeout == 5 * USEC_PER_SEC);
+        assert_true(o.request_timeout == 30 * USEC_PER_SEC);
+        assert_true(o.idle_timeout == 120 * USEC_PER_SEC);
+        assert_int_equal(o.n_allow_from, 0);
         assert_null(o.config_file);
         assert_string_equal(o.procfs, "/proc");
         assert_string_equal(o.sysfs, "/sys");
@@ -291,6 +296,28 @@ static void test_bad_values(void **state)
         BAD(A("--web.max-connections=65536"), "web.max-connections", "65536");
         BAD(A("--web.max-connections=-1"), "web.max-connections", "-1");
         BAD(A("--web.max-connections=ten"), "web.max-connections", "ten");
+        BAD(A("--web.max-connections-per-address=0"), "web.max-connections-per-address", "\"0\"");
+        BAD(A("--web.max-connections-per-address=x"), "web.max-connections-per-address", "x");
+        BAD(A("--web.read-header-timeout=50ms"), "web.read-header-timeout", "50ms");
+        BAD(A("--web.read-header-timeout=2h"), "web.read-header-timeout", "2h");
+        BAD(A("--web.read-header-timeout=5"), "web.read-header-timeout", "\"5\"");
+        BAD(A("--web.request-timeout=2s"), "web.request-timeout", "2s",
+            "web.read-header-timeout 5s");
+        BAD(A("--web.read-header-timeout=1m", "--web.request-timeout=30s"), "web.request-timeout",
+            "30s", "1m");
+        BAD(A("--web.request-timeout=61m"), "web.request-timeout", "61m");
+        BAD(A("--web.idle-timeout=0s"), "web.idle-timeout", "0s");
+        BAD(A("--web.idle-timeout=10ms"), "web.idle-timeout", "10ms");
+        BAD(A("--web.idle-timeout=2h"), "web.idle-timeout", "2h");
+        BAD(A("--web.allow-from=10.0.0.1/8"), "web.allow-from", "10.0.0.1/8", "host bits");
+        BAD(A("--web.allow-from=10.0.0.0/33"), "web.allow-from", "10.0.0.0/33", "prefix");
+        BAD(A("--web.allow-from=2001:db8::/129"), "web.allow-from", "2001:db8::/129");
+        BAD(A("--web.allow-from=localhost"), "web.allow-from", "localhost", "not an IPv4");
+        BAD(A("--web.allow-from=10.0.0.0/"), "web.allow-from", "10.0.0.0/");
+        BAD(A("--web.allow-from=10.0/8"), "web.allow-from", "10.0/8");
+        BAD(A("--web.allow-from="), "web.allow-from");
+        BAD(A("--web.allow-from=127.0.0.1", "--web.allow-from=::ffff:10.0.0.0/95"),
+            "web.allow-from", "::ffff:10.0.0.0/95", "/96");
         BAD(A("--log.level=verbose"), "log.level", "verbose");
         BAD(A("--log.level=INFO"), "log.level", "INFO");
         BAD(A("--log.format=xml"), "log.format", "xml");
@@ -319,6 +346,11 @@ static void test_bad_values(void **state)
         BAD(A("--canary.size=4q"), "canary.size", "4q");
         BAD(A("--canary.size=17M"), "canary.size", "17825792");
         BAD(A("--no-canary.size"), "canary.size");
+        BAD(A("--canary.burst=101"), "canary.burst", "101", "0 to 100");
+        BAD(A("--canary.burst=65536"), "canary.burst", "65536");
+        BAD(A("--canary.burst=-1"), "canary.burst", "-1");
+        BAD(A("--canary.burst=three"), "canary.burst", "three");
+        BAD(A("--canary.burst="), "canary.burst");
         BAD(A("--collector.diskstats=maybe"), "collector.diskstats", "maybe");
         BAD(A("--no-collector.diskstats=true"), "collector.diskstats");
         BAD(A("--no-diskstats.interval"), "diskstats.interval");
@@ -397,7 +429,8 @@ static void test_canary_flags(void **state)
         assert_int_equal(o.n_canary, 1);
         assert_string_equal(o.canary[0].path, "/srv/dp");
         assert_int_equal(o.canary[0].mode, CANARY_MODE_FDATASYNC);
-        assert_true(o.canary_interval == 10 * USEC_PER_SEC);
+        assert_true(o.canary_interval == 60 * USEC_PER_SEC);
+        assert_int_equal(o.canary_burst, 3);
         assert_true(o.canary_timeout == 30 * USEC_PER_SEC);
         assert_true(o.canary_size == 4096);
         assert_true(o.collector[COLLECTOR_CANARY]);
@@ -415,7 +448,7 @@ static void test_canary_flags(void **state)
                                "--canary.path=/c:dsync", "--canary.path=/d:direct",
                                "--canary.path=/a:dsync", "--canary.path=/e:x/f",
                                "--canary.interval=1s", "--canary.size=8k", "--canary.timeout=500ms",
-                               "--no-collector.canary"),
+                               "--canary.burst=0", "--no-collector.canary"),
                          0);
         assert_int_equal(o.n_canary, 6);
         assert_string_equal(o.canary[0].path, "/a");
@@ -429,6 +462,7 @@ static void test_canary_flags(void **state)
         assert_string_equal(o.canary[5].path, "/e:x/f");
         assert_int_equal(o.canary[5].mode, CANARY_MODE_FDATASYNC);
         assert_true(o.canary_interval == USEC_PER_SEC);
+        assert_int_equal(o.canary_burst, 0);
         assert_true(o.canary_size == 8192);
         assert_true(o.canary_timeout == 500 * USEC_PER_MSEC);
         assert_false(o.collector[COLLECTOR_CANARY]);
@@ -437,7 +471,7 @@ static void test_canary_flags(void **state)
         /* the file's targets replace the default, flags replace the file's */
         write_config(path, sizeof path,
                      "canary.path = /var/lib/pg:append\ncanary.path = \"/srv/wal\"\n"
-                     "canary.interval = 2s\n");
+                     "canary.interval = 2s\ncanary.burst = 100\n");
         snprintf(cli, sizeof cli, "--config.file=%s", path);
         assert_int_equal(PARSE(&o, err, cli), 0);
         assert_int_equal(o.n_canary, 2);
@@ -445,6 +479,7 @@ static void test_canary_flags(void **state)
         assert_int_equal(o.canary[0].mode, CANARY_MODE_APPEND);
         assert_string_equal(o.canary[1].path, "/srv/wal");
         assert_true(o.canary_interval == 2 * USEC_PER_SEC);
+        assert_int_equal(o.canary_burst, 100);
         options_free(&o);
         assert_int_equal(PARSE(&o, err, cli, "--canary.path=/x:direct"), 0);
         assert_int_equal(o.n_canary, 1);
@@ -479,6 +514,48 @@ static void test_config_listen(void **state)
         assert_string_equal(o.listen[0], ":9200");
         options_free(&o);
         unlink(path);
+}
+
+static void test_web_limits(void **state)
+{
+        char path[64], cli[128], err[512];
+        struct dp_options o;
+        (void)state;
+
+        assert_int_equal(PARSE(&o, err, "--web.max-connections=100",
+                               "--web.max-connections-per-address", "4",
+                               "--web.read-header-timeout=2s", "--web.request-timeout=10s",
+                               "--web.idle-timeout=90s", "--web.allow-from=192.168.0.0/16",
+                               "--web.allow-from", "::1", "--web.allow-from=::ffff:10.0.0.0/104"),
+                         0);
+        assert_int_equal(o.max_connections, 100);
+        assert_int_equal(o.max_per_address, 4);
+        assert_true(o.header_timeout == 2 * USEC_PER_SEC);
+        assert_true(o.request_timeout == 10 * USEC_PER_SEC);
+        assert_true(o.idle_timeout == 90 * USEC_PER_SEC);
+        assert_int_equal(o.n_allow_from, 3);
+        assert_string_equal(o.allow_from[0], "192.168.0.0/16");
+        assert_string_equal(o.allow_from[1], "::1");
+        assert_string_equal(o.allow_from[2], "::ffff:10.0.0.0/104");
+        options_free(&o);
+
+        /* the file's networks; flags replace them */
+        write_config(path, sizeof path,
+                     "web.allow-from = 10.0.0.0/8\n"
+                     "web.allow-from = 172.16.0.0/12\n"
+                     "web.max-connections-per-address = 2\n");
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        assert_int_equal(PARSE(&o, err, cli), 0);
+        assert_int_equal(o.n_allow_from, 2);
+        assert_string_equal(o.allow_from[1], "172.16.0.0/12");
+        assert_int_equal(o.max_per_address, 2);
+        options_free(&o);
+        assert_int_equal(PARSE(&o, err, cli, "--web.allow-from=127.0.0.1"), 0);
+        assert_int_equal(o.n_allow_from, 1);
+        assert_string_equal(o.allow_from[0], "127.0.0.1");
+        options_free(&o);
+        unlink(path);
+        expect_bad_config("web.allow-from = 10.1.0.0/8\n", 1, "web.allow-from", "host bits");
 }
 
 /* Asserts that a config file is rejected with a message naming path:line and the strings. */
@@ -647,7 +724,11 @@ static void test_dump_roundtrip(void **state)
                                "[::1]:2", "--diskstats.interval=250ms", "--diskstats.window=1m30s",
                                "--no-collector.diskstats", "--log.level=debug",
                                "--collector.diskstats.device-include=^(sd|nvme)",
-                               "--web.max-connections=7", "--state.directory=/s"),
+                               "--web.max-connections=7", "--state.directory=/s",
+                               "--web.max-connections-per-address=3",
+                               "--web.read-header-timeout=1500ms", "--web.request-timeout=1m",
+                               "--web.idle-timeout=5m", "--web.allow-from=10.0.0.0/8",
+                               "--web.allow-from=2001:db8::/32"),
                          0);
         memset(text, 0, sizeof text);
         dump(&o, text, sizeof text);
@@ -658,6 +739,12 @@ static void test_dump_roundtrip(void **state)
         assert_non_null(strstr(text, "collector.diskstats = false\n"));
         assert_non_null(strstr(text, "log.level = debug\n"));
         assert_non_null(strstr(text, "web.max-connections = 7\n"));
+        assert_non_null(strstr(text, "web.max-connections-per-address = 3\n"
+                                     "web.read-header-timeout = 1500ms\n"
+                                     "web.request-timeout = 1m\n"
+                                     "web.idle-timeout = 5m\n"
+                                     "web.allow-from = 10.0.0.0/8\n"
+                                     "web.allow-from = 2001:db8::/32\n"));
 
         /* --check-config's output is a config file that gives the same options */
         write_config(path, sizeof path, text);
@@ -707,6 +794,7 @@ int main(void)
             cmocka_unit_test(test_canary_flags),
             cmocka_unit_test(test_config_file),
             cmocka_unit_test(test_config_listen),
+            cmocka_unit_test(test_web_limits),
             cmocka_unit_test(test_config_errors),
             cmocka_unit_test(test_config_nul_byte),
             cmocka_unit_test(test_config_unreadable),

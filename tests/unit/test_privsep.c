@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "devio.h"
+#include "devio_linux.h"
 #include "devio_proto.h"
 #include "privsep.h"
 #include "util.h"

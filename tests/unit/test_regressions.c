@@ -40,8 +40,8 @@ static void test_bug1_add_raw_null_extra_value_leaves_trailing_comma(void **stat
         assert_string_equal(got, "device=\"sda\"");
 }
 
-/* BUG-2 collectors/devices.c:72-79 udev_decode(): the trim runs over all o bytes written, but
- * the C string ends at the first NUL (a raw NUL or a decoded \x00), so spaces before that NUL
+/* BUG-2 collectors/devices/devices.c:72-79 udev_decode(): the trim runs over all o bytes written,
+ * but the C string ends at the first NUL (a raw NUL or a decoded \x00), so spaces before that NUL
  * are kept. Found by fuzz_udev (corpus/udev/crash_nul_before_trailing_tab). */
 static void test_bug2_udev_decode_nul_defeats_trim(void **state)
 {
@@ -53,10 +53,11 @@ static void test_bug2_udev_decode_nul_defeats_trim(void **state)
         assert_string_equal(out, "Model");
 }
 
-/* BUG-3 collectors/devices.c:141-153 (struct prop_list, collect_prop): the file source keeps only
- * the first 64 properties of a udev record and silently drops the rest, so a device whose record
- * has more (dm/LVM/multipath disks carry dozens of DM_* and ID_FS_* properties) loses its serial,
- * WWN or model. This source is the one `diskpulse --once` uses on a live host (main.c:229-234). */
+/* BUG-3 collectors/devices/devices.c:141-153 (struct prop_list, collect_prop): the file source
+ * keeps only the first 64 properties of a udev record and silently drops the rest, so a device
+ * whose record has more (dm/LVM/multipath disks carry dozens of DM_* and ID_FS_* properties) loses
+ * its serial, WWN or model. This source is the one `diskpulse --once` uses on a live host
+ * (main.c:229-234). */
 static void test_bug3_udev_record_with_many_properties(void **state)
 {
         char root[] = "/tmp/diskpulse-test-bugs-XXXXXX", path[128], cmd[160];
@@ -114,8 +115,8 @@ static void test_bug4_regex_digit_after_posix_class(void **state)
         assert_int_equal(m, 0);
 }
 
-/* BUG-5 collectors/diskstats_parse.c:7,58 ds_parse_line(): the header promises that lines with
- * more counters than 17 "are accepted and ignored", but MAX_TOKENS allows only 8 more: a line
+/* BUG-5 collectors/diskstats/diskstats_parse.c:7,58 ds_parse_line(): the header promises that lines
+ * with more counters than 17 "are accepted and ignored", but MAX_TOKENS allows only 8 more: a line
  * with 26 counters (a future kernel) is rejected as malformed and the device disappears. */
 static void test_bug5_diskstats_more_than_25_counters(void **state)
 {

@@ -115,6 +115,21 @@ static void test_identify_hand_built(void **state)
         assert_int_equal(id.logical_sector_size, 4096);
         assert_int_equal(id.physical_sector_size, 4096);
 
+        /* 2^15 logical sectors of 128 KiB per physical one would be 4 GiB, past 32 bits (it
+         * came out as 0, found by fuzzing): taken as bogus, physical = logical */
+        put_word(b, 106, 0x78ff);
+        put_word(b, 117, 0);
+        put_word(b, 118, 1);
+        assert_int_equal(ata_parse_identify(b, sizeof(b), &id), 0);
+        assert_int_equal(id.logical_sector_size, 131072);
+        assert_int_equal(id.physical_sector_size, 131072);
+        put_word(b, 106, 0x78fe); /* 2^14 of them: 2 GiB still fits */
+        assert_int_equal(ata_parse_identify(b, sizeof(b), &id), 0);
+        assert_int_equal(id.physical_sector_size, 1u << 31);
+        put_word(b, 106, 0x5000);
+        put_word(b, 117, 2048);
+        put_word(b, 118, 0);
+
         /* reserved rotation rates read as not reported */
         put_word(b, 217, 0x0400);
         assert_int_equal(ata_parse_identify(b, sizeof(b), &id), 0);

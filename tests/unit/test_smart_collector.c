@@ -293,6 +293,15 @@ static void test_read_qemu_devices(void **state)
         assert_has(text, "diskpulse_smart_up{device=\"nvme0n1\"} 1\n");
         assert_has(text, "diskpulse_smart_healthy{device=\"nvme0n1\"} 1\n");
         assert_has(text, "diskpulse_smart_temperature_celsius{device=\"nvme0n1\"} 50\n");
+        /* WCTEMP 343 K and CCTEMP 373 K of QEMU's Identify Controller */
+        assert_has(text,
+                   "diskpulse_smart_temperature_warning_threshold_celsius{device=\"nvme0n1\"} "
+                   "70\n");
+        assert_has(text,
+                   "diskpulse_smart_temperature_critical_threshold_celsius{device=\"nvme0n1\"} "
+                   "100\n");
+        /* an ATA disk reports no temperature threshold of its own */
+        assert_null(strstr(text, "temperature_warning_threshold_celsius{device=\"sda\"}"));
         assert_has(text, "diskpulse_nvme_critical_warning{device=\"nvme0n1\"} 0\n");
         assert_has(text, "diskpulse_disk_rotation_rate_rpm{device=\"nvme0n1\"} 0\n");
         /* QEMU's AHCI disk */

@@ -131,9 +131,7 @@ static void test_write_and_replace(void **state)
         assert_int_equal(fstatat(d->fd, "state", &st, 0), 0);
         assert_true(S_ISREG(st.st_mode));
         assert_int_equal(st.st_nlink, 1);
-        mode_t mask = umask(022);
-        umask(mask);
-        assert_int_equal(st.st_mode & 07777, 0644 & ~mask);
+        assert_int_equal(st.st_mode & 07777, STATEFILE_MODE);
 
         /* a big one */
         size_t big = 3 * 1024 * 1024 + 17;
@@ -149,6 +147,173 @@ static void test_write_and_replace(void **state)
         free(back);
         free(data);
         assert_int_equal(unlinkat(d->fd, "big", 0), 0);
+}
+
+/* 0600 whatever the umask: a wide one (0), the usual one, one that takes the owner's write bit
+ * away; over a file that had a wider mode; both temp-file ways. */
+static void test_mode_regardless_of_umask(void **state)
+{
+        static const mode_t masks[] = {0, 022, 002, 0277, 0777};
+        struct tmpdir *d = *state;
+        struct stat st;
+        mode_t old = umask(0);
+
+        for (size_t m = 0; m < ARRAY_SIZE(masks); m++)
+                for (unsigned fl = 0; fl <= STATEFILE_NO_TMPFILE; fl++) {
+                        int fd = openat(d->fd, "wide", O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+                        assert_true(fd >= 0);
+                        assert_int_equal(fchmod(fd, 0666), 0);
+                        close(fd);
+                        umask(masks[m]);
+                        assert_int_equal(statefile_write_atomic_flags(d->fd, "state", "s", 1, fl),
+                                         0);
+                        assert_int_equal(statefile_write_atomic_flags(d->fd, "wide", "w", 1, fl),
+                                         0);
+                        umask(0);
+                        assert_int_equal(fstatat(d->fd, "state", &st, 0), 0);
+                        if ((st.st_mode & 07777) != 0600)
+                                fail_msg("umask %03o flags %u: mode %03o", masks[m], fl,
+                                         st.st_mode & 07777);
+                        assert_int_equal(fstatat(d->fd, "wide", &st, 0), 0);
+                        assert_int_equal(st.st_mode & 07777, 0600);
+                        assert_content(d->fd, "wide", "w");
+                        assert_int_equal(unlinkat(d->fd, "state", 0), 0);
+                        assert_int_equal(unlinkat(d->fd, "wide", 0), 0);
+                }
+        umask(old);
+}
+
+static void test_restrict_mode(void **state)
+{
+        struct tmpdir *d = *state;
+        struct stat st;
+        int fd = openat(d->fd, "old", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+        assert_true(fd >= 0);
+        assert_int_equal(fchmod(fd, 0644), 0);
+        close(fd);
+        assert_int_equal(statefile_restrict_mode(d->fd, "old"), 1);
+        assert_int_equal(fstatat(d->fd, "old", &st, 0), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+        assert_int_equal(statefile_restrict_mode(d->fd, "old"), 0);
+        assert_int_equal(statefile_restrict_mode(d->fd, "absent"), -ENOENT);
+        assert_int_equal(statefile_restrict_mode(d->fd, "a/b"), -EINVAL);
+        /* a symlink is not followed (its target keeps its mode), a directory is not a file */
+        assert_int_equal(fchmodat(d->fd, "old", 0644, 0), 0);
+        assert_int_equal(symlinkat("old", d->fd, "link"), 0);
+        assert_int_equal(statefile_restrict_mode(d->fd, "link"), -ELOOP);
+        assert_int_equal(fstatat(d->fd, "old", &st, 0), 0);
+        assert_int_equal(st.st_mode & 07777, 0644);
+        assert_int_equal(mkdirat(d->fd, "dir", 0755), 0);
+        assert_int_equal(statefile_restrict_mode(d->fd, "dir"), -EINVAL);
+        assert_int_equal(unlinkat(d->fd, "link", 0), 0);
+        assert_int_equal(unlinkat(d->fd, "old", 0), 0);
+        assert_int_equal(unlinkat(d->fd, "dir", AT_REMOVEDIR), 0);
+}
+
+/* "state.corrupt-YYYYMMDDTHHMMSSZ", optionally followed by "-N". */
+static void assert_aside_name(const char *got, const char *tag)
+{
+        char prefix[64];
+        size_t pl;
+
+        snprintf(prefix, sizeof prefix, "state.%s-", tag);
+        pl = strlen(prefix);
+        if (strncmp(got, prefix, pl) != 0)
+                fail_msg("aside name %s does not start with %s", got, prefix);
+        for (size_t i = 0; i < 16; i++) {
+                char c = got[pl + i], want = i == 8 ? 'T' : i == 15 ? 'Z' : '0';
+                if (want == '0' ? !(c >= '0' && c <= '9') : c != want)
+                        fail_msg("aside name %s: no UTC timestamp after %s", got, prefix);
+        }
+        if (got[pl + 16] != 0 && got[pl + 16] != '-')
+                fail_msg("aside name %s: junk after the timestamp", got);
+}
+
+static void test_set_aside(void **state)
+{
+        struct tmpdir *d = *state;
+        char a1[NAME_MAX + 1], a2[NAME_MAX + 1], a3[NAME_MAX + 1], names[1024], want[1024];
+        struct stat s1, s2;
+
+        /* moved: the name is free for a fresh file, the bytes are kept, mode and all */
+        assert_int_equal(statefile_write_atomic(d->fd, "state", "bad one", 7), 0);
+        assert_int_equal(statefile_set_aside(d->fd, "state", "corrupt", 0, a1, sizeof a1), 0);
+        assert_aside_name(a1, "corrupt");
+        assert_content(d->fd, a1, "bad one");
+        assert_int_equal(fstatat(d->fd, a1, &s1, 0), 0);
+        assert_int_equal(s1.st_mode & 07777, 0600);
+        list_dir(d->fd, names, sizeof names);
+        assert_string_equal(names, a1);
+
+        /* a second one never replaces the first (within the same second it gets "-2") */
+        assert_int_equal(statefile_write_atomic(d->fd, "state", "bad two", 7), 0);
+        assert_int_equal(statefile_set_aside(d->fd, "state", "corrupt", 0, a2, sizeof a2), 0);
+        assert_aside_name(a2, "corrupt");
+        assert_string_not_equal(a1, a2);
+        if (strncmp(a1, a2, strlen(a1)) == 0)
+                assert_string_equal(a2 + strlen(a1), "-2");
+        assert_content(d->fd, a1, "bad one");
+        assert_content(d->fd, a2, "bad two");
+
+        /* kept: the name stays in place, the aside name is the same file (a hard link) */
+        assert_int_equal(statefile_write_atomic(d->fd, "state", "partly bad", 10), 0);
+        assert_int_equal(
+            statefile_set_aside(d->fd, "state", "partial", STATEFILE_ASIDE_KEEP, a3, sizeof a3), 0);
+        assert_aside_name(a3, "partial");
+        assert_content(d->fd, "state", "partly bad");
+        assert_content(d->fd, a3, "partly bad");
+        assert_int_equal(fstatat(d->fd, "state", &s1, 0), 0);
+        assert_int_equal(fstatat(d->fd, a3, &s2, 0), 0);
+        assert_int_equal(s1.st_ino, s2.st_ino);
+        /* the next atomic write replaces the name only: the kept bytes stay */
+        assert_int_equal(statefile_write_atomic(d->fd, "state", "good", 4), 0);
+        assert_content(d->fd, "state", "good");
+        assert_content(d->fd, a3, "partly bad");
+        snprintf(want, sizeof want, "state %s %s %s", a1, a2, a3);
+        list_dir(d->fd, names, sizeof names);
+        assert_string_equal(names, want);
+        assert_int_equal(unlinkat(d->fd, a1, 0), 0);
+        assert_int_equal(unlinkat(d->fd, a2, 0), 0);
+        assert_int_equal(unlinkat(d->fd, a3, 0), 0);
+
+        /* whatever sits under the name goes aside: a directory, a symlink (not its target) */
+        assert_int_equal(unlinkat(d->fd, "state", 0), 0);
+        assert_int_equal(mkdirat(d->fd, "state", 0755), 0);
+        assert_int_equal(statefile_set_aside(d->fd, "state", "corrupt", 0, a1, sizeof a1), 0);
+        assert_int_equal(fstatat(d->fd, a1, &s1, AT_SYMLINK_NOFOLLOW), 0);
+        assert_true(S_ISDIR(s1.st_mode));
+        assert_int_equal(unlinkat(d->fd, a1, AT_REMOVEDIR), 0);
+        assert_int_equal(statefile_write_atomic(d->fd, "target", "t", 1), 0);
+        assert_int_equal(symlinkat("target", d->fd, "state"), 0);
+        assert_int_equal(statefile_set_aside(d->fd, "state", "corrupt", 0, a1, sizeof a1), 0);
+        assert_int_equal(fstatat(d->fd, a1, &s1, AT_SYMLINK_NOFOLLOW), 0);
+        assert_true(S_ISLNK(s1.st_mode));
+        assert_content(d->fd, "target", "t");
+        assert_int_equal(unlinkat(d->fd, a1, 0), 0);
+        assert_int_equal(unlinkat(d->fd, "target", 0), 0);
+
+        /* refused */
+        assert_int_equal(statefile_set_aside(d->fd, "state", "corrupt", 0, a1, sizeof a1), -ENOENT);
+        assert_int_equal(
+            statefile_set_aside(d->fd, "state", "corrupt", STATEFILE_ASIDE_KEEP, a1, sizeof a1),
+            -ENOENT);
+        assert_int_equal(statefile_write_atomic(d->fd, "state", "x", 1), 0);
+        assert_int_equal(statefile_set_aside(d->fd, "state", "", 0, NULL, 0), -EINVAL);
+        assert_int_equal(statefile_set_aside(d->fd, "state", "Bad", 0, NULL, 0), -EINVAL);
+        assert_int_equal(statefile_set_aside(d->fd, "state", "bad-tag", 0, NULL, 0), -EINVAL);
+        assert_int_equal(statefile_set_aside(d->fd, "state", "abcdefghijklmnopq", 0, NULL, 0),
+                         -EINVAL);
+        assert_int_equal(statefile_set_aside(d->fd, "../state", "corrupt", 0, NULL, 0), -EINVAL);
+        assert_int_equal(statefile_set_aside(d->fd, NULL, "corrupt", 0, NULL, 0), -EINVAL);
+        assert_int_equal(statefile_set_aside(d->fd, "state", NULL, 0, NULL, 0), -EINVAL);
+        list_dir(d->fd, names, sizeof names);
+        assert_string_equal(names, "state");
+        /* without a buffer for the name */
+        assert_int_equal(statefile_set_aside(d->fd, "state", "abcdefghijklmnop", 0, NULL, 0), 0);
+        list_dir(d->fd, names, sizeof names);
+        assert_true(strncmp(names, "state.abcdefghijklmnop-", 23) == 0 && !strchr(names, ' '));
+        assert_int_equal(unlinkat(d->fd, names, 0), 0);
 }
 
 static void test_write_through_other_fds(void **state)
@@ -492,6 +657,9 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_write_and_replace, setup_dir, teardown_dir),
+            cmocka_unit_test_setup_teardown(test_mode_regardless_of_umask, setup_dir, teardown_dir),
+            cmocka_unit_test_setup_teardown(test_restrict_mode, setup_dir, teardown_dir),
+            cmocka_unit_test_setup_teardown(test_set_aside, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_write_through_other_fds, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_bad_arguments, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_rename_failure_keeps_old, setup_dir, teardown_dir),

@@ -2,7 +2,10 @@
 # Host side of the diskpulse VM tests: builds the guest initramfs and runs one scenario under QEMU/TCG.
 """Usage:
   vmtest.py build --out DIR/initramfs.cpio [--daemon BIN]
-  vmtest.py run [--initramfs FILE | --daemon BIN] [-v] scenarios/NAME.sh
+  vmtest.py run [--initramfs FILE | --daemon BIN] [--root-image IMG] [-v] scenarios/NAME.sh
+
+With --root-image, the guest boots IMG (a raw ext4 image of a Debian root, as a virtio disk,
+never written) with its own systemd as PID 1, and the scenario runs as a service there.
 
 Exit codes of `run`: 0 pass, 1 fail, 77 skip (missing prerequisite or the scenario skipped itself).
 """
@@ -30,7 +33,8 @@ SBIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_MODULES = ["crc32c_generic", "crct10dif_generic", "crc64_rocksoft_generic",
                 "nvme", "ahci", "sd_mod", "ext4"]
 # Shipped for scenarios to modprobe.
-EXTRA_MODULES = ["scsi_debug", "null_blk", "dm-mod", "dm-delay", "dm-flakey", "loop", "sg"]
+EXTRA_MODULES = ["scsi_debug", "null_blk", "dm-mod", "dm-delay", "dm-flakey", "loop", "sg",
+                 "virtio_pci", "virtio_blk"]
 TOOLS = ["smartctl", "mkfs.ext4", "e2fsck", "dmsetup", "sdparm", "ioping"]
 UDEV_RULES = ["50-udev-default.rules", "60-block.rules", "60-persistent-storage.rules",
               "60-persistent-storage-dm.rules", "55-dm.rules", "95-dm-notify.rules"]
@@ -215,6 +219,7 @@ def build(out, daemon=None):
             cpio.symlink(applet, "/bin/busybox", replace=False)
     cpio.copy(os.path.join(HERE, "guest", "init"), "/init")
     cpio.copy(os.path.join(HERE, "guest", "lib.sh"), "/lib/vmtest/lib.sh")
+    cpio.copy(os.path.join(HERE, "guest", "root-run"), "/lib/vmtest/root-run")
     cpio.add("/etc/vmtest/modules", " ".join(BASE_MODULES).encode())
     cpio.add("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
     cpio.add("/etc/group", b"root:x:0:\ndisk:x:6:\nnogroup:x:65534:\n")
@@ -389,6 +394,12 @@ def run_in(args, name, spec, timeout, work):
                  "-device", "ahci,id=ahci",
                  "-device", "ide-hd,id=sata0,bus=ahci.0,drive=sata0disk,serial=DPSATA0,rotation_rate=7200"]
     qemu += spec["qemu"]
+    if args.root_image:
+        # Read-only for the guest's purposes: its writes go to a temporary overlay.
+        qemu += ["-drive", f"if=none,id=rootdisk,file={os.path.abspath(args.root_image)},format=raw,"
+                 "cache=unsafe,snapshot=on", "-device", "virtio-blk-pci,drive=rootdisk,serial=DPROOT"]
+        i = qemu.index("-append") + 1
+        qemu[i] += " vmtest.root=vda"
 
     servers = {}
     for chan in ("ctl", "qmp"):
@@ -512,6 +523,7 @@ def main():
     r.add_argument("scenario")
     r.add_argument("--initramfs", help="prebuilt by `build` (else built into the temp dir)")
     r.add_argument("--daemon", help="diskpulse binary, when no --initramfs is given")
+    r.add_argument("--root-image", help="raw ext4 image of a root with systemd to boot (virtio disk vda)")
     r.add_argument("--timeout", type=int, help="seconds (default: scenario header or %d)" % DEFAULT_TIMEOUT)
     r.add_argument("--tail", type=int, default=80, help="console lines shown on failure")
     r.add_argument("--keep", action="store_true", help="keep the temp dir (console.log, images)")

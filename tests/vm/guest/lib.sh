@@ -253,3 +253,36 @@ within() {
 		fail "$1" "$2 is not within $(awk -v f="$4" 'BEGIN { print f * 100 }') % of $3"
 	fi
 }
+
+# --- a real root with systemd (vmtest.root=DEV) -------------------------------------------------
+
+# boot_root DEV: mounts the ext4 root on /dev/DEV, puts the scenario, these helpers and busybox
+# in its /vmtest with a service that runs them (guest/root-run), and hands over to its systemd.
+# The root's own udev and systemd take the devices from here; the modules stay loaded.
+boot_root() {
+	for mod in virtio_pci virtio_blk; do modprobe "$mod" || note "modprobe $mod failed"; done
+	wait_for 30 block_present "$1" || { fail boot "root disk $1 did not appear"; vm_finish 1; poweroff -f; }
+	mkdir -p /newroot
+	mount -t ext4 -o rw "/dev/$1" /newroot || { fail boot "cannot mount /dev/$1"; vm_finish 1; poweroff -f; }
+	mkdir -p /newroot/vmtest/bin
+	cp /bin/busybox /newroot/vmtest/busybox
+	for applet in $(/bin/busybox --list); do ln -sf ../busybox "/newroot/vmtest/bin/$applet"; done
+	cp /lib/vmtest/lib.sh /lib/vmtest/root-run /newroot/vmtest/
+	cp /scenario.sh /newroot/vmtest/scenario.sh
+	mkdir -p /newroot/etc/systemd/system/multi-user.target.wants
+	cat >/newroot/etc/systemd/system/vmtest.service <<-EOF
+	[Unit]
+	Description=vmtest scenario
+	After=multi-user.target
+	[Service]
+	Type=simple
+	ExecStart=/vmtest/busybox sh /vmtest/root-run
+	StandardOutput=journal+console
+	StandardError=journal+console
+	EOF
+	ln -sf ../vmtest.service /newroot/etc/systemd/system/multi-user.target.wants/vmtest.service
+	note "switching to the root on /dev/$1 after $(now) s"
+	exec 3>&-
+	for m in dev proc sys run; do mount --move "/$m" "/newroot/$m"; done
+	exec switch_root /newroot /lib/systemd/systemd
+}

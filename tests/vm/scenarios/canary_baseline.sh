@@ -10,29 +10,30 @@ FLAGS="--no-collector.smart --canary.path=/mnt/db --canary.interval=300ms --disk
 mkfs.ext4 -q -F /dev/$A || { fail mkfs "mkfs.ext4 /dev/$A"; exit 1; }
 mkdir -p /mnt/db
 mount /dev/$A /mnt/db
-# record KEY: the state file's line for disk KEY and /mnt/db.
-record() { grep " mode=fdatasync path=/mnt/db " "$STATE" | grep "^disk=$1 "; }
+# record KEY: the state file's idle line for disk KEY and /mnt/db (version 1 lines have no regime).
+record() { grep " mode=fdatasync path=/mnt/db " "$STATE" | grep -v " regime=busy " | grep "^disk=$1 "; }
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 # run_daemon N: starts the daemon and waits for N probes.
 run_daemon() { daemon_start $FLAGS && check "$1 probes" wait_for 30 canary_probes_at_least /mnt/db "$1"; }
-has_baseline() { scrape && [ "$(canary /mnt/db baseline_seconds)" = "$1" ]; }
+has_baseline() { scrape && [ "$(canary /mnt/db baseline_seconds 'regime="idle"')" = "$1" ]; }
 
 # 1. The first run learns nothing yet (warm-up takes hours) but records the disk's identity.
 run_daemon 3
 check_metric 'diskpulse_sync_baseline_seconds{path="/mnt/db"}' absent
 check "daemon exits 0" daemon_stop
-KA=$(grep ' path=/mnt/db ' "$STATE" | sed -n 's/^disk=\([^ ]*\) .*/\1/p')
+KA=$(grep ' path=/mnt/db ' "$STATE" | sed -n 's/^disk=\([^ ]*\) .*/\1/p' | sort -u)
 check "state file keys /mnt/db by $A's identity ($KA)" [ -n "$KA" ]
 check "the identity is the disk's (WWN or serial), not its name" eval 'case $KA in wwn:*|serial:*) ! echo "$KA" | grep -q nvme0n1 ;; *) false ;; esac'
 
-# 2. A learned baseline (as a week of hourly medians would leave it): 1.5 ms.
+# 2. A learned baseline (as a week of hourly medians would leave it): 1.5 ms, in a version 1 file
+#    (before regimes: read as the idle baseline).
 {
 	echo "diskpulse-canary-baselines 1"
 	echo "disk=$KA mode=fdatasync path=/mnt/db baseline=0.0015 updates=168 updated=$(date +%s)000000 warmup=-"
 } >"$STATE"
 run_daemon 3
 check "baseline 1.5 ms restored" wait_for 10 has_baseline 0.0015
-ratio=$(canary /mnt/db degradation_ratio) p50=$(canary /mnt/db recent_seconds 'quantile="0.5"')
+ratio=$(canary /mnt/db degradation_ratio 'regime="idle"') p50=$(canary /mnt/db recent_seconds 'regime="idle",quantile="0.5"')
 within "degradation ratio = recent median / baseline" "$ratio" "$(awk -v m="$p50" 'BEGIN { print m / 0.0015 }')" 0.001
 check "daemon exits 0" daemon_stop
 check "the stop kept the baseline in the state file" [ "$(record "$KA" | field baseline)" = 0.0015 ]
@@ -51,7 +52,7 @@ check "device label $B" [ "$(metric_label 'diskpulse_sync_target_up{path="/mnt/d
 check_metric 'diskpulse_sync_baseline_seconds{path="/mnt/db"}' absent
 check_metric 'diskpulse_sync_degradation_ratio{path="/mnt/db"}' absent
 check "daemon exits 0" daemon_stop
-KB=$(grep ' path=/mnt/db ' "$STATE" | sed -n 's/^disk=\([^ ]*\) .*/\1/p' | grep -v -x -F "$KA")
+KB=$(grep ' path=/mnt/db ' "$STATE" | sed -n 's/^disk=\([^ ]*\) .*/\1/p' | sort -u | grep -v -x -F "$KA")
 check "a second record for $B's identity ($KB)" [ -n "$KB" ] && [ "$KB" != "$KA" ]
 check "$B's record is in warm-up" [ "$(record "$KB" | field baseline)" = 0 ]
 check "$A's record is kept" [ "$(record "$KA" | field baseline)" = 0.0015 ]
@@ -64,8 +65,8 @@ check "dm-delay 20 ms over $A" dmsetup create slow --table "0 $(blockdev --getsz
 check "mounted through dm-delay" mount /dev/mapper/slow /mnt/db
 run_daemon 5
 check "the original disk finds its baseline" wait_for 10 has_baseline 0.0015
-check_metric 'diskpulse_sync_degradation_ratio{path="/mnt/db"}' '>' 10
-note "degradation ratio behind dm-delay: $(canary /mnt/db degradation_ratio)"
+check_metric 'diskpulse_sync_degradation_ratio{path="/mnt/db",regime="idle"}' '>' 10
+note "degradation ratio behind dm-delay: $(canary /mnt/db degradation_ratio 'regime="idle"')"
 check "daemon exits 0" daemon_stop
 umount /mnt/db
 dmsetup remove slow

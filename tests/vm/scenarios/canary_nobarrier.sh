@@ -13,5 +13,5 @@ check "15 probes on each" wait_for 60 both
 check_metric 'diskpulse_sync_flush_ratio{path="/mnt/nb",device="sda",mode="fdatasync"}' == 0
 check_metric 'diskpulse_sync_flush_ratio{path="/mnt/b",device="nvme0n1",mode="fdatasync"}' '>=' 0.9
 check_metric 'diskpulse_disk_write_cache_info{device="sda",mode="write back"}' == 1
-note "nobarrier median $(canary /mnt/nb recent_seconds 'quantile="0.5"') s, barrier median $(canary /mnt/b recent_seconds 'quantile="0.5"') s"
+note "nobarrier median $(canary /mnt/nb recent_seconds 'regime="idle",quantile="0.5"') s, barrier median $(canary /mnt/b recent_seconds 'regime="idle",quantile="0.5"') s"
 check "daemon exits 0" daemon_stop

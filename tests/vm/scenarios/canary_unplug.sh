@@ -28,5 +28,5 @@ check "/-/healthy answers" http_get /-/healthy /tmp/healthy
 t0=$(now)
 daemon_stop
 expect "exit status after SIGTERM" $? == 0
-expect "SIGTERM took under 1.5 s" "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')" '<' 1.5
+expect "SIGTERM took under 1 s (the harness polls every 0.2 s)" "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')" '<' 1
 umount -l /mnt/hot 2>/dev/null

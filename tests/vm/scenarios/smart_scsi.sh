@@ -45,6 +45,9 @@ lu=$(sj /tmp/sc_a logical_unit_id)
 same "smart_info wwn = smartctl logical_unit_id ($lu)" "$(metric_label "$info" wwn)" "${lu#0x}"
 same "temperature = smartctl temperature.current (page 0Dh)" \
 	"$(metric "diskpulse_smart_temperature_celsius{device=\"$SD\"}")" "$(sj /tmp/sc_a temperature.current)"
+same "warning threshold = smartctl temperature.drive_trip (page 0Dh reference)" \
+	"$(metric "diskpulse_smart_temperature_warning_threshold_celsius{device=\"$SD\"}")" \
+	"$(sj /tmp/sc_a temperature.drive_trip)"
 same "rotation rate = smartctl rotation_rate" \
 	"$(metric "diskpulse_disk_rotation_rate_rpm{device=\"$SD\"}")" "$(sj /tmp/sc_a rotation_rate)"
 same "smart_healthy = smartctl smart_status.passed" "$(metric "diskpulse_smart_healthy{device=\"$SD\"}")" \

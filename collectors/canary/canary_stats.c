@@ -1,0 +1,1003 @@
+/* The fdatasync canary's statistics (histogram, recent quantiles, baseline, state records);
+ * the algorithms and the state file format are described in canary_stats.h. */
+#include "canary_stats.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Samples ---- */
+
+/* 0 for a latency we accept, -EINVAL / -ERANGE otherwise. */
+static int check_seconds(double v)
+{
+        if (isnan(v) || isinf(v) || v < 0)
+                return -EINVAL;
+        if (v > CANARY_MAX_SECONDS)
+                return -ERANGE;
+        return 0;
+}
+
+/* ---- Histogram ---- */
+
+static const double hist_bounds[CANARY_HIST_NBOUNDS] = {
+    1e-05, 2.5e-05, 5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+    0.025, 0.05,    0.1,   0.25,   0.5,     1,      2.5,   5,      10,
+};
+
+/* As client_golang writes them (strconv 'g', shortest): the same as "%.15g" here. */
+static const char *const hist_le[CANARY_HIST_NBOUNDS] = {
+    "1e-05", "2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01",
+    "0.025", "0.05",    "0.1",   "0.25",   "0.5",     "1",      "2.5",   "5",      "10",
+};
+
+double canary_hist_bound(size_t i)
+{
+        return i < CANARY_HIST_NBOUNDS ? hist_bounds[i] : INFINITY;
+}
+
+const char *canary_hist_le(size_t i)
+{
+        return i < CANARY_HIST_NBOUNDS ? hist_le[i] : "+Inf";
+}
+
+void canary_hist_init(struct canary_hist *h)
+{
+        memset(h, 0, sizeof(*h));
+}
+
+int canary_hist_add(struct canary_hist *h, double seconds)
+{
+        size_t i = 0;
+        int r = check_seconds(seconds);
+
+        if (r < 0)
+                return r;
+        while (i < CANARY_HIST_NBOUNDS && seconds > hist_bounds[i])
+                i++;
+        h->counts[i]++;
+        h->count++;
+        h->sum += seconds;
+        return 0;
+}
+
+void canary_hist_export(const struct canary_hist *h, struct mset *set, const char *labels)
+{
+        struct mfamily *f = mset_family(
+            set, CANARY_FAMILY_LATENCY,
+            "Latency of one canary probe (a small write and fdatasync, or the mode's equivalent).",
+            MT_HISTOGRAM);
+        uint64_t cum = 0;
+
+        for (size_t i = 0; i <= CANARY_HIST_NBOUNDS; i++) {
+                cum += h->counts[i];
+                mfamily_add_raw(set, f, "_bucket", labels, "le", canary_hist_le(i), true, cum,
+                                (double)cum);
+        }
+        mfamily_add_raw(set, f, "_sum", labels, NULL, NULL, false, 0, h->sum);
+        mfamily_add_raw(set, f, "_count", labels, NULL, NULL, true, h->count, (double)h->count);
+}
+
+/* ---- Recent window ---- */
+
+int canary_recent_init(struct canary_recent *w, usec_t window, size_t max_samples)
+{
+        if (window == 0 || max_samples == 0 || max_samples > CANARY_RECENT_MAX_SAMPLES)
+                return -EINVAL;
+        memset(w, 0, sizeof(*w));
+        w->window = window;
+        w->max = max_samples;
+        return 0;
+}
+
+void canary_recent_done(struct canary_recent *w)
+{
+        free(w->ring);
+        w->ring = NULL;
+        w->cap = w->head = w->n = 0;
+}
+
+static const struct canary_sample *sample_at(const struct canary_recent *w, size_t i)
+{
+        return &w->ring[(w->head + i) % w->cap];
+}
+
+static bool in_window(const struct canary_recent *w, usec_t t, usec_t now)
+{
+        return now <= t || now - t < w->window;
+}
+
+/* Index (from the oldest) of the first sample still in the window at now; samples are in time
+ * order, so a binary search. */
+static size_t first_live(const struct canary_recent *w, usec_t now)
+{
+        size_t lo = 0, hi = w->n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (in_window(w, sample_at(w, mid)->t, now))
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        return lo;
+}
+
+static void resize(struct canary_recent *w, size_t cap)
+{
+        struct canary_sample *ring = xmalloc(cap * sizeof(*ring));
+
+        for (size_t i = 0; i < w->n; i++)
+                ring[i] = *sample_at(w, i);
+        free(w->ring);
+        w->ring = ring;
+        w->cap = cap;
+        w->head = 0;
+}
+
+int canary_recent_add(struct canary_recent *w, double seconds, usec_t now)
+{
+        int r = check_seconds(seconds);
+        size_t skip;
+
+        if (r < 0)
+                return r;
+        seconds += 0.0; /* -0 becomes 0 */
+        if (w->n > 0 && now < sample_at(w, w->n - 1)->t)
+                now = sample_at(w, w->n - 1)->t;
+        skip = first_live(w, now);
+        if (w->n > 0) {
+                w->head = (w->head + skip) % w->cap;
+                w->n -= skip;
+        }
+        if (w->n == w->max) {
+                w->head = (w->head + 1) % w->cap;
+                w->n--;
+                w->dropped++;
+        }
+        if (w->n == w->cap) {
+                size_t cap = w->cap ? w->cap * 2 : 16;
+                resize(w, cap < w->max ? cap : w->max);
+        } else if (w->cap > 64 && w->n < w->cap / 4) {
+                resize(w, w->cap / 2);
+        }
+        w->ring[(w->head + w->n) % w->cap] = (struct canary_sample){.t = now, .v = seconds};
+        w->n++;
+        w->count++;
+        w->sum += seconds;
+        return 0;
+}
+
+size_t canary_recent_count(const struct canary_recent *w, usec_t now)
+{
+        return w->n - first_live(w, now);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *)a, y = *(const double *)b;
+        return (x > y) - (x < y);
+}
+
+double canary_quantile_sorted(const double *sorted, size_t n, double q)
+{
+        double h = (double)(n - 1) * q, frac, v;
+        size_t lo;
+
+        if (!(h > 0))
+                return sorted[0];
+        lo = (size_t)h;
+        if (lo >= n - 1)
+                return sorted[n - 1];
+        frac = h - (double)lo;
+        v = sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]);
+        /* rounding must not leave the interval between the two ranks */
+        if (v < sorted[lo])
+                v = sorted[lo];
+        if (v > sorted[lo + 1])
+                v = sorted[lo + 1];
+        return v;
+}
+
+int canary_recent_quantiles(const struct canary_recent *w, usec_t now, const double *q, size_t n,
+                            double *ret)
+{
+        size_t first = first_live(w, now), k = w->n - first;
+        _cleanup_free_ double *v = NULL;
+
+        for (size_t i = 0; i < n; i++)
+                if (!(q[i] >= 0 && q[i] <= 1))
+                        return -EINVAL;
+        if (k == 0)
+                return -ENODATA;
+        v = xmalloc(k * sizeof(*v));
+        for (size_t i = 0; i < k; i++)
+                v[i] = sample_at(w, first + i)->v;
+        qsort(v, k, sizeof(*v), cmp_double);
+        for (size_t i = 0; i < n; i++)
+                ret[i] = canary_quantile_sorted(v, k, q[i]);
+        return 0;
+}
+
+int canary_recent_median(const struct canary_recent *w, usec_t now, double *ret)
+{
+        static const double half = 0.5;
+        return canary_recent_quantiles(w, now, &half, 1, ret);
+}
+
+void canary_recent_export(const struct canary_recent *w, struct mset *set, const char *labels,
+                          usec_t now)
+{
+        static const double qs[] = {0.5, 0.9, 0.99};
+        static const char *const qnames[] = {"0.5", "0.9", "0.99"};
+        double v[ARRAY_SIZE(qs)];
+        struct mfamily *f = mset_family(
+            set, CANARY_FAMILY_RECENT,
+            "Quantiles of the canary probe latency over the recent window (5 minutes unless "
+            "configured); _sum and _count since start.",
+            MT_SUMMARY);
+
+        if (canary_recent_quantiles(w, now, qs, ARRAY_SIZE(qs), v) == 0)
+                for (size_t i = 0; i < ARRAY_SIZE(qs); i++)
+                        mfamily_add_raw(set, f, "", labels, "quantile", qnames[i], false, 0, v[i]);
+        mfamily_add_raw(set, f, "_sum", labels, NULL, NULL, false, 0, w->sum);
+        mfamily_add_raw(set, f, "_count", labels, NULL, NULL, true, w->count, (double)w->count);
+}
+
+/* ---- Baseline ---- */
+
+void canary_baseline_init(struct canary_baseline *b)
+{
+        memset(b, 0, sizeof(*b));
+}
+
+static bool baseline_value_ok(double v)
+{
+        return isfinite(v) && v >= CANARY_BASELINE_FLOOR && v <= CANARY_MAX_SECONDS;
+}
+
+int canary_baseline_state_check(const struct canary_baseline_state *st)
+{
+        if (st->value != 0 && !baseline_value_ok(st->value))
+                return -EINVAL;
+        if (st->value != 0 ? st->n_warmup != 0 : st->n_warmup >= CANARY_BASELINE_WARMUP)
+                return -EINVAL;
+        for (unsigned i = 0; i < st->n_warmup; i++)
+                if (!baseline_value_ok(st->warmup[i]))
+                        return -EINVAL;
+        return 0;
+}
+
+int canary_baseline_restore(struct canary_baseline *b, const struct canary_baseline_state *st)
+{
+        int r = canary_baseline_state_check(st);
+
+        canary_baseline_init(b);
+        if (r < 0)
+                return r;
+        b->st.value = st->value;
+        b->st.updates = st->updates;
+        b->st.updated = st->updated;
+        b->st.n_warmup = st->n_warmup;
+        for (unsigned i = 0; i < st->n_warmup; i++)
+                b->st.warmup[i] = st->warmup[i];
+        return 0;
+}
+
+bool canary_baseline_get(const struct canary_baseline *b, double *ret)
+{
+        if (b->st.value <= 0)
+                return false;
+        *ret = b->st.value;
+        return true;
+}
+
+double canary_baseline_next(double b, double m)
+{
+        /* per observation: 1 - 2^(-1/halflife) */
+        const double a = -expm1(-M_LN2 / CANARY_BASELINE_HALFLIFE);
+        const double c = -expm1(-M_LN2 / CANARY_BASELINE_HALFLIFE_BETTER);
+        const double creep = log1p(CANARY_BASELINE_CREEP_PER_DAY) / 24;
+        double r = m / b, step;
+
+        if (r > CANARY_BASELINE_GUARD) {
+                step = a * log(r);
+                if (step > creep)
+                        step = creep;
+        } else if (r < 1 / CANARY_BASELINE_GUARD) {
+                step = c * log(r);
+        } else {
+                step = a * log(r);
+        }
+        b *= exp(step);
+        if (b < CANARY_BASELINE_FLOOR)
+                b = CANARY_BASELINE_FLOOR;
+        if (b > CANARY_MAX_SECONDS)
+                b = CANARY_MAX_SECONDS;
+        return b;
+}
+
+int canary_baseline_observe(struct canary_baseline *b, double median, usec_t real)
+{
+        struct canary_baseline_state *st = &b->st;
+        int r = check_seconds(median);
+
+        if (r < 0)
+                return r;
+        if (median < CANARY_BASELINE_FLOOR)
+                median = CANARY_BASELINE_FLOOR;
+        if (st->value > 0) {
+                st->value = canary_baseline_next(st->value, median);
+        } else {
+                if (st->n_warmup >= CANARY_BASELINE_WARMUP)
+                        st->n_warmup = CANARY_BASELINE_WARMUP - 1; /* never past the array */
+                st->warmup[st->n_warmup++] = median;
+                if (st->n_warmup == CANARY_BASELINE_WARMUP) {
+                        double v[CANARY_BASELINE_WARMUP];
+
+                        memcpy(v, st->warmup, sizeof v);
+                        qsort(v, CANARY_BASELINE_WARMUP, sizeof(v[0]), cmp_double);
+                        st->value = canary_quantile_sorted(v, CANARY_BASELINE_WARMUP, 0.5);
+                        st->n_warmup = 0;
+                        memset(st->warmup, 0, sizeof st->warmup);
+                }
+        }
+        if (st->updates < UINT64_MAX)
+                st->updates++;
+        st->updated = real;
+        return 0;
+}
+
+/* The period's median from the kept probes. */
+static double period_median(const struct canary_baseline *b)
+{
+        double v[CANARY_PERIOD_KEEP];
+
+        memcpy(v, b->period, b->period_kept * sizeof(v[0]));
+        qsort(v, b->period_kept, sizeof(v[0]), cmp_double);
+        return canary_quantile_sorted(v, b->period_kept, 0.5);
+}
+
+static void period_open(struct canary_baseline *b, usec_t mono)
+{
+        b->period_open = true;
+        b->period_start = mono;
+        b->period_n = 0;
+        b->period_stride = 1;
+        b->period_kept = 0;
+}
+
+/* Keeps every period_stride-th probe; when full, every other kept one goes and the stride
+ * doubles, so the kept probes stay evenly spread over the period. */
+static void period_keep(struct canary_baseline *b, double v)
+{
+        if (b->period_n % b->period_stride == 0) {
+                if (b->period_kept == CANARY_PERIOD_KEEP) {
+                        for (size_t i = 0; i < CANARY_PERIOD_KEEP / 2; i++)
+                                b->period[i] = b->period[2 * i];
+                        b->period_kept = CANARY_PERIOD_KEEP / 2;
+                        b->period_stride *= 2;
+                }
+                if (b->period_n % b->period_stride == 0)
+                        b->period[b->period_kept++] = v;
+        }
+        b->period_n++;
+}
+
+int canary_baseline_add(struct canary_baseline *b, double seconds, usec_t mono, usec_t real)
+{
+        int r = check_seconds(seconds), applied = 0;
+
+        if (r < 0)
+                return r;
+        if (seconds < CANARY_BASELINE_FLOOR)
+                seconds = CANARY_BASELINE_FLOOR;
+        if (!b->period_open) {
+                period_open(b, mono);
+        } else if (mono < b->period_start) {
+                b->period_start = mono; /* a clock that went back: the hour starts again */
+        } else if (mono - b->period_start >= CANARY_BASELINE_PERIOD &&
+                   b->period_n >= CANARY_BASELINE_MIN_SAMPLES) {
+                r = canary_baseline_observe(b, period_median(b), real);
+                if (r < 0)
+                        return r;
+                applied = 1;
+                period_open(b, mono);
+        }
+        period_keep(b, seconds);
+        return applied;
+}
+
+int canary_degradation_ratio(double recent_median, double baseline, double *ret)
+{
+        double v;
+
+        if (!(baseline >= CANARY_BASELINE_FLOOR) || isinf(baseline))
+                return -ENODATA;
+        if (!isfinite(recent_median) || recent_median < 0)
+                return -EINVAL;
+        v = recent_median / baseline;
+        if (!isfinite(v))
+                return -ERANGE;
+        *ret = v + 0.0; /* no "-0" */
+        return 0;
+}
+
+/* ---- Regimes ---- */
+
+static const char *const regime_names[_CANARY_REGIME_MAX] = {
+    [CANARY_REGIME_IDLE] = "idle",
+    [CANARY_REGIME_BUSY] = "busy",
+};
+
+const char *canary_regime_to_string(enum canary_regime r)
+{
+        if ((unsigned)r >= _CANARY_REGIME_MAX)
+                return NULL;
+        return regime_names[r];
+}
+
+int canary_regime_from_string(const char *s, enum canary_regime *ret)
+{
+        if (!s)
+                return -EINVAL;
+        for (unsigned i = 0; i < _CANARY_REGIME_MAX; i++)
+                if (strcmp(s, regime_names[i]) == 0) {
+                        *ret = (enum canary_regime)i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+double canary_median(double *v, size_t n)
+{
+        qsort(v, n, sizeof(*v), cmp_double);
+        return canary_quantile_sorted(v, n, 0.5);
+}
+
+/* ---- One target ---- */
+
+int canary_stats_init(struct canary_stats *s, usec_t window, size_t max_samples)
+{
+        int r;
+
+        memset(s, 0, sizeof(*s));
+        r = canary_recent_init(&s->recent, window, max_samples);
+        if (r < 0)
+                return r;
+        canary_hist_init(&s->hist);
+        canary_baseline_init(&s->baseline);
+        return 0;
+}
+
+void canary_stats_done(struct canary_stats *s)
+{
+        canary_recent_done(&s->recent);
+}
+
+int canary_stats_add(struct canary_stats *s, double seconds, usec_t mono, usec_t real)
+{
+        int r = check_seconds(seconds);
+
+        if (r < 0)
+                return r;
+        seconds += 0.0; /* -0 becomes 0 */
+        (void)canary_hist_add(&s->hist, seconds);
+        (void)canary_recent_add(&s->recent, seconds, mono);
+        s->last = seconds;
+        s->has_last = true;
+        return canary_baseline_add(&s->baseline, seconds, mono, real);
+}
+
+void canary_stats_export(const struct canary_stats *s, struct mset *set, const char *labels,
+                         usec_t mono)
+{
+        double base, median, ratio;
+        struct mfamily *f;
+
+        canary_hist_export(&s->hist, set, labels);
+        f = mset_family(set, CANARY_FAMILY_LAST, "Latency of the last finished canary probe.",
+                        MT_GAUGE);
+        if (s->has_last)
+                mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, s->last);
+        canary_recent_export(&s->recent, set, labels, mono);
+        f = mset_family(set, CANARY_FAMILY_BASELINE,
+                        "Long-term reference latency of the canary: hourly medians learnt slowly, "
+                        "never a degraded state; persisted per disk; absent during warm-up.",
+                        MT_GAUGE);
+        if (!canary_baseline_get(&s->baseline, &base))
+                return;
+        mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, base);
+        f = mset_family(set, CANARY_FAMILY_DEGRADATION,
+                        "Median canary latency over the recent window divided by the baseline.",
+                        MT_GAUGE);
+        if (canary_recent_median(&s->recent, mono, &median) == 0 &&
+            canary_degradation_ratio(median, base, &ratio) == 0)
+                mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, ratio);
+}
+
+int canary_busy_idle_ratio(const struct canary_stats *idle, const struct canary_stats *busy,
+                           usec_t mono, double *ret)
+{
+        double i, b, v;
+
+        if (canary_recent_median(&idle->recent, mono, &i) < 0 ||
+            canary_recent_median(&busy->recent, mono, &b) < 0 || !(i >= CANARY_BASELINE_FLOOR))
+                return -ENODATA;
+        v = b / i;
+        if (!isfinite(v))
+                return -ENODATA;
+        *ret = v + 0.0;
+        return 0;
+}
+
+void canary_busy_idle_export(const struct canary_stats *idle, const struct canary_stats *busy,
+                             struct mset *set, const char *labels, usec_t mono)
+{
+        struct mfamily *f = mset_family(
+            set, CANARY_FAMILY_BUSY_IDLE,
+            "Median canary latency of the busy regime (back-to-back) divided by the idle one "
+            "(spaced) over the recent window.",
+            MT_GAUGE);
+        double v;
+
+        if (canary_busy_idle_ratio(idle, busy, mono, &v) == 0)
+                mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, v);
+}
+
+/* ---- State file records ---- */
+
+int canary_disk_id(char *buf, size_t size, const char *wwn, const char *serial)
+{
+        int n;
+
+        if (wwn && *wwn)
+                n = snprintf(buf, size, "wwn:%s", wwn);
+        else if (serial && *serial)
+                n = snprintf(buf, size, "serial:%s", serial);
+        else
+                return -ENOENT;
+        return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int canary_record_init(struct canary_record *rec, const char *disk, const char *mode,
+                       const char *path)
+{
+        if (!disk || !mode || !path || !*disk || !*mode || !*path)
+                return -EINVAL;
+        memset(rec, 0, sizeof(*rec));
+        if (!strscpy(rec->disk, disk, sizeof rec->disk) ||
+            !strscpy(rec->mode, mode, sizeof rec->mode) ||
+            !strscpy(rec->path, path, sizeof rec->path)) {
+                memset(rec, 0, sizeof(*rec));
+                return -ENAMETOOLONG;
+        }
+        return 0;
+}
+
+static bool plain_byte(unsigned char c)
+{
+        return c >= '!' && c <= '~';
+}
+
+/* Unescapes value v of length len into out (size bytes with the NUL). Returns 0, -EINVAL (bad
+ * escape, NUL, raw byte outside '!'..'~') or -ERANGE (does not fit). */
+static int unescape(const char *v, size_t len, char *out, size_t size)
+{
+        size_t o = 0;
+
+        for (size_t i = 0; i < len; i++) {
+                unsigned char c = (unsigned char)v[i];
+
+                if (!plain_byte(c))
+                        return -EINVAL;
+                if (c == '\\') {
+                        if (i + 1 < len && v[i + 1] == '\\') {
+                                i++;
+                        } else if (i + 3 < len && v[i + 1] == 'x' && unhexchar(v[i + 2]) >= 0 &&
+                                   unhexchar(v[i + 3]) >= 0) {
+                                c = (unsigned char)(unhexchar(v[i + 2]) * 16 + unhexchar(v[i + 3]));
+                                i += 3;
+                                if (c == 0)
+                                        return -EINVAL;
+                        } else {
+                                return -EINVAL;
+                        }
+                }
+                if (o + 1 >= size)
+                        return -ERANGE;
+                out[o++] = (char)c;
+        }
+        out[o] = 0;
+        return 0;
+}
+
+/* A double in the C locale, the whole string: 0, -EINVAL or -ERANGE (overflow, underflow). */
+static int parse_double(const char *s, double *ret)
+{
+        char *end;
+        double v;
+
+        if (!*s || !plain_byte((unsigned char)*s))
+                return -EINVAL;
+        errno = 0;
+        v = strtod(s, &end);
+        if (*end)
+                return -EINVAL;
+        if (errno == ERANGE)
+                return -ERANGE;
+        if (!isfinite(v))
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+enum { F_DISK, F_MODE, F_PATH, F_BASELINE, F_UPDATES, F_UPDATED, F_WARMUP, F_REGIME, F_N };
+static const char *const field_names[F_N] = {"disk",    "mode",    "path",   "baseline",
+                                             "updates", "updated", "warmup", "regime"};
+
+static bool name_ok(const char *s, size_t len)
+{
+        if (len == 0)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+                        return false;
+        return true;
+}
+
+static int parse_warmup(const char *s, struct canary_baseline_state *st)
+{
+        unsigned n = 0;
+
+        if (strcmp(s, "-") == 0) {
+                st->n_warmup = 0;
+                return 0;
+        }
+        for (const char *p = s;;) {
+                const char *comma = strchr(p, ',');
+                size_t l = comma ? (size_t)(comma - p) : strlen(p);
+                char num[64];
+                int r;
+
+                if (l == 0 || l >= sizeof num)
+                        return l == 0 ? -EINVAL : -ERANGE;
+                if (n >= CANARY_BASELINE_WARMUP - 1)
+                        return -EINVAL; /* a full warm-up would have made the baseline */
+                memcpy(num, p, l);
+                num[l] = 0;
+                r = parse_double(num, &st->warmup[n]);
+                if (r < 0)
+                        return r;
+                if (!baseline_value_ok(st->warmup[n]))
+                        return -ERANGE;
+                n++;
+                if (!comma)
+                        break;
+                p = comma + 1;
+        }
+        st->n_warmup = n;
+        return 0;
+}
+
+static int parse_field(int f, const char *val, struct canary_record *rec)
+{
+        struct canary_baseline_state *st = &rec->st;
+        uint64_t u;
+        int r;
+
+        switch (f) {
+        case F_DISK:
+        case F_MODE:
+        case F_PATH:
+                return *val ? 0 : -EINVAL; /* copied by the caller */
+        case F_BASELINE:
+                r = parse_double(val, &st->value);
+                if (r < 0)
+                        return r;
+                st->value += 0.0; /* "-0" is 0 */
+                if (st->value != 0 && !baseline_value_ok(st->value))
+                        return -ERANGE;
+                return 0;
+        case F_UPDATES:
+        case F_UPDATED:
+                r = parse_u64(val, &u);
+                if (r < 0)
+                        return r;
+                if (f == F_UPDATES)
+                        st->updates = u;
+                else
+                        st->updated = u;
+                return 0;
+        case F_WARMUP:
+                return parse_warmup(val, st);
+        case F_REGIME:
+                return canary_regime_from_string(val, &rec->regime);
+        default:
+                return -EINVAL;
+        }
+}
+
+int canary_record_parse_line(const char *line, size_t len, struct canary_record *ret)
+{
+        struct canary_record rec;
+        unsigned seen = 0;
+        size_t i = 0;
+        _cleanup_free_ char *val = NULL;
+
+        if (len > CANARY_LINE_MAX)
+                return -ERANGE;
+        memset(&rec, 0, sizeof rec);
+        val = xmalloc(CANARY_LINE_MAX + 1);
+        while (i < len) {
+                size_t start, eq, end;
+                int f = -1, r;
+
+                if (line[i] == ' ' || line[i] == '\t') {
+                        i++;
+                        continue;
+                }
+                start = i;
+                while (i < len && line[i] != ' ' && line[i] != '\t')
+                        i++;
+                end = i;
+                for (eq = start; eq < end && line[eq] != '='; eq++)
+                        ;
+                if (eq == end || !name_ok(line + start, eq - start))
+                        return -EINVAL;
+                for (int k = 0; k < F_N; k++)
+                        if (strlen(field_names[k]) == eq - start &&
+                            memcmp(field_names[k], line + start, eq - start) == 0)
+                                f = k;
+                r = unescape(line + eq + 1, end - eq - 1, val, CANARY_LINE_MAX + 1);
+                if (r < 0)
+                        return r;
+                if (f < 0)
+                        continue; /* a field of a later version */
+                if (seen & (1u << f))
+                        return -EINVAL;
+                seen |= 1u << f;
+                if (f == F_DISK && !strscpy(rec.disk, val, sizeof rec.disk))
+                        return -ERANGE;
+                if (f == F_MODE && !strscpy(rec.mode, val, sizeof rec.mode))
+                        return -ERANGE;
+                if (f == F_PATH && !strscpy(rec.path, val, sizeof rec.path))
+                        return -ERANGE;
+                r = parse_field(f, val, &rec);
+                if (r < 0)
+                        return r;
+        }
+        if ((seen & 0x1f) != 0x1f) /* disk, mode, path, baseline, updates */
+                return -EINVAL;
+        if (canary_baseline_state_check(&rec.st) < 0)
+                return -EINVAL;
+        *ret = rec;
+        return 0;
+}
+
+static bool same_key(const struct canary_record *a, const char *disk, const char *mode,
+                     const char *path, enum canary_regime regime)
+{
+        return a->regime == regime && strcmp(a->disk, disk) == 0 && strcmp(a->mode, mode) == 0 &&
+               strcmp(a->path, path) == 0;
+}
+
+struct canary_record *canary_records_find(const struct canary_records *r, const char *disk,
+                                          const char *mode, const char *path,
+                                          enum canary_regime regime)
+{
+        for (size_t i = 0; i < r->n; i++)
+                if (same_key(&r->v[i], disk, mode, path, regime))
+                        return &r->v[i];
+        return NULL;
+}
+
+static bool is_blank(const char *s, size_t len)
+{
+        for (size_t i = 0; i < len; i++)
+                if (s[i] != ' ' && s[i] != '\t')
+                        return false;
+        return true;
+}
+
+static bool is_comment(const char *s, size_t len)
+{
+        size_t i = 0;
+
+        while (i < len && (s[i] == ' ' || s[i] == '\t'))
+                i++;
+        return i < len && s[i] == '#';
+}
+
+/* 0 for our header of a version we read (1 or 2), -EBADMSG for anything else,
+ * -EPROTONOSUPPORT for another version. */
+static int parse_header(const char *s, size_t len)
+{
+        const size_t hl = strlen(CANARY_STATE_HEADER);
+        char ver[24];
+        uint64_t v;
+        size_t i;
+
+        while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+                len--;
+        if (len <= hl + 1 || memcmp(s, CANARY_STATE_HEADER, hl) != 0 || s[hl] != ' ')
+                return -EBADMSG;
+        i = hl + 1;
+        if (len - i >= sizeof ver)
+                return -EPROTONOSUPPORT;
+        memcpy(ver, s + i, len - i);
+        ver[len - i] = 0;
+        if (parse_u64(ver, &v) < 0)
+                return -EBADMSG;
+        return v >= 1 && v <= CANARY_STATE_VERSION ? 0 : -EPROTONOSUPPORT;
+}
+
+int canary_records_parse(const char *buf, size_t len, struct canary_records *ret)
+{
+        struct canary_records out = {0};
+        bool header = false;
+        size_t i = 0;
+
+        if (len > CANARY_STATE_MAX_BYTES)
+                return -EFBIG;
+        while (i < len) {
+                const char *line = buf + i, *nl = memchr(line, '\n', len - i);
+                const char *end = nl ? nl : buf + len;
+                struct canary_record rec;
+                size_t l;
+
+                i = (size_t)(end - buf) + (nl ? 1 : 0);
+                if (end > line && end[-1] == '\r')
+                        end--;
+                l = (size_t)(end - line);
+                if (is_blank(line, l) || is_comment(line, l))
+                        continue;
+                if (!header) {
+                        int r = parse_header(line, l);
+                        if (r < 0) {
+                                canary_records_free(&out);
+                                return r;
+                        }
+                        header = true;
+                        continue;
+                }
+                if (canary_record_parse_line(line, l, &rec) < 0 ||
+                    canary_records_find(&out, rec.disk, rec.mode, rec.path, rec.regime) ||
+                    out.n >= CANARY_RECORDS_MAX) {
+                        out.bad++;
+                        continue;
+                }
+                GROW(out.v, out.cap, out.n + 1);
+                out.v[out.n++] = rec;
+        }
+        *ret = out;
+        return 0;
+}
+
+void canary_records_free(struct canary_records *r)
+{
+        free(r->v);
+        memset(r, 0, sizeof(*r));
+}
+
+static bool record_ok(const struct canary_record *rec)
+{
+        return rec->disk[0] && rec->mode[0] && rec->path[0] &&
+               canary_regime_to_string(rec->regime) &&
+               strnlen(rec->disk, sizeof rec->disk) < sizeof rec->disk &&
+               strnlen(rec->mode, sizeof rec->mode) < sizeof rec->mode &&
+               strnlen(rec->path, sizeof rec->path) < sizeof rec->path &&
+               canary_baseline_state_check(&rec->st) == 0;
+}
+
+int canary_records_put(struct canary_records *r, const struct canary_record *rec)
+{
+        struct canary_record *slot;
+
+        if (!record_ok(rec))
+                return -EINVAL;
+        slot = canary_records_find(r, rec->disk, rec->mode, rec->path, rec->regime);
+        if (!slot && r->n >= CANARY_RECORDS_MAX) {
+                slot = &r->v[0];
+                for (size_t i = 1; i < r->n; i++)
+                        if (r->v[i].st.updated < slot->st.updated)
+                                slot = &r->v[i];
+        }
+        if (!slot) {
+                GROW(r->v, r->cap, r->n + 1);
+                slot = &r->v[r->n++];
+        }
+        *slot = *rec;
+        return 0;
+}
+
+struct strbuf {
+        char *p;
+        size_t len, cap;
+};
+
+static void sb_putn(struct strbuf *b, const char *s, size_t n)
+{
+        GROW(b->p, b->cap, b->len + n + 1);
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len] = 0;
+}
+
+static void sb_puts(struct strbuf *b, const char *s)
+{
+        sb_putn(b, s, strlen(s));
+}
+
+static void sb_escaped(struct strbuf *b, const char *s)
+{
+        static const char hex[] = "0123456789abcdef";
+
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+                char e[4] = {'\\', 'x', hex[*p >> 4], hex[*p & 15]};
+                if (*p == '\\')
+                        sb_putn(b, "\\\\", 2);
+                else if (plain_byte(*p))
+                        sb_putn(b, (const char *)p, 1);
+                else
+                        sb_putn(b, e, 4);
+        }
+}
+
+/* The shortest form that reads back as exactly v. */
+static void sb_double(struct strbuf *b, double v)
+{
+        char num[40];
+
+        for (int prec = 15; prec <= 17; prec++) {
+                snprintf(num, sizeof num, "%.*g", prec, v);
+                if (strtod(num, NULL) == v)
+                        break;
+        }
+        sb_puts(b, num);
+}
+
+int canary_records_format(const struct canary_records *r, char **ret, size_t *ret_len)
+{
+        struct strbuf b = {0};
+        char num[128];
+
+        for (size_t i = 0; i < r->n; i++)
+                if (!record_ok(&r->v[i]))
+                        return -EINVAL;
+        snprintf(num, sizeof num, "%s %d\n", CANARY_STATE_HEADER, CANARY_STATE_VERSION);
+        sb_puts(&b, num);
+        for (size_t i = 0; i < r->n; i++) {
+                const struct canary_record *rec = &r->v[i];
+
+                sb_puts(&b, "disk=");
+                sb_escaped(&b, rec->disk);
+                sb_puts(&b, " mode=");
+                sb_escaped(&b, rec->mode);
+                sb_puts(&b, " path=");
+                sb_escaped(&b, rec->path);
+                sb_puts(&b, " regime=");
+                sb_puts(&b, canary_regime_to_string(rec->regime));
+                sb_puts(&b, " baseline=");
+                sb_double(&b, rec->st.value);
+                snprintf(num, sizeof num, " updates=%" PRIu64, rec->st.updates);
+                sb_puts(&b, num);
+                snprintf(num, sizeof num,
+                         " updated=%" PRIu64 " warmup=", (uint64_t)rec->st.updated);
+                sb_puts(&b, num);
+                if (rec->st.n_warmup == 0)
+                        sb_puts(&b, "-");
+                for (unsigned k = 0; k < rec->st.n_warmup; k++) {
+                        if (k)
+                                sb_puts(&b, ",");
+                        sb_double(&b, rec->st.warmup[k]);
+                }
+                sb_puts(&b, "\n");
+        }
+        *ret = b.p;
+        *ret_len = b.len;
+        return 0;
+}

@@ -1,0 +1,335 @@
+/* The fdatasync canary's statistics: latency histogram, recent window with quantiles, long-term
+ * baseline, degradation ratio and the baseline state file's records. Pure: no I/O, no globals,
+ * no clock reads; every time is passed in as usec_t.
+ *
+ * The prober measures one probe (write + fdatasync) and calls canary_stats_add() with the
+ * latency, a monotonic time (CLOCK_MONOTONIC or CLOCK_BOOTTIME) and the wall-clock time
+ * (CLOCK_REALTIME, only stored in the state file). The collector calls canary_stats_export()
+ * into its metric set. Every object here belongs to one target; the caller serializes all calls
+ * on it (one lock per target, or one thread); different objects are independent.
+ *
+ * Histogram (diskpulse_sync_latency_seconds): fixed bounds 1-2.5-5 per decade from 10 us to
+ * 10 s (19 bounds, neighbours at most x2.5 apart) plus +Inf; "le" formatted like the Prometheus
+ * client libraries ("1e-05", "2.5e-05", "0.0001", ..., "10", "+Inf"); cumulative since start.
+ *
+ * Recent window (diskpulse_sync_recent_seconds, default 5 min): the samples whose monotonic
+ * time t satisfies now - window < t, at most max_samples of them (default and limit 4096, i.e.
+ * 64 KiB per target at most; memory grows and shrinks with what the window holds). While the
+ * probes come faster than window/max_samples (73 ms for 5 min), the oldest samples are dropped
+ * early: the window then covers the last max_samples probes, still exactly. Quantiles are
+ * computed exactly from the samples, by linear interpolation between closest ranks (type 7 of
+ * Hyndman & Fan: numpy.percentile's default, PostgreSQL's percentile_cont, Excel's
+ * PERCENTILE.INC): with the n samples sorted x[0..n-1], h = (n-1)q, and the quantile is
+ * x[floor h] + (h - floor h)(x[floor h + 1] - x[floor h]); the median of an even count is the
+ * mean of the two middle samples. An empty window exports no quantile samples (absent, not 0:
+ * zero latency would look like perfect health). The summary's _sum and _count are cumulative
+ * since start like in every Prometheus client (OpenMetrics makes them counters; a windowed
+ * count would fall and rate() would read that as a reset); they equal the histogram's.
+ *
+ * Baseline (diskpulse_sync_baseline_seconds), the long-term reference latency:
+ *  - Observations: the probes are grouped in periods of one hour of monotonic time; a period
+ *    ends at the first probe that comes when it has lasted 1 h and holds >= 6 probes (sparse
+ *    probes make a longer period). Its observation m is the median of the period's probes as
+ *    defined above, exact while a period holds at most 1024 probes (intervals >= 3.6 s); with
+ *    faster probing every 2nd, 4th, ... probe is kept, so that at most 1024 remain, spread
+ *    evenly over the hour (8 KiB per target). Probes are floored at 1 us. The running period
+ *    is not persisted: a restart loses at most its last hour.
+ *  - Warm-up: the first 6 observations (6 hours of probing) are collected; then the baseline is
+ *    their median (mean of the 3rd and 4th), so up to 2 bad hours among them do not matter.
+ *    Until then the baseline and the degradation ratio are absent from the exposition.
+ *  - Afterwards, per observation, in log space (ratios, not differences, matter for latency),
+ *    with b the baseline and r = m / b:
+ *      1/1.5 <= r <= 1.5 (normal):   b <- b * r^a, a = 1 - 2^(-1/168): half-life 7 days of
+ *                                     probing (a steady 1.2x shift is learnt halfway in 7 days,
+ *                                     to 95 % of the log distance in 30.3 days);
+ *      r < 1/1.5 (improvement):       b <- b * r^c, c = 1 - 2^(-1/24): half-life 1 day (a 10x
+ *                                     faster disk brings b within 1.5x of it in 2.5 days, then
+ *                                     the normal rule finishes);
+ *      r > 1.5 (degraded):            b <- b * min(r^a, 1.01^(1/24)): at most +1 % per day of
+ *                                     probing, however bad; a day at 3x moves b by 1.0 %, a week
+ *                                     by 7.2 %; a lasting 2x shift comes back within the band
+ *                                     only after 29 days, a 3x one after 70 days, and the ratio
+ *                                     shows it all that time.
+ *    Speeds count observations, i.e. hours of probing: time without probes (daemon stopped,
+ *    probe stuck) neither ages nor moves the baseline. A slow drift inside the 1.5x band is
+ *    partly learnt: a steady doubling per month shows as a ratio of about 1.26, a doubling per
+ *    week exceeds 1.5 within days and is then held by the guard.
+ *  - Persisted per key (disk WWN or serial, canary mode, path) in the state directory: a
+ *    renamed disk (sdb became sdc) keeps its baseline, a replaced one starts a new warm-up.
+ *
+ * Degradation ratio (diskpulse_sync_degradation_ratio) = recent median / baseline; absent while
+ * the baseline warms up or the window is empty; never NaN or Inf (baseline >= 1 us, samples
+ * <= 1e9 s).
+ *
+ * Regimes: each probe cycle measures two things with these statistics, one canary_stats each:
+ * the spaced probe that opens a cycle after --canary.interval of quiet ("idle": what a lone
+ * commit costs) and the median of the back-to-back burst that follows it ("busy": what a commit
+ * costs in a stream). Their families carry a regime label; the busy/idle ratio compares the two
+ * recent medians.
+ *
+ * State file format (line oriented, ASCII, version header first, '#' comments and blank lines
+ * ignored, one record per line, space-separated name=value fields in any order, unknown names
+ * ignored for forward compatibility):
+ *   diskpulse-canary-baselines 2
+ *   disk=wwn:0x5002538e4 mode=fdatasync path=/var/lib/pg regime=idle baseline=0.00042 (...)
+ *   (...) updates=312 updated=1718000000000000 warmup=-
+ * In values a backslash is written twice and every byte outside '!'..'~' as a backslash, 'x'
+ * and two hex digits (a space in a path: \x20). baseline is seconds (the shortest of %.15g to
+ * %.17g that reads back exactly; 0 while warming up), updates a count, updated CLOCK_REALTIME in
+ * microseconds, warmup the comma-separated warm-up observations in seconds or "-", regime
+ * "idle" or "busy" (the key is disk, mode, path and regime). disk, mode, path, baseline and
+ * updates are required; a record without regime is the idle one. Version 1 (before regimes:
+ * the same records without regime, all idle) is read as well; every write is version 2. A line that does not parse or violates a limit is
+ * skipped and counted, never fatal; a missing header or an unknown version refuses the whole
+ * file.
+ * Limits: 1024 records (the least recently updated one makes room), disk id 255 bytes, mode 31,
+ * path 1023, line 8192, file 8 MiB. Numbers are written and read in the C locale (the daemon
+ * never changes LC_NUMERIC). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metrics.h"
+#include "util.h"
+
+/* Largest accepted latency (about 31 years); a larger or non-finite value is a caller bug. */
+#define CANARY_MAX_SECONDS 1e9
+
+#define CANARY_FAMILY_LATENCY     "diskpulse_sync_latency_seconds"
+#define CANARY_FAMILY_LAST        "diskpulse_sync_last_seconds"
+#define CANARY_FAMILY_RECENT      "diskpulse_sync_recent_seconds"
+#define CANARY_FAMILY_BASELINE    "diskpulse_sync_baseline_seconds"
+#define CANARY_FAMILY_DEGRADATION "diskpulse_sync_degradation_ratio"
+
+/* ---- Histogram ---- */
+
+#define CANARY_HIST_NBOUNDS 19
+
+struct canary_hist {
+        uint64_t counts[CANARY_HIST_NBOUNDS + 1]; /* per bucket (not cumulative); last: +Inf */
+        uint64_t count;
+        double sum; /* seconds */
+};
+
+/* Bucket upper bound i (0 <= i < CANARY_HIST_NBOUNDS) in seconds, and its "le" label text. */
+double canary_hist_bound(size_t i);
+const char *canary_hist_le(size_t i);
+
+/* Empties h. */
+void canary_hist_init(struct canary_hist *h);
+/* Counts one latency in the first bucket whose bound is >= seconds. Returns 0, or -EINVAL for
+ * NaN, negative or infinite values, -ERANGE above CANARY_MAX_SECONDS (h unchanged). */
+int canary_hist_add(struct canary_hist *h, double seconds);
+/* Adds the CANARY_FAMILY_LATENCY histogram (cumulative _bucket with "le", _sum, _count) to set,
+ * labelled with labels (rendered by mset_labels(), e.g. path, device, mode; "" for none). */
+void canary_hist_export(const struct canary_hist *h, struct mset *set, const char *labels);
+
+/* ---- Recent window ---- */
+
+#define CANARY_RECENT_WINDOW      (5 * 60 * USEC_PER_SEC)
+#define CANARY_RECENT_MAX_SAMPLES 4096
+
+struct canary_sample {
+        usec_t t; /* monotonic */
+        double v; /* seconds */
+};
+
+struct canary_recent {
+        usec_t window;
+        size_t max;                 /* most samples held */
+        struct canary_sample *ring; /* cap entries, n of them from head on, oldest first */
+        size_t cap, head, n;
+        uint64_t count;   /* every sample ever added (summary _count) */
+        double sum;       /* their sum in seconds (summary _sum) */
+        uint64_t dropped; /* samples pushed out by max before they expired */
+};
+
+/* Sets up an empty window of window microseconds (> 0) holding at most max_samples (1 ..
+ * CANARY_RECENT_MAX_SAMPLES) samples. Returns 0 or -EINVAL. Free with canary_recent_done(). */
+int canary_recent_init(struct canary_recent *w, usec_t window, size_t max_samples);
+/* Frees the samples; w may be reinitialized. Accepts a zeroed w. */
+void canary_recent_done(struct canary_recent *w);
+/* Adds a sample taken at monotonic time now (an earlier time than the newest sample's is taken
+ * as the newest's) and forgets the expired ones. Returns 0, -EINVAL or -ERANGE as
+ * canary_hist_add() (w unchanged). Aborts on out-of-memory. */
+int canary_recent_add(struct canary_recent *w, double seconds, usec_t now);
+/* Number of samples in the window at now. */
+size_t canary_recent_count(const struct canary_recent *w, usec_t now);
+/* The q-quantiles (0 <= q <= 1, as defined above) of the window at now, for n values of q.
+ * Returns 0, -ENODATA when the window is empty, -EINVAL for a q outside [0, 1]. ret untouched
+ * on failure. */
+int canary_recent_quantiles(const struct canary_recent *w, usec_t now, const double *q, size_t n,
+                            double *ret);
+/* The median of the window at now: canary_recent_quantiles() with q = 0.5. */
+int canary_recent_median(const struct canary_recent *w, usec_t now, double *ret);
+/* The q-quantile of n sorted values (n >= 1) by the definition above. */
+double canary_quantile_sorted(const double *sorted, size_t n, double q);
+/* Adds the CANARY_FAMILY_RECENT summary: quantile="0.5", "0.9", "0.99" when the window is not
+ * empty, then _sum and _count (cumulative), labelled with labels. */
+void canary_recent_export(const struct canary_recent *w, struct mset *set, const char *labels,
+                          usec_t now);
+
+/* ---- Baseline ---- */
+
+#define CANARY_BASELINE_PERIOD          (3600 * USEC_PER_SEC)
+#define CANARY_BASELINE_MIN_SAMPLES     6
+#define CANARY_BASELINE_WARMUP          6
+#define CANARY_BASELINE_GUARD           1.5
+#define CANARY_BASELINE_HALFLIFE        168 /* observations (hours), normal band */
+#define CANARY_BASELINE_HALFLIFE_BETTER 24  /* observations, improvements beyond the band */
+#define CANARY_BASELINE_CREEP_PER_DAY   0.01
+#define CANARY_BASELINE_FLOOR           1e-6
+#define CANARY_PERIOD_KEEP              1024 /* probes kept per period */
+
+/* What is persisted of a baseline. */
+struct canary_baseline_state {
+        double value;     /* seconds; 0 while warming up */
+        uint64_t updates; /* observations applied, the warm-up ones included */
+        usec_t updated;   /* CLOCK_REALTIME of the last observation in us; 0 = never */
+        unsigned n_warmup;
+        double warmup[CANARY_BASELINE_WARMUP]; /* warm-up observations while value == 0 */
+};
+
+struct canary_baseline {
+        struct canary_baseline_state st;
+        bool period_open;
+        usec_t period_start;    /* monotonic */
+        uint64_t period_n;      /* probes in the period */
+        uint64_t period_stride; /* every period_stride-th of them is kept (a power of 2) */
+        size_t period_kept;
+        double period[CANARY_PERIOD_KEEP];
+};
+
+/* Starts a baseline in warm-up with no period open. */
+void canary_baseline_init(struct canary_baseline *b);
+/* Replaces b's persisted part with st (from the state file) and drops the running period.
+ * Returns 0, or -EINVAL when st is inconsistent (b then starts afresh as after init). */
+int canary_baseline_restore(struct canary_baseline *b, const struct canary_baseline_state *st);
+/* Validates a persisted state: 0 or -EINVAL. */
+int canary_baseline_state_check(const struct canary_baseline_state *st);
+/* Accounts one probe at monotonic time mono; when it ends a period, applies the period's median
+ * as an observation stamped real (CLOCK_REALTIME). Returns 1 when an observation was applied
+ * (time to save the state file), 0 when not, -EINVAL / -ERANGE for a bad value (b unchanged). */
+int canary_baseline_add(struct canary_baseline *b, double seconds, usec_t mono, usec_t real);
+/* Applies one observation (a period's median, seconds) by the rules above. Returns 0 or
+ * -EINVAL / -ERANGE (b unchanged). */
+int canary_baseline_observe(struct canary_baseline *b, double median, usec_t real);
+/* The update rule after warm-up: the next baseline from baseline b > 0 and observation m > 0. */
+double canary_baseline_next(double b, double m);
+/* Sets *ret to the baseline and returns true once warmed up; false (ret untouched) before. */
+bool canary_baseline_get(const struct canary_baseline *b, double *ret);
+
+/* Recent median / baseline. Returns 0, or -ENODATA when baseline <= 0 (none) and -EINVAL for a
+ * non-finite or negative median (ret untouched); the result is finite. */
+int canary_degradation_ratio(double recent_median, double baseline, double *ret);
+
+/* ---- Regimes ---- */
+
+enum canary_regime {
+        CANARY_REGIME_IDLE, /* the spaced probe of a cycle */
+        CANARY_REGIME_BUSY, /* the median of the back-to-back burst after it */
+        _CANARY_REGIME_MAX,
+};
+
+#define CANARY_FAMILY_BUSY_IDLE "diskpulse_sync_busy_idle_ratio"
+
+/* "idle", "busy"; NULL for an invalid value. */
+const char *canary_regime_to_string(enum canary_regime r);
+/* Returns 0 and sets *ret, or -EINVAL for an unknown name. */
+int canary_regime_from_string(const char *s, enum canary_regime *ret);
+/* The median of n values (n >= 1) as defined above; sorts v in place. */
+double canary_median(double *v, size_t n);
+
+/* ---- One target: all of the above ---- */
+
+struct canary_stats {
+        struct canary_hist hist;
+        struct canary_recent recent;
+        struct canary_baseline baseline;
+        double last;
+        bool has_last;
+};
+
+/* Sets up empty statistics (window and max_samples as canary_recent_init()). Returns 0 or
+ * -EINVAL. Free with canary_stats_done(). */
+int canary_stats_init(struct canary_stats *s, usec_t window, size_t max_samples);
+/* Frees what init allocated; accepts a zeroed s. */
+void canary_stats_done(struct canary_stats *s);
+/* Accounts one probe's latency everywhere. Returns canary_baseline_add()'s result (1: the
+ * baseline changed, save it), or -EINVAL / -ERANGE (s unchanged). */
+int canary_stats_add(struct canary_stats *s, double seconds, usec_t mono, usec_t real);
+/* Adds every family of a target to set, labelled with labels: the histogram, last (once a
+ * probe finished), the recent summary, baseline (once warmed up) and degradation ratio (with a
+ * baseline and a non-empty window). */
+void canary_stats_export(const struct canary_stats *s, struct mset *set, const char *labels,
+                         usec_t mono);
+/* Busy recent median / idle recent median at mono. Returns 0, or -ENODATA when a window is
+ * empty or the idle median is below 1 us (ret untouched); the result is finite. */
+int canary_busy_idle_ratio(const struct canary_stats *idle, const struct canary_stats *busy,
+                           usec_t mono, double *ret);
+/* Adds the CANARY_FAMILY_BUSY_IDLE gauge (when canary_busy_idle_ratio() has a value), labelled
+ * with labels (those of the target, without regime). */
+void canary_busy_idle_export(const struct canary_stats *idle, const struct canary_stats *busy,
+                             struct mset *set, const char *labels, usec_t mono);
+
+/* ---- State file records ---- */
+
+#define CANARY_STATE_HEADER  "diskpulse-canary-baselines"
+#define CANARY_STATE_VERSION 2 /* written; 1 (no regimes) is read too */
+#define CANARY_RECORDS_MAX   1024
+#define CANARY_DISK_ID_MAX   256 /* with the NUL */
+#define CANARY_MODE_MAX      32
+#define CANARY_PATH_MAX      1024
+#define CANARY_LINE_MAX      8192 /* one record line, escaped: the longest record fits */
+/* Largest state file: room for CANARY_RECORDS_MAX of the longest lines (8 MiB), so that any set
+ * of records we write can be read back. Real files hold a few lines. */
+#define CANARY_STATE_MAX_BYTES (CANARY_RECORDS_MAX * (CANARY_LINE_MAX + 1) + 64)
+
+struct canary_record {
+        char disk[CANARY_DISK_ID_MAX]; /* "wwn:..." or "serial:..." */
+        char mode[CANARY_MODE_MAX];
+        char path[CANARY_PATH_MAX];
+        enum canary_regime regime;
+        struct canary_baseline_state st;
+};
+
+struct canary_records {
+        struct canary_record *v;
+        size_t n, cap;
+        unsigned bad; /* lines skipped by canary_records_parse() */
+};
+
+/* Writes the persistent disk identity into buf: "wwn:WWN" when wwn is not empty, else
+ * "serial:SERIAL" (pass udev's ID_SERIAL, model and serial, so serials of different vendors
+ * do not collide). Returns 0, -ENOENT when both are empty or NULL (then the baseline can only
+ * live in memory), -ENAMETOOLONG when it does not fit in size bytes. */
+int canary_disk_id(char *buf, size_t size, const char *wwn, const char *serial);
+/* Fills rec's key (regime idle: set rec->regime for busy) and an empty state. Returns 0, -EINVAL
+ * for an empty disk, mode or path, -ENAMETOOLONG when one does not fit. */
+int canary_record_init(struct canary_record *rec, const char *disk, const char *mode,
+                       const char *path);
+/* Parses one record line (no newline) into *ret. Returns 0, -EINVAL (syntax, missing or
+ * duplicate field, inconsistent state) or -ERANGE (number or length out of range); ret untouched
+ * on failure. */
+int canary_record_parse_line(const char *line, size_t len, struct canary_record *ret);
+/* Parses a whole state file. Returns 0 with *ret filled (caller frees with
+ * canary_records_free(); bad lines, duplicate keys and records past CANARY_RECORDS_MAX counted
+ * in ret->bad; an empty file has no records), -EFBIG above CANARY_STATE_MAX_BYTES, -EBADMSG
+ * without the header, -EPROTONOSUPPORT for a version other than 1 and 2. ret untouched on
+ * failure. */
+int canary_records_parse(const char *buf, size_t len, struct canary_records *ret);
+/* Renders records as a state file into a malloc'd buffer (caller frees; NUL-terminated, the NUL
+ * not counted in *ret_len). Returns 0, or -EINVAL when a record is invalid. Aborts on OOM. */
+int canary_records_format(const struct canary_records *r, char **ret, size_t *ret_len);
+/* Frees the records and empties r; accepts a zeroed r. */
+void canary_records_free(struct canary_records *r);
+/* The record with this key or NULL; valid until r changes. */
+struct canary_record *canary_records_find(const struct canary_records *r, const char *disk,
+                                          const char *mode, const char *path,
+                                          enum canary_regime regime);
+/* Stores a copy of rec, replacing the record with the same key; when CANARY_RECORDS_MAX are
+ * held, the least recently updated one makes room. Returns 0 or -EINVAL for an invalid record.
+ * Aborts on OOM. */
+int canary_records_put(struct canary_records *r, const struct canary_record *rec);

@@ -1,0 +1,761 @@
+/* Connection guard of the HTTP front (see connguard.h).
+ *
+ * libmicrohttpd 0.9.75 stops accepting at its connection limit, so connections over it wait in
+ * the kernel's backlog, and its only timeout is an inactivity timer that every received byte
+ * restarts. Here the guard's thread accepts every connection itself, refuses what is over a
+ * limit with a reset at once, and hands the rest over with MHD_add_connection(). It follows each
+ * connection through libmicrohttpd's notifications (started, request line, headers complete in
+ * the access handler, response sent, closed) and closes those past a deadline with shutdown(2),
+ * which makes libmicrohttpd's next read fail and the connection go. Whether a kept-alive
+ * connection has begun its next request is read from the kernel (tcp_info's bytes_received,
+ * Linux 4.1+), so a request trickled in a byte at a time is timed from its first byte.
+ *
+ * One lock guards the table; libmicrohttpd's thread takes it in its callbacks, the guard's
+ * thread while admitting and sweeping. A socket's fd is only touched while its connection is in
+ * the table as started: libmicrohttpd reports a connection closed before it closes the socket,
+ * and that report waits for the lock, so the fd cannot have been reused under us. */
+#include "connguard.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <linux/tcp.h> /* tcp_info with tcpi_bytes_received (glibc's lacks it) */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include "addrmap.h"
+#include "log.h"
+
+/* How often deadlines are checked: the precision of every timeout. */
+#define SWEEP_INTERVAL (250 * USEC_PER_MSEC)
+/* A connection handed to libmicrohttpd that it never started (it failed to set one up, and
+ * closed the socket) is forgotten after this. */
+#define PENDING_MAX_AGE (10 * USEC_PER_SEC)
+/* At a limit a connection waiting for its request this long may always make room: a real client
+ * sends its request at once. Younger ones only make room for an address holding fewer. */
+#define EVICT_MIN_AGE (1 * USEC_PER_SEC)
+/* Evicted connections take a moment to close; beyond the limit plus this many, refuse. */
+#define EVICT_SLACK(max) ((max) / 8 + 8)
+/* Connections accepted from one socket before looking at the others and the clock. */
+#define ACCEPT_BATCH 64
+/* After EMFILE and the like, accepting pauses this long (the backlog keeps the rest). */
+#define ACCEPT_PAUSE (100 * USEC_PER_MSEC)
+/* Connections handed to libmicrohttpd and not yet started, beyond which accepting waits. */
+#define PENDING_LIMIT 32
+/* While libmicrohttpd catches up (too many handed over and not started, or the slack full of
+ * connections it has still to close), accepting pauses this long at a time, so that the
+ * kernel's backlog, first come first served, keeps the newcomers instead of a reset; after
+ * THROTTLE_MAX of that without a break, newcomers are accepted and refused again. */
+#define THROTTLE_PAUSE (1 * USEC_PER_MSEC)
+#define THROTTLE_MAX   (100 * USEC_PER_MSEC)
+/* Summary of refusals and closes in the log, at most this often. */
+#define LOG_INTERVAL (60 * USEC_PER_SEC)
+
+enum phase {
+        PHASE_HEADERS,  /* a request is arriving (or expected, right after accept) */
+        PHASE_HANDLING, /* its headers are complete: the response is being made and sent */
+        PHASE_IDLE,     /* kept alive, between requests */
+};
+
+struct gconn {
+        int fd;
+        bool started;  /* libmicrohttpd has started it (else: handed over, not yet started) */
+        bool in_table; /* byfd[fd] points here */
+        bool closing;  /* shut down by the guard; libmicrohttpd will close it */
+        bool keyed;    /* counted in the per-address map (IP clients) */
+        enum phase phase;
+        usec_t accepted;
+        usec_t since;     /* start of the current request, or of the idle wait */
+        uint64_t rx_mark; /* bytes received by the end of the last response */
+        struct netaddr addr;
+        struct addrkey key;
+};
+
+struct connguard {
+        pthread_mutex_t lock;
+        struct connguard_config cfg;
+        struct cidr *allow; /* cfg.allow points here */
+        struct MHD_Daemon *mhd;
+        int *fds;
+        size_t nfds;
+        int epfd, stopfd;
+        pthread_t thread;
+        bool running;
+        bool paused;
+        usec_t paused_until;
+
+        struct gconn **byfd;
+        size_t nbyfd;
+        struct addrmap addrs;
+        unsigned live;          /* in the table or started: counted against the limit */
+        unsigned closing;       /* of those, shut down and about to go */
+        unsigned unkeyed;       /* of those, unix-domain clients (no address) */
+        unsigned pending;       /* of those, handed to libmicrohttpd and not yet started */
+        usec_t throttled_since; /* accepting has waited for libmicrohttpd since (0: not) */
+        usec_t last_sweep;
+
+        struct connguard_stats st;
+        struct connguard_stats logged;
+        usec_t last_log;
+};
+
+/* Bytes the kernel has received on a TCP socket (tcp_info, RFC 4898 HCThruOctetsReceived);
+ * 0 for other sockets or kernels before 4.1. */
+static uint64_t rx_bytes(int fd)
+{
+        struct tcp_info ti;
+        socklen_t len = sizeof ti;
+
+        memset(&ti, 0, sizeof ti);
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+            len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received))
+                return 0;
+        return ti.tcpi_bytes_received;
+}
+
+/* Closes a refused socket with a reset: nothing is sent, and no state stays behind. */
+static void refuse(int fd)
+{
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        close(fd);
+}
+
+static void copy_config(struct connguard *g, const struct connguard_config *cfg)
+{
+        free(g->allow);
+        g->cfg = *cfg;
+        g->allow = NULL;
+        if (cfg->n_allow) {
+                g->allow = xmalloc(cfg->n_allow * sizeof(*g->allow));
+                memcpy(g->allow, cfg->allow, cfg->n_allow * sizeof(*g->allow));
+        }
+        g->cfg.allow = g->allow;
+        if (g->cfg.max_connections == 0)
+                g->cfg.max_connections = 1;
+        if (g->cfg.max_per_address == 0 || g->cfg.max_per_address > g->cfg.max_connections)
+                g->cfg.max_per_address = g->cfg.max_connections;
+        if (g->cfg.request_timeout < g->cfg.header_timeout)
+                g->cfg.request_timeout = g->cfg.header_timeout;
+}
+
+struct connguard *connguard_new(const struct connguard_config *cfg)
+{
+        struct connguard *g = xcalloc(1, sizeof(*g));
+
+        pthread_mutex_init(&g->lock, NULL);
+        copy_config(g, cfg);
+        g->epfd = g->stopfd = -1;
+        {
+                uint64_t seed;
+                if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed)
+                        seed = now_monotonic() * 0x2545F4914F6CDD1DULL;
+                addrmap_init(&g->addrs, seed);
+        }
+        g->last_sweep = now_monotonic();
+        return g;
+}
+
+/* Seconds for libmicrohttpd's own inactivity timeout: a backstop behind the guard's deadlines,
+ * never shorter than any of them. */
+static unsigned backstop_seconds(const struct connguard_config *cfg)
+{
+        usec_t m =
+            cfg->idle_timeout > cfg->request_timeout ? cfg->idle_timeout : cfg->request_timeout;
+        return (unsigned)(m / USEC_PER_SEC) + 2;
+}
+
+/* Caller holds the lock. Forgets c's counts; the table slot and memory are the caller's. */
+static void uncount(struct connguard *g, struct gconn *c)
+{
+        if (c->keyed)
+                addrmap_dec(&g->addrs, c->key);
+        else
+                g->unkeyed--;
+        if (c->closing)
+                g->closing--;
+        g->live--;
+}
+
+/* Caller holds the lock. Drops a record libmicrohttpd never started. */
+static void drop_pending(struct connguard *g, struct gconn *c)
+{
+        if (c->in_table && g->byfd[c->fd] == c)
+                g->byfd[c->fd] = NULL;
+        g->pending--;
+        uncount(g, c);
+        free(c);
+}
+
+static void table_put(struct connguard *g, struct gconn *c)
+{
+        if ((size_t)c->fd >= g->nbyfd) {
+                size_t n = g->nbyfd ? g->nbyfd : 256;
+                while (n <= (size_t)c->fd)
+                        n *= 2;
+                g->byfd = xrealloc(g->byfd, n * sizeof(*g->byfd));
+                memset(g->byfd + g->nbyfd, 0, (n - g->nbyfd) * sizeof(*g->byfd));
+                g->nbyfd = n;
+        }
+        struct gconn *old = g->byfd[c->fd];
+        if (old) {
+                /* The fd number came back, so the socket of the old record was closed: a
+                 * hand-over libmicrohttpd dropped. (A started one cannot be here: it leaves
+                 * the table before its socket is closed.) */
+                if (old->started)
+                        old->in_table = false;
+                else
+                        drop_pending(g, old);
+        }
+        g->byfd[c->fd] = c;
+        c->in_table = true;
+}
+
+static struct gconn *gconn_new(struct connguard *g, int fd, const struct netaddr *a, bool ip,
+                               usec_t now)
+{
+        struct gconn *c = xcalloc(1, sizeof(*c));
+
+        c->fd = fd;
+        c->phase = PHASE_HEADERS;
+        c->accepted = c->since = now;
+        if (ip) {
+                c->addr = *a;
+                c->key = netaddr_key(a);
+                c->keyed = true;
+                addrmap_inc(&g->addrs, c->key);
+        } else {
+                g->unkeyed++;
+        }
+        g->live++;
+        return c;
+}
+
+/* Caller holds the lock; c is started and in the table. */
+static void shut(struct connguard *g, struct gconn *c, uint64_t *counter)
+{
+        (void)shutdown(c->fd, SHUT_RDWR);
+        c->closing = true;
+        g->closing++;
+        (*counter)++;
+}
+
+/* Caller holds the lock. Connections open from c's address (unix-domain clients count as one). */
+static uint32_t address_load(const struct connguard *g, const struct gconn *c)
+{
+        return c->keyed ? addrmap_get(&g->addrs, c->key) : g->unkeyed;
+}
+
+/* Caller holds the lock. The connection to close to make room: started, not being answered,
+ * waiting for its request at least min_age, from key's address when key is not NULL, from an
+ * address holding more than above connections; of those, from the address holding most, one
+ * whose request is arriving before an idle one, the one waiting longest. NULL if none. */
+static struct gconn *pick_victim(struct connguard *g, usec_t now, usec_t min_age,
+                                 const struct addrkey *key, uint32_t above)
+{
+        struct gconn *best = NULL;
+        uint32_t best_load = 0;
+
+        for (size_t fd = 0; fd < g->nbyfd; fd++) {
+                struct gconn *c = g->byfd[fd];
+                uint32_t load;
+
+                if (!c || !c->started || c->closing || c->phase == PHASE_HANDLING ||
+                    now - c->since < min_age || (key && !(c->keyed && addrkey_equal(c->key, *key))))
+                        continue;
+                load = address_load(g, c);
+                if (load <= above)
+                        continue;
+                if (!best || load > best_load ||
+                    (load == best_load &&
+                     ((c->phase == PHASE_HEADERS && best->phase == PHASE_IDLE) ||
+                      (c->phase == best->phase && c->since < best->since)))) {
+                        best = c;
+                        best_load = load;
+                }
+        }
+        return best;
+}
+
+enum verdict { ADMIT, REFUSE_NETWORK, REFUSE_ADDRESS, REFUSE_LIMIT };
+
+/* Caller holds the lock. On ADMIT, *ret is the new pending record in the table. */
+static enum verdict admit(struct connguard *g, int fd, const struct sockaddr *sa, socklen_t len,
+                          usec_t now, struct gconn **ret)
+{
+        struct netaddr a;
+        bool ip = netaddr_from_sockaddr(sa, len, &a) == 0;
+        struct addrkey k;
+        uint32_t load;
+
+        /* Unix-domain clients (a socket systemd passed) are local: no network, no address. */
+        if (ip && !cidr_list_allows(g->cfg.allow, g->cfg.n_allow, &a))
+                return REFUSE_NETWORK;
+        if (g->live >= g->cfg.max_connections + EVICT_SLACK(g->cfg.max_connections))
+                return REFUSE_LIMIT;
+        if (ip) {
+                /* At its limit an address may replace its own connection that has waited
+                 * longest (a client that reconnects is not locked out by its stale ones). */
+                k = netaddr_key(&a);
+                load = addrmap_get(&g->addrs, k);
+                if (load >= g->cfg.max_per_address) {
+                        struct gconn *victim = pick_victim(g, now, EVICT_MIN_AGE, &k, 0);
+                        if (!victim)
+                                return REFUSE_ADDRESS;
+                        shut(g, victim, &g->st.evicted);
+                }
+        } else {
+                load = g->unkeyed;
+        }
+        if (g->live - g->closing >= g->cfg.max_connections) {
+                /* Full: an address holding more connections than this one's gives one up, so
+                 * that flooding from some addresses cannot lock out the others; failing that,
+                 * any connection that has waited long enough. */
+                struct gconn *victim = pick_victim(g, now, 0, NULL, load);
+                if (!victim)
+                        victim = pick_victim(g, now, EVICT_MIN_AGE, NULL, 0);
+                if (!victim)
+                        return REFUSE_LIMIT;
+                shut(g, victim, &g->st.evicted);
+        }
+        *ret = gconn_new(g, fd, &a, ip, now);
+        g->pending++;
+        table_put(g, *ret);
+        return ADMIT;
+}
+
+static void handle_new(struct connguard *g, int fd, const struct sockaddr *sa, socklen_t len)
+{
+        struct gconn *c = NULL;
+        enum verdict v;
+
+        pthread_mutex_lock(&g->lock);
+        v = admit(g, fd, sa, len, now_monotonic(), &c);
+        switch (v) {
+        case ADMIT:
+                g->st.accepted++;
+                break;
+        case REFUSE_NETWORK:
+                g->st.refused_network++;
+                break;
+        case REFUSE_ADDRESS:
+                g->st.refused_address++;
+                break;
+        case REFUSE_LIMIT:
+                g->st.refused_limit++;
+                break;
+        }
+        pthread_mutex_unlock(&g->lock);
+        if (v != ADMIT) {
+                refuse(fd);
+                return;
+        }
+        /* libmicrohttpd closes the socket when it says no. */
+        if (MHD_add_connection(g->mhd, fd, sa, len) != MHD_YES) {
+                int e = errno;
+                pthread_mutex_lock(&g->lock);
+                if (c->in_table && g->byfd[fd] == c && !c->started)
+                        drop_pending(g, c);
+                pthread_mutex_unlock(&g->lock);
+                log_errno(LOG_LEVEL_DEBUG, -e, "libmicrohttpd did not take a connection", NULL);
+        }
+}
+
+static void set_listening(struct connguard *g, bool on)
+{
+        for (size_t i = 0; i < g->nfds; i++) {
+                struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.u64 = i};
+                (void)epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->fds[i], &ev);
+        }
+        g->paused = !on;
+}
+
+/* Whether accepting should wait a moment for libmicrohttpd: it has many connections handed
+ * over and not started, or the slack above the limit is full of ones it has still to close.
+ * Either passes in milliseconds; refusing meanwhile would reset a scraper that waiting lets
+ * in (an evicted attacker makes room for it once libmicrohttpd has started the others). */
+static bool throttle(struct connguard *g, usec_t now)
+{
+        bool busy;
+
+        pthread_mutex_lock(&g->lock);
+        busy = g->pending >= PENDING_LIMIT ||
+               (g->closing > 0 &&
+                g->live >= g->cfg.max_connections + EVICT_SLACK(g->cfg.max_connections));
+        pthread_mutex_unlock(&g->lock);
+        if (!busy) {
+                g->throttled_since = 0;
+                return false;
+        }
+        if (!g->throttled_since)
+                g->throttled_since = now;
+        else if (now - g->throttled_since > THROTTLE_MAX)
+                return false; /* libmicrohttpd is stuck: refuse at once rather than queue */
+        set_listening(g, false);
+        g->paused_until = now + THROTTLE_PAUSE;
+        return true;
+}
+
+static void accept_some(struct connguard *g, int lfd)
+{
+        static struct ratelimit rl = {.interval = LOG_INTERVAL};
+
+        for (int i = 0; i < ACCEPT_BATCH; i++) {
+                struct sockaddr_storage ss;
+                socklen_t len = sizeof ss;
+                int fd;
+
+                if (throttle(g, now_monotonic()))
+                        return;
+                fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+                if (fd >= 0) {
+                        handle_new(g, fd, (struct sockaddr *)&ss, len);
+                        continue;
+                }
+                switch (errno) {
+                case EAGAIN:
+                        return;
+                case EINTR:
+                case ECONNABORTED:
+                case EPROTO:
+                case EPERM:
+                        continue;
+                case EMFILE:
+                case ENFILE:
+                case ENOBUFS:
+                case ENOMEM:
+                        /* Out of descriptors or memory: leave the rest in the backlog for a
+                         * moment instead of spinning on a socket that stays readable. */
+                        if (ratelimit_ok(&rl, now_monotonic()))
+                                log_errno(LOG_LEVEL_WARN, -errno,
+                                          "cannot accept connections for the moment", NULL);
+                        set_listening(g, false);
+                        g->paused_until = now_monotonic() + ACCEPT_PAUSE;
+                        return;
+                default:
+                        if (ratelimit_ok(&rl, now_monotonic()))
+                                log_errno(LOG_LEVEL_WARN, -errno, "accept failed", NULL);
+                        return;
+                }
+        }
+}
+
+/* Caller holds the lock. Deadlines of every connection; pending records never started. */
+static void sweep(struct connguard *g, usec_t now)
+{
+        const struct connguard_config *cfg = &g->cfg;
+
+        for (size_t fd = 0; fd < g->nbyfd; fd++) {
+                struct gconn *c = g->byfd[fd];
+
+                if (!c)
+                        continue;
+                if (!c->started) {
+                        if (now - c->accepted > PENDING_MAX_AGE)
+                                drop_pending(g, c);
+                        continue;
+                }
+                if (c->closing)
+                        continue;
+                if (c->phase == PHASE_IDLE) {
+                        uint64_t rx = rx_bytes(c->fd);
+                        if (rx > c->rx_mark) {
+                                /* The next request began since the last look. */
+                                c->phase = PHASE_HEADERS;
+                                c->since = c->since > g->last_sweep ? c->since : g->last_sweep;
+                        } else if (now - c->since > cfg->idle_timeout) {
+                                shut(g, c, &g->st.timeout_idle);
+                                continue;
+                        }
+                }
+                if (c->phase == PHASE_HEADERS && now - c->since > cfg->header_timeout)
+                        shut(g, c, &g->st.timeout_header);
+                else if (c->phase == PHASE_HANDLING && now - c->since > cfg->request_timeout)
+                        shut(g, c, &g->st.timeout_request);
+        }
+        g->last_sweep = now;
+}
+
+/* Caller holds the lock. One line a minute at most while connections are refused or cut. */
+static void log_summary(struct connguard *g, usec_t now)
+{
+        const struct connguard_stats *s = &g->st, *o = &g->logged;
+        uint64_t refused = (s->refused_network - o->refused_network) +
+                           (s->refused_address - o->refused_address) +
+                           (s->refused_limit - o->refused_limit);
+        uint64_t cut = (s->evicted - o->evicted) + (s->timeout_header - o->timeout_header) +
+                       (s->timeout_request - o->timeout_request);
+        char b[8][24];
+
+        if (now - g->last_log < LOG_INTERVAL || (refused == 0 && cut == 0))
+                return;
+        snprintf(b[0], sizeof b[0], "%u", s->open);
+        snprintf(b[1], sizeof b[1], "%llu",
+                 (unsigned long long)(s->refused_network - o->refused_network));
+        snprintf(b[2], sizeof b[2], "%llu",
+                 (unsigned long long)(s->refused_address - o->refused_address));
+        snprintf(b[3], sizeof b[3], "%llu",
+                 (unsigned long long)(s->refused_limit - o->refused_limit));
+        snprintf(b[4], sizeof b[4], "%llu", (unsigned long long)(s->evicted - o->evicted));
+        snprintf(b[5], sizeof b[5], "%llu",
+                 (unsigned long long)(s->timeout_header - o->timeout_header));
+        snprintf(b[6], sizeof b[6], "%llu",
+                 (unsigned long long)(s->timeout_request - o->timeout_request));
+        snprintf(b[7], sizeof b[7], "%llu",
+                 (unsigned long long)(s->timeout_idle - o->timeout_idle));
+        log_warn("connections refused or cut by the HTTP limits", "open", b[0], "refused_network",
+                 b[1], "refused_per_address", b[2], "refused_total", b[3], "evicted", b[4],
+                 "header_timeouts", b[5], "request_timeouts", b[6], "idle_timeouts", b[7]);
+        g->logged = *s;
+        g->last_log = now;
+}
+
+static void *guard_main(void *arg)
+{
+        struct connguard *g = arg;
+
+        for (;;) {
+                struct epoll_event ev[16];
+                usec_t now = now_monotonic();
+                usec_t next = g->last_sweep + SWEEP_INTERVAL;
+                int ms;
+
+                if (g->paused && g->paused_until < next)
+                        next = g->paused_until;
+                ms = next > now ? (int)((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC) : 0;
+                int n = epoll_wait(g->epfd, ev, ARRAY_SIZE(ev), ms);
+
+                for (int i = 0; i < n; i++) {
+                        if (ev[i].data.u64 == UINT64_MAX)
+                                return NULL;
+                        accept_some(g, g->fds[ev[i].data.u64]);
+                }
+                now = now_monotonic();
+                if (now - g->last_sweep >= SWEEP_INTERVAL) {
+                        pthread_mutex_lock(&g->lock);
+                        sweep(g, now);
+                        g->st.open = g->live;
+                        log_summary(g, now);
+                        pthread_mutex_unlock(&g->lock);
+                }
+                if (g->paused && now >= g->paused_until)
+                        set_listening(g, true);
+        }
+}
+
+int connguard_start(struct connguard *g, struct MHD_Daemon *d, const int *fds, size_t n)
+{
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+        int r;
+
+        g->fds = xcalloc(n ? n : 1, sizeof(int));
+        memcpy(g->fds, fds, n * sizeof(int));
+        g->nfds = n;
+        g->mhd = d;
+        g->epfd = epoll_create1(EPOLL_CLOEXEC);
+        g->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (g->epfd < 0 || g->stopfd < 0 || epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->stopfd, &ev) < 0)
+                return -errno;
+        for (size_t i = 0; i < n; i++) {
+                int fl = fcntl(fds[i], F_GETFL);
+                struct epoll_event lev = {.events = EPOLLIN, .data.u64 = i};
+                if (fl < 0 || fcntl(fds[i], F_SETFL, fl | O_NONBLOCK) < 0 ||
+                    epoll_ctl(g->epfd, EPOLL_CTL_ADD, fds[i], &lev) < 0)
+                        return -errno;
+        }
+        r = pthread_create(&g->thread, NULL, guard_main, g);
+        if (r != 0)
+                return -r;
+        g->running = true;
+        return 0;
+}
+
+void connguard_stop(struct connguard *g)
+{
+        if (!g)
+                return;
+        if (g->running) {
+                uint64_t one = 1;
+                (void)!write(g->stopfd, &one, sizeof one);
+                pthread_join(g->thread, NULL);
+                g->running = false;
+        }
+        for (size_t i = 0; i < g->nfds; i++)
+                close(g->fds[i]);
+        g->nfds = 0;
+        if (g->epfd >= 0)
+                close(g->epfd);
+        if (g->stopfd >= 0)
+                close(g->stopfd);
+        g->epfd = g->stopfd = -1;
+}
+
+struct connguard *connguard_free(struct connguard *g)
+{
+        if (!g)
+                return NULL;
+        connguard_stop(g);
+        /* What is left was never started (or libmicrohttpd has stopped and closed it). */
+        for (size_t fd = 0; fd < g->nbyfd; fd++)
+                if (g->byfd[fd] && !g->byfd[fd]->started)
+                        free(g->byfd[fd]);
+        free(g->byfd);
+        addrmap_done(&g->addrs);
+        free(g->fds);
+        free(g->allow);
+        pthread_mutex_destroy(&g->lock);
+        free(g);
+        return NULL;
+}
+
+void connguard_reconfigure(struct connguard *g, const struct connguard_config *cfg)
+{
+        pthread_mutex_lock(&g->lock);
+        copy_config(g, cfg);
+        for (size_t fd = 0; fd < g->nbyfd; fd++) {
+                struct gconn *c = g->byfd[fd];
+                if (c && c->started && !c->closing && c->keyed &&
+                    !cidr_list_allows(g->cfg.allow, g->cfg.n_allow, &c->addr))
+                        shut(g, c, &g->st.closed_network);
+        }
+        pthread_mutex_unlock(&g->lock);
+}
+
+void connguard_get_stats(struct connguard *g, struct connguard_stats *ret)
+{
+        pthread_mutex_lock(&g->lock);
+        *ret = g->st;
+        ret->open = g->live;
+        pthread_mutex_unlock(&g->lock);
+}
+
+static struct gconn *conn_of(struct MHD_Connection *c)
+{
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return ci ? ci->socket_context : NULL;
+}
+
+/* libmicrohttpd's thread: a connection was set up, or is about to be closed. */
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+        struct connguard *g = cls;
+
+        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+                const union MHD_ConnectionInfo *fi =
+                    MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+                const union MHD_ConnectionInfo *ai =
+                    MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+                int fd = fi ? fi->connect_fd : -1;
+                struct gconn *c = NULL;
+                unsigned backstop;
+
+                pthread_mutex_lock(&g->lock);
+                if (fd >= 0 && (size_t)fd < g->nbyfd)
+                        c = g->byfd[fd];
+                if (c && !c->started)
+                        g->pending--;
+                if (!c || c->started) {
+                        /* Its record was dropped as stale (libmicrohttpd took longer than
+                         * PENDING_MAX_AGE): count it again. */
+                        struct netaddr a;
+                        bool ip = ai && ai->client_addr &&
+                                  netaddr_from_sockaddr(ai->client_addr,
+                                                        sizeof(struct sockaddr_in6), &a) == 0;
+                        c = gconn_new(g, fd, &a, ip, now_monotonic());
+                        if (fd >= 0)
+                                table_put(g, c);
+                }
+                c->started = true;
+                *socket_context = c;
+                backstop = backstop_seconds(&g->cfg);
+                pthread_mutex_unlock(&g->lock);
+                (void)MHD_set_connection_option(mc, MHD_CONNECTION_OPTION_TIMEOUT, backstop);
+                return;
+        }
+        if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+                struct gconn *c = *socket_context;
+
+                pthread_mutex_lock(&g->lock);
+                if (c->in_table && g->byfd[c->fd] == c)
+                        g->byfd[c->fd] = NULL;
+                uncount(g, c);
+                pthread_mutex_unlock(&g->lock);
+                free(c);
+                *socket_context = NULL;
+        }
+}
+
+/* libmicrohttpd's thread: a request line has arrived. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *mc)
+{
+        struct connguard *g = cls;
+        struct gconn *c = conn_of(mc);
+
+        (void)uri;
+        if (c) {
+                pthread_mutex_lock(&g->lock);
+                if (c->phase == PHASE_IDLE) {
+                        c->phase = PHASE_HEADERS;
+                        c->since = c->since > g->last_sweep ? c->since : g->last_sweep;
+                }
+                pthread_mutex_unlock(&g->lock);
+        }
+        return NULL;
+}
+
+void connguard_headers_done(struct connguard *g, struct MHD_Connection *mc)
+{
+        struct gconn *c = conn_of(mc);
+
+        if (!c)
+                return;
+        pthread_mutex_lock(&g->lock);
+        if (c->phase == PHASE_IDLE)
+                c->since = c->since > g->last_sweep ? c->since : g->last_sweep;
+        c->phase = PHASE_HANDLING;
+        pthread_mutex_unlock(&g->lock);
+}
+
+/* libmicrohttpd's thread: a response has been sent (or the request ended otherwise). */
+static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        struct connguard *g = cls;
+        struct gconn *c = conn_of(mc);
+        uint64_t rx;
+
+        (void)req_cls;
+        (void)toe;
+        if (!c)
+                return;
+        rx = rx_bytes(c->fd);
+        pthread_mutex_lock(&g->lock);
+        c->phase = PHASE_IDLE;
+        c->since = now_monotonic();
+        c->rx_mark = rx;
+        pthread_mutex_unlock(&g->lock);
+}
+
+void connguard_mhd_options(struct connguard *g, struct MHD_OptionItem *opts)
+{
+        struct MHD_OptionItem o[CONNGUARD_MHD_OPTIONS] = {
+            {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, g},
+            {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_request_line, g},
+            {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, g},
+            /* The guard counts; libmicrohttpd's own limit must never be the one that binds. */
+            {MHD_OPTION_CONNECTION_LIMIT, 1 << 20, NULL},
+            {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)backstop_seconds(&g->cfg), NULL},
+            {MHD_OPTION_END, 0, NULL},
+        };
+        memcpy(opts, o, sizeof o);
+}

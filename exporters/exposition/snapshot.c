@@ -1,0 +1,399 @@
+/* Snapshot publication with reference counting and lazily rendered, cached pages. */
+#include "snapshot.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "encoding.h"
+#include "expo.h"
+
+/* One rendered form of the page, made on first use. */
+struct page {
+        void *buf;
+        size_t len;
+};
+
+struct snapshot {
+        unsigned refs;
+        struct mset **sets;
+        size_t n;
+        usec_t realtime;
+        pthread_mutex_t lock;
+        struct page pages[_EXPO_FORMAT_MAX][2]; /* [format][gzip] */
+        size_t estimate;                        /* of the text page's size */
+        bool estimated;
+        bool rendered;                   /* a page was asked for */
+        bool asked[_EXPO_FORMAT_MAX][2]; /* each form's first request is noted */
+        struct publisher *pub;           /* that published it (outlives every request) */
+};
+
+/* When a form was first asked for on its last two snapshots: a scraper's interval. */
+struct asked_times {
+        usec_t last, prev;
+};
+
+struct publisher {
+        pthread_mutex_t lock;
+        struct snapshot *cur;
+        usec_t beat;
+        struct asked_times asked[_EXPO_FORMAT_MAX][2];
+};
+
+/* Notes the first request for a form on a snapshot (any thread). */
+static void note_asked(struct snapshot *s, enum expo_format fmt, bool gzip)
+{
+        struct publisher *p = s->pub;
+        usec_t now;
+
+        if (!p || s->asked[fmt][gzip])
+                return;
+        s->asked[fmt][gzip] = true;
+        now = now_monotonic();
+        pthread_mutex_lock(&p->lock);
+        p->asked[fmt][gzip].prev = p->asked[fmt][gzip].last;
+        p->asked[fmt][gzip].last = now;
+        pthread_mutex_unlock(&p->lock);
+}
+
+struct snapshot *snapshot_new(struct mset **sets, size_t n, usec_t realtime)
+{
+        struct snapshot *s = xcalloc(1, sizeof(*s));
+
+        s->refs = 1;
+        s->sets = xcalloc(n ? n : 1, sizeof(*s->sets));
+        memcpy(s->sets, sets, n * sizeof(*sets));
+        s->n = n;
+        s->realtime = realtime;
+        pthread_mutex_init(&s->lock, NULL);
+        return s;
+}
+
+struct snapshot *snapshot_ref(struct snapshot *s)
+{
+        if (s)
+                __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+        return s;
+}
+
+struct snapshot *snapshot_unref(struct snapshot *s)
+{
+        if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
+                return NULL;
+        for (size_t i = 0; i < s->n; i++)
+                mset_free(s->sets[i]);
+        free(s->sets);
+        for (size_t f = 0; f < _EXPO_FORMAT_MAX; f++)
+                for (size_t z = 0; z < 2; z++)
+                        free(s->pages[f][z].buf);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return NULL;
+}
+
+/* A gzip member of the page, rendered in chunks into the compressor: the text is never whole
+ * in memory. */
+static int render_gzip(struct snapshot *s, enum expo_format fmt, struct page *ret)
+{
+        struct expo_stream *st = expo_stream_new(s->sets, s->n, fmt);
+        int err = 0;
+        struct gzip_stream *z = gzip_stream_new(SNAPSHOT_GZIP_LEVEL, &err);
+        char *in = xmalloc(EXPO_CHUNK);
+        /* metrics text compresses some tenfold; pages not written are not resident, and a
+         * short guess grows in place */
+        size_t cap = expo_estimate(s->sets, s->n) / 6 + EXPO_CHUNK, len = 0;
+        char *out = xmalloc(cap);
+        int r = z ? 0 : err;
+
+        while (r == 0) {
+                size_t n = expo_stream_read(st, in, EXPO_CHUNK), off = 0;
+                bool finish = n == 0;
+                do {
+                        size_t used, wrote;
+                        if (cap - len < EXPO_CHUNK) {
+                                cap *= 2;
+                                out = xrealloc(out, cap);
+                        }
+                        r = gzip_stream_deflate(z, in + off, n - off, finish, out + len, cap - len,
+                                                &used, &wrote);
+                        off += used;
+                        len += wrote;
+                } while (r == 0 && (off < n || (finish && r == 0)));
+        }
+        gzip_stream_free(z);
+        expo_stream_free(st);
+        free(in);
+        if (r < 0) {
+                free(out);
+                return r;
+        }
+        ret->buf = xrealloc(out, len ? len : 1);
+        ret->len = len;
+        return 0;
+}
+
+static int make_page(struct snapshot *s, enum expo_format fmt, bool gzip)
+{
+        struct page *p = &s->pages[fmt][gzip];
+        char *text;
+        int r;
+
+        __atomic_store_n(&s->rendered, true, __ATOMIC_RELAXED);
+        if (p->buf)
+                return 0;
+        if (gzip) {
+                /* from the plain page when it is there, else straight from the sets */
+                if (s->pages[fmt][0].buf)
+                        return gzip_compress(s->pages[fmt][0].buf, s->pages[fmt][0].len,
+                                             SNAPSHOT_GZIP_LEVEL, &p->buf, &p->len);
+                return render_gzip(s, fmt, p);
+        }
+        r = expo_render(s->sets, s->n, fmt, &text, &p->len);
+        if (r == 0)
+                p->buf = text;
+        return r;
+}
+
+int snapshot_page(struct snapshot *s, enum expo_format fmt, bool gzip, const void **ret_buf,
+                  size_t *ret_len)
+{
+        int r;
+
+        if ((unsigned)fmt >= _EXPO_FORMAT_MAX)
+                return -EINVAL;
+        pthread_mutex_lock(&s->lock);
+        r = make_page(s, fmt, gzip);
+        if (r == 0) {
+                *ret_buf = s->pages[fmt][gzip].buf;
+                *ret_len = s->pages[fmt][gzip].len;
+        }
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+struct page_stream {
+        struct snapshot *snap;
+        struct expo_stream *st;
+        struct gzip_stream *z; /* NULL: plain */
+        char *in;              /* gzip: text not yet compressed */
+        size_t in_len, in_off;
+        bool eof, done;
+};
+
+/* Whether the form is kept whole (s->lock held): a compressed page is kept when its text would
+ * be, or when it is likely to be small enough itself. */
+static bool kept(struct snapshot *s, enum expo_format fmt, bool gzip)
+{
+        if (!s->estimated) {
+                s->estimate = expo_estimate(s->sets, s->n);
+                s->estimated = true;
+        }
+        return s->pages[fmt][gzip].buf || s->estimate <= SNAPSHOT_CACHE_MAX ||
+               (gzip && s->estimate / 8 <= SNAPSHOT_CACHE_MAX);
+}
+
+bool snapshot_page_ready(struct snapshot *s, enum expo_format fmt, bool gzip)
+{
+        bool r;
+
+        pthread_mutex_lock(&s->lock);
+        r = s->pages[fmt][gzip].buf != NULL;
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+int snapshot_body(struct snapshot *s, enum expo_format fmt, bool gzip, const void **ret_buf,
+                  size_t *ret_len, struct page_stream **ret_stream)
+{
+        struct page_stream *ps;
+        bool keep;
+        int r;
+
+        if ((unsigned)fmt >= _EXPO_FORMAT_MAX)
+                return -EINVAL;
+        pthread_mutex_lock(&s->lock);
+        note_asked(s, fmt, gzip);
+        keep = kept(s, fmt, gzip);
+        if (keep) {
+                r = make_page(s, fmt, gzip);
+                if (r == 0) {
+                        *ret_buf = s->pages[fmt][gzip].buf;
+                        *ret_len = s->pages[fmt][gzip].len;
+                        *ret_stream = NULL;
+                }
+                pthread_mutex_unlock(&s->lock);
+                return r;
+        }
+        pthread_mutex_unlock(&s->lock);
+        __atomic_store_n(&s->rendered, true, __ATOMIC_RELAXED);
+        ps = xcalloc(1, sizeof(*ps));
+        if (gzip) {
+                ps->z = gzip_stream_new(SNAPSHOT_GZIP_LEVEL, &r);
+                if (!ps->z) {
+                        free(ps);
+                        return r;
+                }
+                ps->in = xmalloc(EXPO_CHUNK);
+        }
+        ps->snap = snapshot_ref(s);
+        ps->st = expo_stream_new(s->sets, s->n, fmt);
+        *ret_buf = NULL;
+        *ret_len = 0;
+        *ret_stream = ps;
+        return 0;
+}
+
+ssize_t page_stream_read(struct page_stream *ps, char *buf, size_t max)
+{
+        size_t out = 0;
+
+        if (!ps->z)
+                return (ssize_t)expo_stream_read(ps->st, buf, max);
+        while (!ps->done && out < max) {
+                size_t used, wrote;
+                int r;
+
+                if (ps->in_off == ps->in_len && !ps->eof) {
+                        ps->in_len = expo_stream_read(ps->st, ps->in, EXPO_CHUNK);
+                        ps->in_off = 0;
+                        ps->eof = ps->in_len == 0;
+                }
+                r = gzip_stream_deflate(ps->z, ps->in + ps->in_off, ps->in_len - ps->in_off,
+                                        ps->eof, buf + out, max - out, &used, &wrote);
+                if (r < 0)
+                        return r;
+                ps->in_off += used;
+                out += wrote;
+                ps->done = r == 1;
+                if (!used && !wrote && !ps->eof && ps->in_off < ps->in_len)
+                        break; /* the compressor wants more room */
+        }
+        return (ssize_t)out;
+}
+
+struct page_stream *page_stream_free(struct page_stream *ps)
+{
+        if (ps) {
+                expo_stream_free(ps->st);
+                gzip_stream_free(ps->z);
+                free(ps->in);
+                snapshot_unref(ps->snap);
+                free(ps);
+        }
+        return NULL;
+}
+
+int snapshot_text(struct snapshot *s, const char **ret_buf, size_t *ret_len)
+{
+        const void *buf;
+        int r = snapshot_page(s, EXPO_FORMAT_TEXT, false, &buf, ret_len);
+
+        if (r == 0)
+                *ret_buf = buf;
+        return r;
+}
+
+size_t snapshot_sets(const struct snapshot *s, struct mset *const **ret_sets)
+{
+        *ret_sets = s->sets;
+        return s->n;
+}
+
+struct publisher *publisher_new(void)
+{
+        struct publisher *p = xcalloc(1, sizeof(*p));
+        pthread_mutex_init(&p->lock, NULL);
+        return p;
+}
+
+struct publisher *publisher_free(struct publisher *p)
+{
+        if (!p)
+                return NULL;
+        snapshot_unref(p->cur);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return NULL;
+}
+
+void publisher_publish(struct publisher *p, struct snapshot *s)
+{
+        struct snapshot *old;
+
+        if (s)
+                s->pub = p;
+        pthread_mutex_lock(&p->lock);
+        old = p->cur;
+        p->cur = s;
+        pthread_mutex_unlock(&p->lock);
+        /* What an old snapshot's pages leave free within the heap goes back to the system
+         * (a few hundred KiB that the heap's top would otherwise keep); an old snapshot that
+         * nobody read frees little, and the heap is left as it is. */
+        if (old && __atomic_load_n(&old->rendered, __ATOMIC_RELAXED)) {
+                snapshot_unref(old);
+                malloc_trim(0);
+        } else {
+                snapshot_unref(old);
+        }
+}
+
+int publisher_prepare(struct publisher *p, usec_t now, usec_t next)
+{
+        struct snapshot *s = publisher_get(p);
+        int made = 0;
+
+        if (!s)
+                return 0;
+        for (int fmt = 0; fmt < _EXPO_FORMAT_MAX; fmt++)
+                for (int gz = 0; gz < 2; gz++) {
+                        struct asked_times a;
+                        usec_t every, due;
+                        const void *buf;
+                        size_t len;
+                        bool keep;
+
+                        pthread_mutex_lock(&p->lock);
+                        a = p->asked[fmt][gz];
+                        pthread_mutex_unlock(&p->lock);
+                        if (!a.prev || a.last <= a.prev)
+                                continue;
+                        every = a.last - a.prev;
+                        due = a.last + every;
+                        /* a scraper that comes less often than every other snapshot, within the
+                         * last two of its intervals, and whose next request comes before the
+                         * next snapshot: this snapshot is the one it will read */
+                        if (every < 2 * (next - now) || every > 3600 * USEC_PER_SEC ||
+                            now > a.last + 2 * every || due < now || due >= next)
+                                continue;
+                        pthread_mutex_lock(&s->lock);
+                        keep = kept(s, (enum expo_format)fmt, gz);
+                        pthread_mutex_unlock(&s->lock);
+                        if (keep && !snapshot_page_ready(s, (enum expo_format)fmt, gz) &&
+                            snapshot_page(s, (enum expo_format)fmt, gz, &buf, &len) == 0)
+                                made++;
+                }
+        snapshot_unref(s);
+        return made;
+}
+
+struct snapshot *publisher_get(struct publisher *p)
+{
+        struct snapshot *s;
+
+        pthread_mutex_lock(&p->lock);
+        s = snapshot_ref(p->cur);
+        pthread_mutex_unlock(&p->lock);
+        return s;
+}
+
+void publisher_beat(struct publisher *p, usec_t now)
+{
+        __atomic_store_n(&p->beat, now, __ATOMIC_RELAXED);
+}
+
+usec_t publisher_last_beat(struct publisher *p)
+{
+        return __atomic_load_n(&p->beat, __ATOMIC_RELAXED);
+}

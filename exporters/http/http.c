@@ -1,0 +1,529 @@
+/* The HTTP front on libmicrohttpd (its manual, "libmicrohttpd.texi", for the options used). */
+#include "http.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "encoding.h"
+#include "expo.h"
+#include "log.h"
+#include "metrics.h"
+#include "websec.h"
+
+struct http_server {
+        struct http_config cfg;
+        struct publisher *pub;
+        struct MHD_Daemon *daemon;
+        struct connguard *guard;
+};
+
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+        char buf[512];
+        size_t l;
+
+        (void)cls;
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        l = strlen(buf);
+        while (l > 0 && buf[l - 1] == '\n')
+                buf[--l] = 0;
+        log_debug("http", "detail", buf);
+}
+
+#define ALLOWED_METHODS "GET, HEAD, OPTIONS"
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+                             const char *body)
+{
+        struct MHD_Response *resp;
+        enum MHD_Result r;
+
+        resp = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+        if (!resp)
+                return MHD_NO;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, ALLOWED_METHODS);
+        websec_add_headers(resp);
+        r = MHD_queue_response(c, status, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
+static void release_snapshot(void *cls)
+{
+        snapshot_unref(cls);
+}
+
+/* A page too big to keep whole is rendered into libmicrohttpd's buffer as it is sent. */
+static ssize_t read_page(void *cls, uint64_t pos, char *buf, size_t max)
+{
+        ssize_t n = page_stream_read(cls, buf, max);
+
+        (void)pos;
+        if (n < 0)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : n;
+}
+
+static void free_page(void *cls)
+{
+        page_stream_free(cls);
+}
+
+static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connection *c)
+{
+        struct snapshot *snap = publisher_get(s->pub);
+        const char *ae =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+        const char *accept =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+        bool gz = accept_gzip(ae);
+        enum expo_format fmt =
+            accept_openmetrics(accept) ? EXPO_FORMAT_OPENMETRICS : EXPO_FORMAT_TEXT;
+        struct MHD_Response *resp;
+        struct page_stream *ps;
+        const void *body;
+        size_t len;
+        enum MHD_Result r;
+
+        if (!snap)
+                return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
+                             "no collection has finished yet\n");
+        if (snapshot_body(snap, fmt, gz, &body, &len, &ps) < 0) {
+                snapshot_unref(snap);
+                return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8",
+                             "rendering failed\n");
+        }
+        if (ps) {
+                /* Rendered as it is sent (chunked); the stream holds its own reference. */
+                snapshot_unref(snap);
+                resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, EXPO_CHUNK, read_page,
+                                                         ps, free_page);
+                if (!resp) {
+                        page_stream_free(ps);
+                        return MHD_NO;
+                }
+        } else {
+                /* The response borrows the snapshot's page and drops our reference when sent. */
+                resp = MHD_create_response_from_buffer_with_free_callback_cls(
+                    len, (void *)body, release_snapshot, snap);
+                if (!resp) {
+                        snapshot_unref(snap);
+                        return MHD_NO;
+                }
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                fmt == EXPO_FORMAT_OPENMETRICS ? EXPO_OPENMETRICS_CONTENT_TYPE
+                                                               : EXPO_TEXT_CONTENT_TYPE);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept, Accept-Encoding");
+        if (gz)
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+        websec_add_headers(resp);
+        r = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
+static void html_escape(FILE *f, const char *s)
+{
+        for (; *s; s++) {
+                switch (*s) {
+                case '<':
+                        fputs("&lt;", f);
+                        break;
+                case '>':
+                        fputs("&gt;", f);
+                        break;
+                case '&':
+                        fputs("&amp;", f);
+                        break;
+                case '"':
+                        fputs("&quot;", f);
+                        break;
+                default:
+                        fputc(*s, f);
+                }
+        }
+}
+
+/* The value of family name's sample without suffix whose labels include every pair of want
+ * (name, value, ..., NULL), or NaN. */
+static double sample_value(struct mset *const *sets, size_t n, const char *name,
+                           const char *const *want)
+{
+        char buf[4096], lb[8192];
+
+        for (size_t i = 0; i < n; i++) {
+                const struct mfamily *f = mset_find(sets[i], name);
+                struct msample sample, *sm = &sample;
+                size_t pos = 0;
+                while (f && mfamily_next(f, &pos, sm, lb, sizeof lb)) {
+                        bool match = !*sm->suffix;
+                        for (size_t w = 0; match && want[w]; w += 2)
+                                match = labels_get(sm->labels, want[w], buf, sizeof buf) &&
+                                        strcmp(buf, want[w + 1]) == 0;
+                        if (match)
+                                return sm->is_int ? (double)sm->u : sm->d;
+                }
+        }
+        return 0.0 / 0.0;
+}
+
+/* The value of family name for the sample whose device label is dev, or NaN. */
+static double device_value(struct mset *const *sets, size_t n, const char *name, const char *dev)
+{
+        return sample_value(sets, n, name, (const char *const[]){"device", dev, NULL});
+}
+
+#define INDEX_MAX_DEVICES 200
+
+/* The value of family name for the canary target with path and mode (and the regime and
+ * quantile labels when not NULL), or NaN. */
+static double target_value(struct mset *const *sets, size_t n, const char *name, const char *path,
+                           const char *mode, const char *regime, const char *q)
+{
+        const char *want[9] = {"path", path, "mode", mode};
+        size_t k = 4;
+
+        if (regime) {
+                want[k++] = "regime";
+                want[k++] = regime;
+        }
+        if (q) {
+                want[k++] = "quantile";
+                want[k++] = q;
+        }
+        want[k] = NULL;
+        return sample_value(sets, n, name, want);
+}
+
+/* A table cell with the value, or a dash when there is none (NaN). */
+static void cell(FILE *f, double v, int decimals)
+{
+        if (v == v)
+                fprintf(f, "<td>%.*f</td>", decimals, v);
+        else
+                fputs("<td>-</td>", f);
+}
+
+/* The canary targets: up, recent medians of both regimes, the idle baseline and degradation,
+ * busy/idle and flush ratios. */
+static void index_canary(FILE *f, struct mset *const *sets, size_t n)
+{
+        bool header = false;
+
+        for (size_t i = 0; i < n; i++) {
+                const struct mfamily *up = mset_find(sets[i], "diskpulse_sync_target_up");
+                for (size_t k = 0; up && k < up->n; k++) {
+                        char path[4096], dev[64], mode[32];
+                        labels_get(up->samples[k].labels, "path", path, sizeof path);
+                        labels_get(up->samples[k].labels, "device", dev, sizeof dev);
+                        labels_get(up->samples[k].labels, "mode", mode, sizeof mode);
+                        if (!header) {
+                                fputs("<h2>Sync canary</h2>\n<table><tr><th>path</th><th>device"
+                                      "</th><th>mode</th><th>up</th><th>idle median 5m (ms)</th>"
+                                      "<th>busy median 5m (ms)</th><th>busy/idle</th>"
+                                      "<th>idle baseline (ms)</th><th>idle degradation</th>"
+                                      "<th>flushes per probe</th><th>probes</th></tr>\n",
+                                      f);
+                                header = true;
+                        }
+                        fputs("<tr><td>", f);
+                        html_escape(f, path);
+                        fputs("</td><td>", f);
+                        html_escape(f, dev);
+                        fputs("</td><td>", f);
+                        html_escape(f, mode);
+                        fprintf(f, "</td><td>%s</td>", up->samples[k].d > 0 ? "yes" : "no");
+                        cell(f,
+                             1000 * target_value(sets, n, "diskpulse_sync_recent_seconds", path,
+                                                 mode, "idle", "0.5"),
+                             3);
+                        cell(f,
+                             1000 * target_value(sets, n, "diskpulse_sync_recent_seconds", path,
+                                                 mode, "busy", "0.5"),
+                             3);
+                        cell(f,
+                             target_value(sets, n, "diskpulse_sync_busy_idle_ratio", path, mode,
+                                          NULL, NULL),
+                             2);
+                        cell(f,
+                             1000 * target_value(sets, n, "diskpulse_sync_baseline_seconds", path,
+                                                 mode, "idle", NULL),
+                             3);
+                        cell(f,
+                             target_value(sets, n, "diskpulse_sync_degradation_ratio", path, mode,
+                                          "idle", NULL),
+                             2);
+                        cell(f,
+                             target_value(sets, n, "diskpulse_sync_flush_ratio", path, mode, NULL,
+                                          NULL),
+                             2);
+                        cell(f,
+                             target_value(sets, n, "diskpulse_sync_probes_total", path, mode, NULL,
+                                          NULL),
+                             0);
+                        fputs("</tr>\n", f);
+                }
+        }
+        if (header)
+                fputs("</table>\n", f);
+}
+
+static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection *c)
+{
+        struct snapshot *snap = publisher_get(s->pub);
+        char *page = NULL;
+        size_t len = 0, shown = 0, total = 0;
+        FILE *f = open_memstream(&page, &len);
+        enum MHD_Result r;
+
+        if (!f) {
+                snapshot_unref(snap);
+                return MHD_NO;
+        }
+        fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>diskpulse</title>"
+              "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;"
+              "text-align:left}</style></head><body>\n<h1>diskpulse</h1>\n<p>Version ",
+              f);
+        html_escape(f, s->cfg.version);
+        fputs(" (revision ", f);
+        html_escape(f, s->cfg.revision);
+        fputs(")</p>\n<ul><li><a href=\"/metrics\">Metrics</a></li>"
+              "<li><a href=\"/-/healthy\">Health</a></li></ul>\n",
+              f);
+        if (snap) {
+                struct mset *const *sets;
+                size_t n = snapshot_sets(snap, &sets);
+
+                fputs("<h2>Devices</h2>\n<table><tr><th>device</th><th>model</th><th>serial</th>"
+                      "<th>write await (ms)</th><th>flush await (ms)</th><th>utilization</th>"
+                      "</tr>\n",
+                      f);
+                for (size_t i = 0; i < n; i++) {
+                        const struct mfamily *info = mset_find(sets[i], "diskpulse_disk_info");
+                        struct msample sm;
+                        size_t pos = 0;
+                        char lb[8192];
+                        for (; info && mfamily_next(info, &pos, &sm, lb, sizeof lb); total++) {
+                                char dev[64], model[128], serial[128];
+                                if (shown >= INDEX_MAX_DEVICES)
+                                        continue;
+                                labels_get(sm.labels, "device", dev, sizeof dev);
+                                labels_get(sm.labels, "model", model, sizeof model);
+                                labels_get(sm.labels, "serial", serial, sizeof serial);
+                                fputs("<tr><td>", f);
+                                html_escape(f, dev);
+                                fputs("</td><td>", f);
+                                html_escape(f, model);
+                                fputs("</td><td>", f);
+                                html_escape(f, serial);
+                                fprintf(
+                                    f, "</td><td>%.3f</td><td>%.3f</td><td>%.1f%%</td></tr>\n",
+                                    1000 * device_value(sets, n,
+                                                        "diskpulse_disk_write_await_seconds", dev),
+                                    1000 * device_value(sets, n,
+                                                        "diskpulse_disk_flush_await_seconds", dev),
+                                    100 * device_value(sets, n, "diskpulse_disk_utilization_ratio",
+                                                       dev));
+                                shown++;
+                        }
+                }
+                fputs("</table>\n", f);
+                if (total > shown)
+                        fprintf(f, "<p>and %zu more devices: see /metrics</p>\n", total - shown);
+                index_canary(f, sets, n);
+        }
+        fputs("</body></html>\n", f);
+        snapshot_unref(snap);
+        if (fclose(f) != 0) {
+                free(page);
+                return MHD_NO;
+        }
+        r = reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", page);
+        free(page);
+        return r;
+}
+
+static enum MHD_Result serve_health(struct http_server *s, struct MHD_Connection *c)
+{
+        usec_t beat = publisher_last_beat(s->pub), now = now_monotonic();
+
+        if (beat == 0 || now - beat > s->cfg.health_stale)
+                return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
+                             "main loop stalled\n");
+        return reply(c, MHD_HTTP_OK, "text/plain; charset=utf-8", "OK\n");
+}
+
+/* RFC 9112 §3.2: an HTTP/1.1 request without Host gets 400 (libmicrohttpd's strict mode checks
+ * that); so does one with more than one. */
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+        (void)kind;
+        (void)value;
+        if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+                (*(unsigned *)cls)++;
+        return MHD_YES;
+}
+
+static bool has_body(struct MHD_Connection *c)
+{
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+        return MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) ||
+               (cl && strcmp(cl, "0") != 0);
+}
+
+/* The response to a request whose headers are complete (and which carries no body). */
+static enum MHD_Result respond(struct http_server *s, struct MHD_Connection *c, const char *url,
+                               const char *method)
+{
+        bool star = strcmp(url, "*") == 0;
+        bool known =
+            strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0 || strcmp(url, "/-/healthy") == 0;
+        bool get =
+            strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+
+        if (strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0 && (star || known)) {
+                /* RFC 9110 §9.3.7: the methods the server (*) or the resource supports. */
+                struct MHD_Response *resp =
+                    MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+                enum MHD_Result r;
+                if (!resp)
+                        return MHD_NO;
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, ALLOWED_METHODS);
+                websec_add_headers(resp);
+                r = MHD_queue_response(c, MHD_HTTP_OK, resp);
+                MHD_destroy_response(resp);
+                return r;
+        }
+        if (star) /* the asterisk form is for OPTIONS only (RFC 9112 §3.2.4) */
+                return reply(c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8", "bad request\n");
+        if (!get)
+                return reply(c, known ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
+                             "text/plain; charset=utf-8",
+                             known ? "method not allowed\n" : "not found\n");
+        if (strcmp(url, "/metrics") == 0)
+                return serve_metrics(s, c);
+        if (strcmp(url, "/") == 0)
+                return serve_index(s, c);
+        if (strcmp(url, "/-/healthy") == 0)
+                return serve_health(s, c);
+        return reply(c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8", "not found\n");
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_data_size, void **req_cls)
+{
+        static char headers_seen;
+        struct http_server *s = cls;
+        enum MHD_Result denied;
+
+        (void)version;
+        (void)upload_data;
+        if (!*req_cls) {
+                /* First call, headers complete. A response queued now makes libmicrohttpd
+                 * close the connection after it (it will not read what follows), so the
+                 * normal answer waits for the second call, and keep-alive works; only
+                 * requests that must not go on are answered here. */
+                unsigned hosts = 0;
+
+                *req_cls = &headers_seen;
+                connguard_headers_done(s->guard, c);
+                MHD_get_connection_values(c, MHD_HEADER_KIND, count_host, &hosts);
+                if (hosts > 1)
+                        return reply(c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
+                                     "more than one Host header\n");
+                if (has_body(c)) {
+                        /* Nothing here takes a body: refuse it unread. */
+                        bool known = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                                     strcmp(method, MHD_HTTP_METHOD_HEAD) == 0 ||
+                                     strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0;
+                        *upload_data_size = 0;
+                        if (known)
+                                return reply(c, MHD_HTTP_CONTENT_TOO_LARGE,
+                                             "text/plain; charset=utf-8",
+                                             "request body not accepted\n");
+                        return respond(s, c, url, method);
+                }
+                return MHD_YES;
+        }
+        *upload_data_size = 0;
+        /* Every path needs the credentials (client certificate, basic auth), as the toolkit's;
+         * a bcrypt check suspends the connection and this is called again when it is done. */
+        if (!websec_admit(c, &denied))
+                return denied;
+        return respond(s, c, url, method);
+}
+
+struct http_server *http_server_new(const int *fds, size_t n, const struct http_config *cfg,
+                                    struct publisher *pub, int *ret_err)
+{
+        struct http_server *s = xcalloc(1, sizeof(*s));
+        struct MHD_OptionItem guard_opts[CONNGUARD_MHD_OPTIONS];
+        const struct MHD_OptionItem *sec_opts;
+        int r;
+
+        s->cfg = *cfg;
+        s->pub = pub;
+        s->guard = connguard_new(&cfg->limits);
+        connguard_mhd_options(s->guard, guard_opts);
+        /* The web config's TLS options (the same for every socket; under TLS each listening
+         * socket gets TCP_NODELAY, which the accepted ones inherit). */
+        sec_opts = websec_mhd_options(n ? fds[0] : -1);
+        for (size_t i = 1; i < n; i++)
+                websec_mhd_options(fds[i]);
+        /* One daemon for every listening socket: the guard accepts and hands connections in. */
+        s->daemon = MHD_start_daemon(
+            MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | CONNGUARD_MHD_FLAGS |
+                websec_mhd_flags(),
+            0, NULL, NULL, handle, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_ARRAY,
+            guard_opts, MHD_OPTION_ARRAY, sec_opts, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+            (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
+        if (!s->daemon) {
+                *ret_err = errno ? -errno : -EIO;
+                for (size_t k = 0; k < n; k++)
+                        close(fds[k]);
+                http_server_free(s);
+                return NULL;
+        }
+        r = connguard_start(s->guard, s->daemon, fds, n);
+        if (r < 0) {
+                *ret_err = r;
+                http_server_free(s);
+                return NULL;
+        }
+        return s;
+}
+
+void http_server_reconfigure(struct http_server *s, const struct connguard_config *limits)
+{
+        connguard_reconfigure(s->guard, limits);
+}
+
+void http_server_stats(struct http_server *s, struct connguard_stats *ret)
+{
+        connguard_get_stats(s->guard, ret);
+}
+
+struct http_server *http_server_free(struct http_server *s)
+{
+        if (!s)
+                return NULL;
+        /* No new connections, then the daemon (whose callbacks use the guard), then the guard. */
+        connguard_stop(s->guard);
+        websec_stop(); /* MHD_stop_daemon must find no suspended connection */
+        if (s->daemon)
+                MHD_stop_daemon(s->daemon);
+        s->guard = connguard_free(s->guard);
+        free(s);
+        return NULL;
+}

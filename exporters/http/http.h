@@ -1,0 +1,33 @@
+/* The HTTP front (libmicrohttpd): /metrics from the latest snapshot, /, /-/healthy. Its threads
+ * only read snapshots; they never touch a device or a file. */
+#pragma once
+
+#include <stddef.h>
+
+#include "connguard.h"
+#include "snapshot.h"
+#include "util.h"
+
+/* Per-connection memory of libmicrohttpd: the request line and headers must fit in about half
+ * of it (431 or 414 otherwise). */
+#define HTTP_CONNECTION_MEMORY 32768
+
+struct http_config {
+        struct connguard_config limits; /* connection limits, deadlines, allowed networks */
+        usec_t health_stale; /* /-/healthy fails when the main loop is silent this long */
+        const char *version; /* shown on / */
+        const char *revision;
+};
+
+struct http_server;
+
+/* Serves on the given listening sockets (taken over: closed by http_server_free). Returns NULL
+ * and sets *ret_err (-errno) when libmicrohttpd refuses to start. */
+struct http_server *http_server_new(const int *fds, size_t n, const struct http_config *cfg,
+                                    struct publisher *pub, int *ret_err);
+/* New limits, deadlines and allowed networks (SIGHUP). Main thread. */
+void http_server_reconfigure(struct http_server *s, const struct connguard_config *limits);
+/* The connection guard's counters. Any thread. */
+void http_server_stats(struct http_server *s, struct connguard_stats *ret);
+/* Stops all threads and closes every connection and socket; accepts NULL; returns NULL. */
+struct http_server *http_server_free(struct http_server *s);

@@ -1,0 +1,53 @@
+/* HTTP basic authentication (RFC 7617) against bcrypt hashes: the Authorization header parser,
+ * a cache of results, and one worker thread that runs libxcrypt's crypt_r so that no HTTP
+ * thread ever spends a bcrypt's time. The cache key is an HMAC-SHA256, under a key drawn at
+ * start, of (user, stored hash, presented password): the password itself is kept only while
+ * its check runs, then wiped. Successes and failures are cached apart, so a client sending
+ * wrong passwords cannot push a good scraper's entry out. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AUTH_USER_MAX  256  /* bytes of a user name, with the NUL */
+#define AUTH_PASS_MAX  1024 /* bytes of a password, with the NUL */
+#define AUTH_QUEUE_MAX 32   /* bcrypt checks waiting at most; beyond, auth_submit refuses */
+
+/* Parses an Authorization header value of the Basic scheme ("Basic " + base64 of
+ * "user:password", the scheme name in any case). Returns true and fills user and pass
+ * (NUL-terminated) when the value is well formed, both fit and neither holds a NUL; false for
+ * anything else (another scheme, bad base64, no ':'). Pure; any thread. */
+bool auth_parse_basic(const char *value, char *user, size_t usz, char *pass, size_t psz);
+
+struct auth_key {
+        unsigned char b[32];
+};
+
+/* The cache key of a check. Any thread. */
+void auth_key_of(const char *user, const char *hash, const char *pass, struct auth_key *ret);
+
+/* The cached result of a check: 1 match, 0 no match, -ENOENT not cached. Any thread. */
+int auth_cache_get(const struct auth_key *k);
+/* Empties the cache (tests and benchmarks). */
+void auth_cache_clear(void);
+
+/* Checks pass against the bcrypt hash now, on the calling thread (what the worker runs).
+ * Returns true on a match. Any thread. */
+bool auth_bcrypt(const char *hash, const char *pass);
+
+/* Queues the check of pass against hash, cached under k afterwards; the worker thread calls
+ * done(ud, match) when it is finished. Copies pass. Returns 0, or -EBUSY when AUTH_QUEUE_MAX
+ * checks wait already. Any thread. */
+int auth_submit(const struct auth_key *k, const char *hash, const char *pass,
+                void (*done)(void *ud, bool match), void *ud);
+
+/* How many bcrypt checks the worker has run (cache misses). Any thread. */
+uint64_t auth_bcrypt_runs(void);
+
+/* How many checks wait in the queue (not counting the running one). Any thread. */
+size_t auth_queued(void);
+
+/* Forgets the queued checks (their done is never called), waits for the running one, if any,
+ * to finish (at most one bcrypt), and ends the worker thread. Any thread but the worker. */
+void auth_cancel_all(void);

@@ -1,0 +1,112 @@
+# Installing diskpulse as a service (`cmake --install`) and its Debian package (`cpack -G DEB`):
+# the daemon in sbin, the systemd units, the sysusers.d user, the manual page, the config file,
+# example drop-ins and the documentation. Included by the top-level CMakeLists.txt, which also
+# installs the binary and the Prometheus/Grafana files.
+include(GNUInstallDirs)
+
+# systemd's directories, from its pkg-config file when the prefix is /usr (Debian 12: units in
+# /lib/systemd/system), else below the prefix (systemd also reads /usr/local/lib/systemd/system).
+set(_unitdir "${CMAKE_INSTALL_PREFIX}/lib/systemd/system")
+set(_sysusersdir "${CMAKE_INSTALL_PREFIX}/lib/sysusers.d")
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  pkg_get_variable(_pc_unitdir systemd systemdsystemunitdir)
+  pkg_get_variable(_pc_sysusersdir systemd sysusersdir)
+  if(_pc_unitdir)
+    set(_unitdir "${_pc_unitdir}")
+  endif()
+  if(_pc_sysusersdir)
+    set(_sysusersdir "${_pc_sysusersdir}")
+  endif()
+endif()
+set(DISKPULSE_SYSTEMD_UNITDIR "${_unitdir}" CACHE PATH "where the systemd units are installed")
+set(DISKPULSE_SYSUSERSDIR "${_sysusersdir}" CACHE PATH "where the sysusers.d file is installed")
+set(DISKPULSE_CONFDIR "${CMAKE_INSTALL_FULL_SYSCONFDIR}/diskpulse")
+
+# The units name the binary and the config file by their installed paths (/usr/sbin and
+# /etc/diskpulse with the /usr prefix, as in the files under systemd/).
+set(_unit_build "${CMAKE_BINARY_DIR}/systemd")
+foreach(unit diskpulse.service diskpulse.socket)
+  file(READ "${CMAKE_SOURCE_DIR}/systemd/${unit}" _text)
+  string(REPLACE "/usr/sbin/diskpulse" "${CMAKE_INSTALL_FULL_SBINDIR}/diskpulse" _text "${_text}")
+  string(REPLACE "/etc/diskpulse/" "${DISKPULSE_CONFDIR}/" _text "${_text}")
+  file(CONFIGURE OUTPUT "${_unit_build}/${unit}" CONTENT "${_text}" @ONLY)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/systemd/${unit}")
+endforeach()
+install(FILES "${_unit_build}/diskpulse.service" "${_unit_build}/diskpulse.socket"
+  DESTINATION "${DISKPULSE_SYSTEMD_UNITDIR}")
+install(FILES systemd/diskpulse.sysusers DESTINATION "${DISKPULSE_SYSUSERSDIR}" RENAME diskpulse.conf)
+install(FILES etc/diskpulse.conf DESTINATION "${DISKPULSE_CONFDIR}")
+install(FILES systemd/examples/ip-allow.conf systemd/examples/canary-paths.conf
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+install(FILES README.md packaging/debian/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# Compressed as Debian wants them (gzip -9n: no name or time stamp, so the bytes are reproducible).
+find_program(GZIP_PROGRAM gzip REQUIRED)
+set(_changelog_gz "${CMAKE_BINARY_DIR}/changelog.gz")
+add_custom_command(OUTPUT "${_changelog_gz}"
+  COMMAND sh -c "'${GZIP_PROGRAM}' -9n < '${CMAKE_SOURCE_DIR}/packaging/debian/changelog' > '${_changelog_gz}'"
+  DEPENDS packaging/debian/changelog VERBATIM)
+add_custom_target(changelog ALL DEPENDS "${_changelog_gz}")
+install(FILES "${_changelog_gz}" DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# diskpulse(8) from docs/diskpulse.8.scd. Hyphenation is turned off (after .TH, which turns it
+# back on) so that metric and flag names are never broken across lines.
+find_program(SCDOC_PROGRAM scdoc)
+if(SCDOC_PROGRAM)
+  set(_man "${CMAKE_BINARY_DIR}/diskpulse.8")
+  # scdoc takes the page's date from SOURCE_DATE_EPOCH: the commit's, for a reproducible page.
+  set(_epoch "")
+  if(GIT_FOUND AND EXISTS "${CMAKE_SOURCE_DIR}/.git")
+    execute_process(COMMAND ${GIT_EXECUTABLE} log -1 --format=%ct
+      WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE _epoch
+      OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  if(_epoch)
+    set(_env env SOURCE_DATE_EPOCH=${_epoch})
+  else()
+    set(_env env)
+  endif()
+  add_custom_command(OUTPUT "${_man}" "${_man}.gz"
+    COMMAND ${_env} sh -c "'${SCDOC_PROGRAM}' < '${CMAKE_SOURCE_DIR}/docs/diskpulse.8.scd' | sed '/^\\.TH /a .nh' > '${_man}'"
+    COMMAND sh -c "'${GZIP_PROGRAM}' -9n < '${_man}' > '${_man}.gz'"
+    DEPENDS docs/diskpulse.8.scd VERBATIM)
+  add_custom_target(manpage ALL DEPENDS "${_man}" "${_man}.gz")
+  install(FILES "${_man}.gz" DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+else()
+  message(WARNING "scdoc not found (Debian package scdoc): no diskpulse(8) manual page")
+endif()
+
+# cpack -G DEB: diskpulse_<version>_<arch>.deb. Depends: the libraries as dpkg-shlibdeps finds
+# them, plus what the maintainer scripts run (systemd-sysusers, as dh_installsysusers adds it).
+set(DISKPULSE_DEB_MAINTAINER "diskpulse maintainers <maintainers@diskpulse.example>"
+  CACHE STRING "Maintainer: field of the .deb")
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME diskpulse)
+set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
+set(CPACK_PACKAGE_VENDOR "diskpulse")
+set(CPACK_PACKAGE_CONTACT "${DISKPULSE_DEB_MAINTAINER}")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "block device health and fdatasync latency as Prometheus metrics")
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "diskpulse samples /proc/diskstats and derives the numbers iostat -x prints,
+reads SMART and NVMe health through a small privileged helper process, and
+runs a continuous fdatasync canary that measures what a database commit costs
+on each filesystem. It serves everything as Prometheus metrics on port 9477.
+.
+The package runs it as a hardened systemd service (diskpulse.service, with
+diskpulse.socket) under its own system user, and ships Prometheus rules, an
+Alertmanager routing and a Grafana dashboard in /usr/share/diskpulse.")
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://github.com/diskpulse/diskpulse")
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "systemd | systemd-standalone-sysusers | systemd-sysusers")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+  "${CMAKE_SOURCE_DIR}/packaging/debian/postinst" "${CMAKE_SOURCE_DIR}/packaging/debian/prerm"
+  "${CMAKE_SOURCE_DIR}/packaging/debian/postrm" "${CMAKE_SOURCE_DIR}/packaging/debian/conffiles")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
+if(NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+  message(STATUS "CMAKE_INSTALL_PREFIX is ${CMAKE_INSTALL_PREFIX}: a .deb for Debian wants /usr")
+endif()
+include(CPack)

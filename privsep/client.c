@@ -1,0 +1,402 @@
+/* The daemon's client of the helper, a struct devio: requests (run, busy), cancel and free,
+ * privsep_start() (forks the zygote) and the counters. The client's thread is in
+ * client_thread.c, starting and stopping helpers in client_spawn.c. See privsep.h for the
+ * process model. */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devio_linux.h"
+#include "devio_proto.h"
+#include "log.h"
+#include "privsep_internal.h"
+
+static const struct devio_ops privsep_ops;
+
+static struct pending *pending_by_name(struct privsep *ps, const char *name)
+{
+        for (struct pending *p = ps->pending; p; p = p->next)
+                if (strcmp(p->name, name) == 0)
+                        return p;
+        return NULL;
+}
+
+void pending_unlink(struct privsep *ps, struct pending *x)
+{
+        for (struct pending **pp = &ps->pending; *pp; pp = &(*pp)->next)
+                if (*pp == x) {
+                        *pp = x->next;
+                        ps->stats.inflight--;
+                        return;
+                }
+}
+
+static void to_timespec(usec_t u, struct timespec *ts)
+{
+        ts->tv_sec = (time_t)(u / USEC_PER_SEC);
+        ts->tv_nsec = (long)(u % USEC_PER_SEC * NSEC_PER_USEC);
+}
+
+/* Milliseconds from now until deadline for poll(): -1 for USEC_INFINITY, 0 once past. */
+int ms_until(usec_t deadline)
+{
+        usec_t now = now_monotonic();
+
+        if (deadline == USEC_INFINITY)
+                return -1;
+        if (deadline <= now)
+                return 0;
+        if (deadline - now > (usec_t)INT_MAX / 2 * USEC_PER_MSEC)
+                return INT_MAX / 2;
+        return (int)((deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
+}
+
+static void wake_thread(struct privsep *ps)
+{
+        uint64_t one = 1;
+
+        if (write(ps->wake, &one, sizeof one) < 0 && errno != EAGAIN)
+                log_debug("privsep: cannot wake the client thread", "error", strerror(errno));
+}
+
+/* Called with the lock held. */
+void conn_unref(struct conn *c)
+{
+        if (--c->refs > 0)
+                return;
+        close(c->fd);
+        if (c->pidfd >= 0)
+                close(c->pidfd);
+        free(c);
+}
+
+/* Marks c gone: its waiting callers get -ECONNRESET, its abandoned entries are freed, and the next
+ * restart is scheduled. Called with the lock held, by the client thread (EOF, exit), by run() (a
+ * send found the socket closed) and by cancel; idempotent. */
+void conn_lost(struct privsep *ps, struct conn *c)
+{
+        usec_t now = now_monotonic();
+
+        if (c->lost)
+                return;
+        c->lost = true;
+        if (ps->conn == c) {
+                ps->stats.helper_up = false;
+                ps->stats.helper_pid = 0;
+                if (!ps->closing)
+                        ps->stats.helper_exits++;
+                /* A helper that lived at least as long as the longest wait is not crash-looping:
+                 * start the backoff again from the shortest. */
+                if (now - c->started >= ps->delay_max)
+                        ps->delay = ps->delay_min;
+                ps->next_restart = now + ps->delay;
+        }
+        for (struct pending **pp = &ps->pending; *pp;) {
+                struct pending *p = *pp;
+
+                if (p->gen != c->gen || p->done) {
+                        pp = &p->next;
+                } else if (!p->resp) {
+                        *pp = p->next;
+                        ps->stats.inflight--;
+                        free(p);
+                } else {
+                        p->done = true;
+                        p->status = -ECONNRESET;
+                        pp = &p->next;
+                }
+        }
+        pthread_cond_broadcast(&ps->cond);
+}
+
+/* Sends one message before deadline (CLOCK_MONOTONIC, µs). Returns 0 or -errno. */
+static int send_until(int fd, const void *msg, size_t len, usec_t deadline)
+{
+        for (;;) {
+                struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+                if (send(fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len)
+                        return 0;
+                if (errno == EINTR)
+                        continue;
+                if (errno != EAGAIN)
+                        return errno == EPIPE ? -ECONNRESET : -errno;
+                if (now_monotonic() >= deadline)
+                        return -ETIMEDOUT;
+                (void)poll(&p, 1, ms_until(deadline));
+        }
+}
+
+static int privsep_run(struct devio *io, const struct devio_request *req, usec_t timeout,
+                       struct devio_response *resp)
+{
+        struct privsep *ps = (struct privsep *)io;
+        uint8_t msg[DEVIO_PROTO_REQUEST_SIZE];
+        struct pending *p;
+        struct conn *c;
+        usec_t deadline, now = now_monotonic();
+        int r, len;
+
+        if (!resp || devio_request_valid(req) < 0)
+                return -EINVAL;
+        deadline = timeout >= USEC_INFINITY - now ? USEC_INFINITY : now + timeout;
+        p = xcalloc(1, sizeof *p);
+        strscpy(p->name, req->name, sizeof p->name);
+        p->resp = resp;
+
+        pthread_mutex_lock(&ps->lock);
+        c = ps->conn;
+        if (ps->closing || !c || c->lost) {
+                /* No helper right now: fail fast, a new one may come later. */
+                pthread_mutex_unlock(&ps->lock);
+                free(p);
+                return -ECONNRESET;
+        }
+        if (pending_by_name(ps, req->name)) {
+                pthread_mutex_unlock(&ps->lock);
+                free(p);
+                return -EBUSY;
+        }
+        c->refs++; /* c->fd stays open (and not reused) until the send is over */
+        p->gen = c->gen;
+        p->id = ++ps->next_id;
+        p->next = ps->pending;
+        ps->pending = p;
+        ps->stats.inflight++;
+        ps->stats.requests++;
+        pthread_mutex_unlock(&ps->lock);
+
+        len = devio_proto_encode_request(p->id, req, msg, sizeof msg);
+        r = len < 0 ? len : send_until(c->fd, msg, (size_t)len, deadline);
+
+        pthread_mutex_lock(&ps->lock);
+        if (r == -ECONNRESET) {
+                /* The client thread may not have seen the EOF yet: helper_up goes false now. */
+                conn_lost(ps, c);
+                wake_thread(ps);
+        }
+        conn_unref(c);
+        if (r < 0) {
+                pending_unlink(ps, p);
+                pthread_mutex_unlock(&ps->lock);
+                free(p);
+                return r;
+        }
+        while (!p->done) {
+                struct timespec ts;
+
+                if (deadline == USEC_INFINITY) {
+                        pthread_cond_wait(&ps->cond, &ps->lock);
+                        continue;
+                }
+                to_timespec(deadline, &ts);
+                if (pthread_cond_timedwait(&ps->cond, &ps->lock, &ts) == ETIMEDOUT)
+                        break;
+        }
+        if (p->done) {
+                r = p->status;
+                pending_unlink(ps, p);
+                free(p);
+        } else {
+                /* Gave up: the entry stays (the device is busy) until its answer or the
+                 * helper's death notice for its worker comes; the receiver frees it then. */
+                p->resp = NULL;
+                ps->stats.timeouts++;
+                r = -ETIMEDOUT;
+        }
+        pthread_mutex_unlock(&ps->lock);
+        return r;
+}
+
+static bool privsep_busy(struct devio *io, const char *name)
+{
+        struct privsep *ps = (struct privsep *)io;
+        bool busy;
+
+        if (!name)
+                return false;
+        pthread_mutex_lock(&ps->lock);
+        busy = pending_by_name(ps, name) != NULL;
+        pthread_mutex_unlock(&ps->lock);
+        return busy;
+}
+
+static void privsep_cancel(struct devio *io)
+{
+        struct privsep *ps = (struct privsep *)io;
+
+        pthread_mutex_lock(&ps->lock);
+        ps->closing = true;
+        if (ps->conn) {
+                /* Wakes every waiter; the helper sees EOF and begins to exit. */
+                conn_lost(ps, ps->conn);
+                (void)shutdown(ps->conn->fd, SHUT_RDWR);
+        }
+        pthread_cond_broadcast(&ps->cond);
+        pthread_mutex_unlock(&ps->lock);
+        if (ps->wake >= 0)
+                wake_thread(ps);
+}
+
+static void privsep_free(struct devio *io)
+{
+        struct privsep *ps = (struct privsep *)io;
+
+        if (!ps)
+                return;
+        privsep_cancel(io);
+        if (ps->thread_started)
+                pthread_join(ps->thread, NULL);
+        stop_children(ps);
+        if (ps->conn) {
+                ps->conn->refs = 1;
+                conn_unref(ps->conn);
+                ps->conn = NULL;
+        }
+        while (ps->pending) {
+                struct pending *p = ps->pending;
+                ps->pending = p->next;
+                free(p);
+        }
+        if (ps->wake >= 0)
+                close(ps->wake);
+        pthread_cond_destroy(&ps->cond);
+        pthread_mutex_destroy(&ps->lock);
+        free(ps);
+}
+
+static const struct devio_ops privsep_ops = {
+    .run = privsep_run,
+    .busy = privsep_busy,
+    .cancel = privsep_cancel,
+    .free = privsep_free,
+};
+
+static int client_start(int zfd, pid_t zpid, const struct privsep_config *cfg,
+                        struct devio **ret_io);
+
+int privsep_start(const struct privsep_config *cfg, struct devio **ret_io)
+{
+        int sv[2], r;
+        pid_t parent = getpid(), pid;
+
+        if (!cfg || !ret_io)
+                return -EINVAL;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                close(sv[0]);
+                close(sv[1]);
+                return r;
+        }
+        if (pid == 0) {
+                /* The daemon may have died before this line: then PDEATHSIG never comes. */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+                        _exit(2);
+                close(sv[0]);
+                privsep_zygote_main(sv[1], cfg);
+        }
+        close(sv[1]);
+        return client_start(sv[0], pid, cfg, ret_io);
+}
+
+int privsep_client_start(int zfd, pid_t zpid, const struct privsep_config *cfg,
+                         struct devio **ret_io)
+{
+        if (zfd < 0 || zpid < 0 || !cfg || !ret_io)
+                return -EINVAL;
+        return client_start(zfd, zpid, cfg, ret_io);
+}
+
+/* The client on the zygote's control socket zfd (owned from here on) of process zpid (0: none
+ * of ours to reap). */
+static int client_start(int zfd, pid_t zpid, const struct privsep_config *cfg,
+                        struct devio **ret_io)
+{
+        struct privsep *ps;
+        struct conn *c = NULL;
+        pthread_condattr_t ca;
+        sigset_t all, old;
+        int r;
+
+        ps = xcalloc(1, sizeof *ps);
+        ps->io.ops = &privsep_ops;
+        ps->zfd = zfd;
+        ps->zpid = zpid;
+        ps->delay_min = cfg->restart_delay ? cfg->restart_delay : PRIVSEP_RESTART_DELAY_DEFAULT;
+        ps->delay_max = cfg->restart_max ? cfg->restart_max : PRIVSEP_RESTART_MAX_DEFAULT;
+        if (ps->delay_max < ps->delay_min)
+                ps->delay_max = ps->delay_min;
+        ps->delay = ps->delay_min;
+        ps->stats.zygote_up = true;
+        ps->stats.zygote_pid = zpid;
+        pthread_mutex_init(&ps->lock, NULL);
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&ps->cond, &ca);
+        pthread_condattr_destroy(&ca);
+        ps->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (ps->wake < 0) {
+                r = -errno;
+                privsep_free(&ps->io);
+                return r;
+        }
+
+        r = spawn_helper(ps, &c);
+        if (r < 0) {
+                log_errno(LOG_LEVEL_DEBUG, r, "privsep: the first helper did not start", NULL);
+                privsep_free(&ps->io);
+                return -EIO;
+        }
+        conn_install(ps, c, false);
+        if (!cfg->keep_privileges) {
+                r = privsep_drop_all();
+                if (r < 0) {
+                        privsep_free(&ps->io);
+                        return r;
+                }
+        }
+        /* The client thread inherits a full signal mask: the daemon's signals go to its loop. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        r = -pthread_create(&ps->thread, NULL, client_thread, ps);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r < 0) {
+                privsep_free(&ps->io);
+                return r;
+        }
+        ps->thread_started = true;
+        *ret_io = &ps->io;
+        return 0;
+}
+
+int privsep_stats(struct devio *io, struct privsep_stats *ret)
+{
+        struct privsep *ps = (struct privsep *)io;
+
+        if (!io || io->ops != &privsep_ops || !ret)
+                return -EINVAL;
+        pthread_mutex_lock(&ps->lock);
+        *ret = ps->stats;
+        pthread_mutex_unlock(&ps->lock);
+        return 0;
+}
+
+bool privsep_helper_up(struct devio *io)
+{
+        struct privsep_stats st;
+
+        return privsep_stats(io, &st) == 0 && st.helper_up;
+}

@@ -1,0 +1,206 @@
+/* Encoding and strict decoding of the daemon <-> helper messages (see devio_proto.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "devio_proto.h"
+#include "devio_linux.h"
+
+_Static_assert(sizeof(struct devio_proto_hdr) == 24, "header without padding");
+_Static_assert(offsetof(struct devio_response, r) == 4, "response: n, then the results");
+_Static_assert(sizeof(struct devio_proto_ctl) == 16, "control message without padding");
+
+/* The largest errno the kernel hands out (include/linux/err.h MAX_ERRNO). */
+#define ERRNO_MAX 4095
+
+static size_t response_payload(uint32_t n)
+{
+        return offsetof(struct devio_response, r) + (size_t)n * sizeof(struct devio_result);
+}
+
+static void put_header(void *buf, uint16_t type, uint64_t id, int32_t status, uint32_t len)
+{
+        struct devio_proto_hdr h = {
+            .magic = DEVIO_PROTO_MAGIC,
+            .version = DEVIO_PROTO_VERSION,
+            .type = type,
+            .id = id,
+            .status = status,
+            .len = len,
+        };
+
+        memcpy(buf, &h, sizeof h);
+}
+
+int devio_proto_encode_request(uint64_t id, const struct devio_request *req, void *buf, size_t size)
+{
+        if (id == 0 || !req || !buf || size < DEVIO_PROTO_REQUEST_SIZE)
+                return -EINVAL;
+        put_header(buf, DEVIO_PROTO_REQUEST, id, 0, sizeof *req);
+        memcpy((uint8_t *)buf + DEVIO_PROTO_HDR_SIZE, req, sizeof *req);
+        return (int)DEVIO_PROTO_REQUEST_SIZE;
+}
+
+int devio_proto_encode_response(uint64_t id, int status, const struct devio_response *resp,
+                                void *buf, size_t size)
+{
+        size_t payload = 0;
+
+        if (id == 0 || !buf || status > 0 || status < -ERRNO_MAX)
+                return -EINVAL;
+        if (status == 0) {
+                if (!resp || resp->n > DEVIO_MAX_CMDS)
+                        return -EINVAL;
+                payload = response_payload(resp->n);
+        }
+        if (size < DEVIO_PROTO_HDR_SIZE + payload)
+                return -EINVAL;
+        put_header(buf, DEVIO_PROTO_RESPONSE, id, status, (uint32_t)payload);
+        if (payload)
+                memcpy((uint8_t *)buf + DEVIO_PROTO_HDR_SIZE, resp, payload);
+        return (int)(DEVIO_PROTO_HDR_SIZE + payload);
+}
+
+int devio_proto_encode_hello(void *buf, size_t size)
+{
+        if (!buf || size < DEVIO_PROTO_HDR_SIZE)
+                return -EINVAL;
+        put_header(buf, DEVIO_PROTO_HELLO, 1, 0, 0);
+        return (int)DEVIO_PROTO_HDR_SIZE;
+}
+
+int devio_proto_decode_header(const void *buf, size_t len, struct devio_proto_hdr *ret_hdr)
+{
+        struct devio_proto_hdr h;
+
+        if (!buf || len < DEVIO_PROTO_HDR_SIZE || len > DEVIO_PROTO_RESPONSE_MAX)
+                return -EBADMSG;
+        memcpy(&h, buf, sizeof h);
+        if (h.magic != DEVIO_PROTO_MAGIC || h.version != DEVIO_PROTO_VERSION || h.id == 0)
+                return -EBADMSG;
+        if (h.len != len - DEVIO_PROTO_HDR_SIZE)
+                return -EBADMSG;
+        switch (h.type) {
+        case DEVIO_PROTO_REQUEST:
+                if (h.status != 0 || h.len != sizeof(struct devio_request))
+                        return -EBADMSG;
+                break;
+        case DEVIO_PROTO_RESPONSE:
+                if (h.status > 0 || h.status < -ERRNO_MAX)
+                        return -EBADMSG;
+                if (h.status < 0 && h.len != 0)
+                        return -EBADMSG;
+                break;
+        case DEVIO_PROTO_HELLO:
+                if (h.id != 1 || h.status != 0 || h.len != 0)
+                        return -EBADMSG;
+                break;
+        default:
+                return -EBADMSG;
+        }
+        *ret_hdr = h;
+        return 0;
+}
+
+int devio_proto_decode_request(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                               struct devio_request *ret_req)
+{
+        struct devio_request req;
+
+        if (!hdr || !buf || hdr->type != DEVIO_PROTO_REQUEST ||
+            hdr->len != sizeof(struct devio_request) || len != DEVIO_PROTO_REQUEST_SIZE)
+                return -EBADMSG;
+        memcpy(&req, (const uint8_t *)buf + DEVIO_PROTO_HDR_SIZE, sizeof req);
+        if (devio_request_valid(&req) < 0)
+                return -EINVAL;
+        *ret_req = req;
+        return 0;
+}
+
+int devio_proto_decode_response(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                                struct devio_response *ret_resp)
+{
+        const uint8_t *p;
+        uint32_t n;
+
+        if (!hdr || !buf || hdr->type != DEVIO_PROTO_RESPONSE ||
+            len != DEVIO_PROTO_HDR_SIZE + hdr->len)
+                return -EBADMSG;
+        if (hdr->status < 0)
+                return hdr->len == 0 ? 0 : -EBADMSG;
+        if (hdr->len < offsetof(struct devio_response, r))
+                return -EBADMSG;
+        p = (const uint8_t *)buf + DEVIO_PROTO_HDR_SIZE;
+        memcpy(&n, p, sizeof n);
+        if (n > DEVIO_MAX_CMDS || hdr->len != response_payload(n))
+                return -EBADMSG;
+        for (uint32_t i = 0; i < n; i++) {
+                struct devio_result r;
+
+                memcpy(&r, p + response_payload(i), sizeof r);
+                if (r.err > 0 || r.err < -ERRNO_MAX || r.len > DEVIO_DATA_MAX ||
+                    r.sense_len > DEVIO_SENSE_MAX)
+                        return -EBADMSG;
+        }
+        memset(ret_resp, 0, sizeof *ret_resp);
+        memcpy(ret_resp, p, hdr->len);
+        return 0;
+}
+
+static void put_ctl(void *buf, uint16_t type, int32_t status, int32_t pid)
+{
+        struct devio_proto_ctl c = {
+            .magic = DEVIO_PROTO_CTL_MAGIC,
+            .version = DEVIO_PROTO_VERSION,
+            .type = type,
+            .status = status,
+            .pid = pid,
+        };
+
+        memcpy(buf, &c, sizeof c);
+}
+
+int devio_proto_encode_spawn(void *buf, size_t size)
+{
+        if (!buf || size < DEVIO_PROTO_CTL_SIZE)
+                return -EINVAL;
+        put_ctl(buf, DEVIO_PROTO_SPAWN, 0, 0);
+        return (int)DEVIO_PROTO_CTL_SIZE;
+}
+
+bool devio_proto_is_spawn(const void *buf, size_t len)
+{
+        uint8_t want[DEVIO_PROTO_CTL_SIZE];
+
+        if (!buf || len != DEVIO_PROTO_CTL_SIZE)
+                return false;
+        put_ctl(want, DEVIO_PROTO_SPAWN, 0, 0);
+        return memcmp(buf, want, sizeof want) == 0;
+}
+
+static bool spawned_valid(int status, int32_t pid)
+{
+        return status == 0 ? pid > 0 : status < 0 && status >= -ERRNO_MAX && pid == 0;
+}
+
+int devio_proto_encode_spawned(int status, int32_t pid, void *buf, size_t size)
+{
+        if (!buf || size < DEVIO_PROTO_CTL_SIZE || !spawned_valid(status, pid))
+                return -EINVAL;
+        put_ctl(buf, DEVIO_PROTO_SPAWNED, status, pid);
+        return (int)DEVIO_PROTO_CTL_SIZE;
+}
+
+int devio_proto_decode_spawned(const void *buf, size_t len, int *ret_status, int32_t *ret_pid)
+{
+        struct devio_proto_ctl c;
+
+        if (!buf || len != DEVIO_PROTO_CTL_SIZE)
+                return -EBADMSG;
+        memcpy(&c, buf, sizeof c);
+        if (c.magic != DEVIO_PROTO_CTL_MAGIC || c.version != DEVIO_PROTO_VERSION ||
+            c.type != DEVIO_PROTO_SPAWNED || !spawned_valid(c.status, c.pid))
+                return -EBADMSG;
+        *ret_status = c.status;
+        *ret_pid = c.pid;
+        return 0;
+}

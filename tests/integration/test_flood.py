@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Flood defence of the real daemon with its default limits: while slow, idle or greedy clients
+from other loopback addresses hold connections, 100 scrapes from 127.0.0.1 all succeed with a p99
+under 100 ms. Prints the numbers of every scenario.
+
+Usage: test_flood.py BINARY [SCENARIO...]; without scenarios, all of them run."""
+import sys
+import time
+
+import dp
+import flood
+
+BIN = sys.argv[1]
+P99_BOUND = 0.100
+
+
+def measure(name, port, n=100):
+    s = flood.Scraper(port, n=n).run()
+    print("%-34s %s" % (name + ":", s.summary()))
+    return s
+
+
+def check_scrapes(name, s):
+    p99 = flood.percentile(s.latencies(), 99)
+    dp.check(s.ok() == len(s.results), "%s: all %d scrapes succeed (%d did)" % (name, len(s.results), s.ok()))
+    dp.check(p99 < P99_BOUND, "%s: p99 %.1f ms < %.0f ms" % (name, 1000 * p99, 1000 * P99_BOUND))
+
+
+def attack_during(port, seconds, gap=0.5, timeout=2.0):
+    """Scrapes every gap seconds for seconds; returns (answered, tried)."""
+    end = time.monotonic() + seconds
+    ok = tried = 0
+    while time.monotonic() < end:
+        ok += flood.scrape_once(port, timeout=timeout)[0]
+        tried += 1
+        time.sleep(gap)
+    return ok, tried
+
+
+def issue_attack_64(seconds=20):
+    """The attack of the issue: one client holding 64 connections that each send a header line
+    a second."""
+    with dp.Daemon(BIN, "--no-collector.smart") as d:
+        f = flood.Flood(d.port, ["127.0.0.2"], 64, "header")
+        f.start()
+        f.ready.wait(5)
+        time.sleep(1)
+        ok, tried = attack_during(d.port, seconds)
+        f.stop()
+        print("issue attack, 64 slow connections: %d of %d scrapes answered during %d s (held %d, "
+              "closed by the server %d)" % (ok, tried, seconds, f.max_connected, f.stats["closed_by_server"]))
+        dp.check(ok == tried, "every scrape is answered while one client holds 64 slow connections")
+
+
+def issue_attack_1000(seconds=20):
+    """1,000 such connections from one client; then how long scrapes go unanswered after it
+    stops."""
+    with dp.Daemon(BIN, "--no-collector.smart") as d:
+        f = flood.Flood(d.port, ["127.0.0.2"], 1000, "header")
+        f.start()
+        time.sleep(3)
+        ok, tried = attack_during(d.port, seconds)
+        f.stop()
+        stopped = time.monotonic()
+        while not flood.scrape_once(d.port, timeout=1.0)[0] and time.monotonic() - stopped < 90:
+            time.sleep(0.5)
+        silent = time.monotonic() - stopped
+        print("issue attack, 1000 slow connections: %d of %d scrapes answered during %d s (held %d); "
+              "first answer %.1f s after the attack stopped" % (ok, tried, seconds, f.max_connected, silent))
+        dp.check(ok == tried, "every scrape is answered while one client opens 1000 slow connections")
+        dp.check(silent < 1.0, "a scrape is answered at once after the attack (%.1f s)" % silent)
+
+
+def slowloris(mode, args=(), label="", sources=10, per_source=100):
+    """10 source addresses hold 100 slow connections each."""
+    name = "slowloris %dx%d (%s%s)" % (sources, per_source,
+                                       "a header line a second" if mode == "header" else "a byte a second", label)
+    with dp.Daemon(BIN, "--no-collector.smart", *args) as d:
+        f = flood.Flood(d.port, flood.loopback(sources), per_source, mode)
+        f.start()
+        time.sleep(3)
+        s = measure(name, d.port)
+        f.stop()
+        print("  attackers: %d connections opened, at most %d established at once, %d closed by the server"
+              % (f.stats["opened"], f.max_connected, f.stats["closed_by_server"]))
+        check_scrapes(name, s)
+
+
+def idle_keepalive(args=(), label="defaults"):
+    """2,000 keep-alive connections that made one request each and then stay idle."""
+    name = "2000 idle keep-alive (%s)" % label
+    with dp.Daemon(BIN, "--no-collector.smart", *args) as d:
+        f = flood.Flood(d.port, flood.loopback(10), 200, "idle", reconnect=1.0)
+        f.start()
+        f.ready.wait(10)
+        time.sleep(2)
+        held = f.connected
+        s = measure(name, d.port)
+        if args:
+            # SIGTERM with every one of them open: still within a second.
+            rc, took = d.stop()
+            dp.check(rc == 0 and took < 1.0, "%s: SIGTERM exits %d in %.3f s" % (name, rc, took))
+        f.stop()
+        print("  idle clients: %d established during the scrapes, %d responses, %d closed by the server"
+              % (held, f.stats["responses"], f.stats["closed_by_server"]))
+        check_scrapes(name, s)
+        return held
+
+
+def greedy_clients():
+    """64 clients, each from its own address, scraping as fast as they can."""
+    name = "64 clients scraping flat out"
+    with dp.Daemon(BIN, "--no-collector.smart") as d:
+        hammers = [flood.Hammer(d.port, src) for src in flood.loopback(64, first=20)]
+        [h.start() for h in hammers]
+        time.sleep(2)
+        t0 = time.monotonic()
+        before = sum(h.done for h in hammers)
+        s = measure(name, d.port)
+        rate = (sum(h.done for h in hammers) - before) / (time.monotonic() - t0)
+        [h.stop() for h in hammers]
+        kinds = sorted(set().union(*(h.error_kinds for h in hammers)))
+        print("  the 64 clients: %.0f scrapes/s meanwhile, %d errors %s" % (rate, sum(h.errors for h in hammers),
+                                                                       kinds[:3] if kinds else ""))
+        check_scrapes(name, s)
+
+
+SCENARIOS = {
+    "attack64": issue_attack_64,
+    "attack1000": issue_attack_1000,
+    "slowloris-header": lambda: slowloris("header"),
+    "slowloris-byte": lambda: slowloris("byte"),
+    # The total limit full of attackers (10 x 16 > 64): scrapers get in by evicting them.
+    "slowloris-full": lambda: slowloris("header", ("--web.max-connections=64",), ", --web.max-connections=64"),
+    # ... and spread over 200 addresses, 5 each, so that no address stands out.
+    "slowloris-spread": lambda: slowloris("header", ("--web.max-connections=64",), ", --web.max-connections=64",
+                                          sources=200, per_source=5),
+    "idle": idle_keepalive,
+    "idle-held": lambda: idle_keepalive(("--web.max-connections=4096", "--web.max-connections-per-address=4096"),
+                                        "all 2000 held"),
+    "greedy": greedy_clients,
+}
+
+flood.raise_fd_limit()
+for name in sys.argv[2:] or SCENARIOS:
+    SCENARIOS[name]()
+dp.finish()

@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""What the systemd unit relies on. Socket activation as diskpulse.socket does it: two sockets
+passed by systemd-socket-activate (IPv4 and IPv6) both serve, and the config file's listen
+address is not bound. The notify protocol on a test NOTIFY_SOCKET: READY=1 and STATUS= once
+serving, WATCHDOG=1 at most half of WATCHDOG_USEC apart (also when the loop has nothing else to
+do), none for a WATCHDOG_PID that is another process, and none while the main loop is stalled
+(blocked opening a diskstats FIFO that nobody writes), resuming when it runs again.
+(One passed socket, --web.systemd-socket and STOPPING=1 are in test_http.py.)"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import dp
+
+BIN = sys.argv[1]
+FIXTURE = os.path.join(dp.FIXTURES, "linux-6.1")
+WATCHDOG_USEC = 2000000
+HALF = WATCHDOG_USEC / 2e6
+
+
+class Notify:
+    """A NOTIFY_SOCKET that records (monotonic time, message) from a thread."""
+
+    def __init__(self, tmp):
+        self.path = os.path.join(tmp, "notify")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(0.1)
+        self.msgs = []
+        self.stop = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop:
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                continue
+            now = time.monotonic()
+            for line in data.decode(errors="replace").splitlines():
+                self.msgs.append((now, line))
+
+    def times(self, what):
+        return [t for t, m in list(self.msgs) if m == what]
+
+    def wait_for(self, what, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(m == what or m.startswith(what) for _, m in list(self.msgs)):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
+
+
+def start(tmp, notify, *args, env=None):
+    e = dict(os.environ, NOTIFY_SOCKET=notify.path, WATCHDOG_USEC=str(WATCHDOG_USEC))
+    e.pop("WATCHDOG_PID", None)
+    e.update(env or {})
+    port = dp.free_port()
+    log = open(os.path.join(tmp, "log-%d" % port), "w+")
+    p = subprocess.Popen([BIN, "--web.listen-address=127.0.0.1:%d" % port,
+                          "--state.directory=" + os.path.join(tmp, "state"), "--no-collector.smart",
+                          "--no-collector.canary", "--path.sysfs=" + os.path.join(FIXTURE, "sys"),
+                          "--path.udev.data=" + os.path.join(tmp, "no-udev")] + list(args),
+                         stdout=log, stderr=subprocess.STDOUT, env=e)
+    return p, log
+
+
+def stop(p, log):
+    p.terminate()
+    try:
+        p.wait(5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    log.seek(0)
+    return log.read()
+
+
+def gaps(times):
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def pings_within_half(tmp, label, *args):
+    """Over 7 s the pings come at most half of WATCHDOG_USEC apart, the first one at most that
+    long after READY=1."""
+    n = Notify(tmp)
+    p, log = start(tmp, n, "--path.procfs=" + os.path.join(FIXTURE, "proc"), *args)
+    try:
+        ready = n.wait_for("READY=1", 15)
+        dp.check(ready, "%s: READY=1" % label)
+        dp.check(n.wait_for("STATUS=Monitoring ", 5), "%s: STATUS=Monitoring ... sent" % label)
+        time.sleep(7)
+        t_ready = n.times("READY=1")[:1]
+        pings = n.times("WATCHDOG=1")
+        g = gaps(t_ready + pings)
+        dp.check(len(pings) >= 7, "%s: %d WATCHDOG=1 pings in 7 s (WATCHDOG_USEC %.1f s)"
+                 % (label, len(pings), WATCHDOG_USEC / 1e6))
+        dp.check(g and max(g) <= HALF, "%s: pings at most %.2f s apart (half of WATCHDOG_USEC): "
+                 "longest %.3f s, mean %.3f s" % (label, HALF, max(g or [0]), sum(g or [0]) / max(1, len(g))))
+    finally:
+        out = stop(p, log)
+        n.close()
+    dp.check(p.returncode == 0, "%s: exit status 0 (%s)" % (label, out.strip()[-200:]))
+
+
+def other_pid(tmp):
+    """WATCHDOG_PID names another process: the watchdog is not meant for this one."""
+    n = Notify(tmp)
+    p, log = start(tmp, n, "--path.procfs=" + os.path.join(FIXTURE, "proc"), env={"WATCHDOG_PID": "1"})
+    try:
+        dp.check(n.wait_for("READY=1", 15), "WATCHDOG_PID=1: READY=1")
+        time.sleep(2.5)
+        dp.check(n.times("WATCHDOG=1") == [], "WATCHDOG_PID=1: no pings (%d)" % len(n.times("WATCHDOG=1")))
+    finally:
+        stop(p, log)
+        n.close()
+
+
+class Feeder:
+    """Serves a FIFO as /proc/diskstats: each open for reading gets the fixture's contents, until
+    paused; while paused the daemon's open() blocks, and with it the main loop."""
+
+    def __init__(self, path, text):
+        self.path, self.text = path, text
+        self.paused = threading.Event()
+        self.quit = False
+        self.opens = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.quit:
+            if self.paused.is_set():
+                time.sleep(0.01)
+                continue
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until a reader opens
+            except OSError:
+                time.sleep(0.005)
+                continue
+            os.set_blocking(fd, True)
+            try:
+                os.write(fd, self.text)
+            except OSError:
+                pass
+            os.close(fd)
+            self.opens += 1
+            time.sleep(0.05)  # the reader sees EOF before the next open
+
+    def close(self):
+        self.quit = True
+        self.thread.join()
+
+
+def stalled_loop(tmp):
+    proc = os.path.join(tmp, "proc")
+    os.mkdir(proc)
+    shutil.copy(os.path.join(FIXTURE, "proc", "uptime"), proc)
+    fifo = os.path.join(proc, "diskstats")
+    os.mkfifo(fifo)
+    with open(os.path.join(FIXTURE, "proc", "diskstats"), "rb") as f:
+        feeder = Feeder(fifo, f.read())
+    n = Notify(tmp)
+    p, log = start(tmp, n, "--path.procfs=" + proc, "--diskstats.interval=200ms")
+    try:
+        dp.check(n.wait_for("READY=1", 15), "stall: READY=1 with diskstats from a FIFO")
+        time.sleep(3)
+        dp.check(feeder.opens >= 5, "stall: the daemon reads the FIFO every 200 ms (%d reads)" % feeder.opens)
+        before = n.times("WATCHDOG=1")
+        g = gaps(before)
+        dp.check(len(before) >= 3 and max(g) <= HALF, "stall: pings %.2f s apart at most before the stall "
+                 "(%d pings, longest gap %.3f s)" % (HALF, len(before), max(g or [0])))
+
+        feeder.paused.set()
+        t_stall = time.monotonic()
+        time.sleep(4)
+        # The loop blocks at its next sample (within 200 ms); allow one ping due right then.
+        during = [t for t in n.times("WATCHDOG=1") if t > t_stall + 0.2 + HALF]
+        dp.check(during == [], "stall: no WATCHDOG=1 while the main loop is blocked (%d pings in "
+                 "%.1f s)" % (len(during), time.monotonic() - t_stall - 0.2 - HALF))
+        dp.check(p.poll() is None, "stall: the daemon is still alive (blocked, not dead)")
+
+        feeder.paused.clear()
+        t_resume = time.monotonic()
+        time.sleep(2.5)
+        after = [t for t in n.times("WATCHDOG=1") if t > t_resume]
+        dp.check(len(after) >= 2 and after[0] - t_resume <= HALF,
+                 "stall: pings resume when the loop runs again (%d in 2.5 s, first after %.3f s)"
+                 % (len(after), (after[0] - t_resume) if after else -1))
+    finally:
+        feeder.paused.clear()  # a daemon still blocked in open() gets through and sees SIGTERM
+        out = stop(p, log)
+        feeder.close()
+        n.close()
+    dp.check(p.returncode == 0, "stall: exit status 0 after SIGTERM (%s)" % out.strip()[-200:])
+
+
+def socket_activation(tmp):
+    """diskpulse.socket's way: sockets from systemd, a config file naming an address of its own."""
+    activate = shutil.which("systemd-socket-activate")
+    if not activate:
+        print("note: systemd-socket-activate missing (Debian package systemd); not tested")
+        return
+    p4, p6, own = dp.free_port(), dp.free_port(), dp.free_port()
+    conf = os.path.join(tmp, "diskpulse.conf")
+    with open(conf, "w") as f:
+        f.write("web.listen-address = 127.0.0.1:%d\n" % own)
+    n = Notify(tmp)
+    log = open(os.path.join(tmp, "log"), "w+")
+    cmd = [activate, "-l", "127.0.0.1:%d" % p4, "-l", "[::1]:%d" % p6, "-E", "NOTIFY_SOCKET=" + n.path,
+           BIN, "--config.file=" + conf, "--state.directory=" + os.path.join(tmp, "state"),
+           "--no-collector.smart", "--no-collector.canary"]
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        # systemd-socket-activate starts the daemon at the first connection, as systemd would.
+        st4 = st6 = None
+        deadline = time.monotonic() + 15
+        while st4 is None and time.monotonic() < deadline:
+            try:
+                st4 = dp.http_get("http://127.0.0.1:%d/metrics" % p4, timeout=10)[0]
+            except OSError:
+                time.sleep(0.05)
+        dp.check(st4 == 200, "socket activation: the first connection (127.0.0.1) started the daemon "
+                 "and was answered")
+        try:
+            st6 = dp.http_get("http://[::1]:%d/metrics" % p6, timeout=5)[0]
+        except OSError as e:
+            st6 = str(e)
+        dp.check(st6 == 200, "socket activation: the second passed socket ([::1]) serves too (%s)" % st6)
+        dp.check(n.wait_for("READY=1", 5), "socket activation: READY=1")
+        with socket.socket() as c:
+            refused = c.connect_ex(("127.0.0.1", own)) != 0
+        dp.check(refused, "socket activation: the config file's listen address is not bound")
+        log.flush()
+        log.seek(0)
+        out = log.read()
+        dp.check("address=127.0.0.1:%d" % p4 in out and "address=[::1]:%d" % p6 in out,
+                 "socket activation: both passed sockets logged as listening")
+    finally:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        log.close()
+        n.close()
+    dp.check(p.returncode == 0, "socket activation: exit status 0 after SIGTERM")
+
+
+def passed_socket_survives(tmp):
+    """systemd keeps the listening socket across service restarts: the daemon must close its copy
+    on exit, never shut it down (that fails diskpulse.socket with POLLHUP, and a stopped service
+    is not activated again). Here this test plays systemd: it holds the socket, passes it as fd 3
+    to two daemons in turn, and looks at it after each exit."""
+    import select
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(16)
+    port = lsock.getsockname()[1]
+
+    def to_fd3():
+        os.dup2(lsock.fileno(), 3)
+        os.set_inheritable(3, True)
+
+    for run in (1, 2):
+        log = open(os.path.join(tmp, "log%d" % run), "w+")
+        p = subprocess.Popen(["/bin/sh", "-c", 'LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"', BIN,
+                              "--state.directory=" + os.path.join(tmp, "state"), "--no-collector.smart",
+                              "--no-collector.canary"], preexec_fn=to_fd3, close_fds=False,
+                             stdout=log, stderr=subprocess.STDOUT)
+        st = None
+        deadline = time.monotonic() + 15
+        while st is None and time.monotonic() < deadline and p.poll() is None:
+            try:
+                st = dp.http_get("http://127.0.0.1:%d/-/healthy" % port, timeout=5)[0]
+            except OSError:
+                time.sleep(0.05)
+        dp.check(st == 200, "passed socket, daemon %d: serves on it" % run)
+        p.terminate()
+        p.wait(10)
+        log.close()
+        dp.check(p.returncode == 0, "passed socket, daemon %d: exit status 0" % run)
+        po = select.poll()
+        po.register(lsock, select.POLLIN | select.POLLHUP)
+        events = po.poll(0)
+        hup = any(ev & select.POLLHUP for _, ev in events)
+        dp.check(not hup, "passed socket, daemon %d gone: the socket is not shut down (poll %s)" % (run, events))
+        with socket.socket() as c:
+            c.settimeout(2)
+            queued = c.connect_ex(("127.0.0.1", port)) == 0
+        dp.check(queued, "passed socket, daemon %d gone: connections still queue for the next one" % run)
+        # Drop the connection queued while no daemon ran.
+        lsock.settimeout(1)
+        try:
+            lsock.accept()[0].close()
+        except OSError:
+            pass
+    lsock.close()
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="diskpulse-notify-")
+    try:
+        for sub in ("a", "b", "c", "d", "e", "f"):
+            os.mkdir(os.path.join(tmp, sub))
+        socket_activation(os.path.join(tmp, "e"))
+        passed_socket_survives(os.path.join(tmp, "f"))
+        pings_within_half(os.path.join(tmp, "a"), "1 s sampling")
+        # Sampling once an hour: the loop has no other reason to wake up than the pings.
+        pings_within_half(os.path.join(tmp, "b"), "idle loop (1 h sampling)", "--diskstats.interval=1h",
+                          "--diskstats.window=1h")
+        other_pid(os.path.join(tmp, "c"))
+        stalled_loop(os.path.join(tmp, "d"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    dp.finish()
+
+
+main()

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""diskpulse(8): `man --warnings` silent on the built page and the installed one (80 columns);
+every flag of `diskpulse --help` is documented and every flag documented exists; every metric
+family is documented: the names in the sources, in the golden outputs, and in the output of a
+--once run on this host; signals, files, environment and exit codes are there.
+Usage: check_manpage.py BUILD_DIR DISKPULSE_BINARY"""
+import glob
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+import pkg
+
+
+def render(args):
+    p = pkg.run(["man", "--warnings", "-E", "UTF-8"] + args, env=dict({k: v for k, v in os.environ.items() if k != "MAN_KEEP_FORMATTING"}, MANWIDTH="80"))
+    return p.returncode, p.stdout, p.stderr.strip()
+
+
+def families_in_sources():
+    names = set()
+    # Every C file of the source folders, at any depth (collectors/smart/smart.c), leaving out the
+    # tests and any build tree configured inside the source tree.
+    for top in sorted(os.listdir(pkg.SOURCE)):
+        root = os.path.join(pkg.SOURCE, top)
+        if top.startswith(".") or top == "tests" or not os.path.isdir(root) \
+                or os.path.exists(os.path.join(root, "CMakeCache.txt")):
+            continue
+        for path in glob.glob(os.path.join(root, "**", "*.[ch]"), recursive=True):
+            with open(path, errors="replace") as f:
+                names |= set(re.findall(r'"((?:diskpulse|process)_[a-z0-9_]*[a-z0-9])"', f.read()))
+    return names
+
+
+def families_in_text(text):
+    return set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+
+
+def main():
+    build, binary = sys.argv[1], sys.argv[2]
+    pkg.need_tool("man", "man-db")
+    page = os.path.join(build, "diskpulse.8")
+    if not os.path.isfile(page):
+        pkg.skip("no %s: scdoc was not found when the build was configured (Debian package scdoc)" % page)
+
+    rc, text, warnings = render(["-l", page])
+    pkg.check(rc == 0 and warnings == "", "man --warnings -l diskpulse.8: exit %d, %s" % (rc, warnings or "no warning"))
+    tmp = tempfile.mkdtemp(prefix="diskpulse-man-")
+    try:
+        stage = pkg.stage(build, tmp)
+        mandir = os.path.join(stage, "usr/share/man") if pkg.cache_value(build, "CMAKE_INSTALL_PREFIX") == "/usr" \
+            else os.path.join(stage, pkg.cache_value(build, "CMAKE_INSTALL_PREFIX").lstrip("/"), "share/man")
+        pkg.check(os.path.isfile(os.path.join(mandir, "man8", "diskpulse.8.gz")), "installed as man8/diskpulse.8.gz")
+        rc, installed, warnings = render(["-M", mandir, "8", "diskpulse"])
+        pkg.check(rc == 0 and warnings == "" and installed == text,
+                  "man -M <installed> 8 diskpulse: the same page, %s" % (warnings or "no warning"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    flat = re.sub(r"\s+", " ", text)
+
+    # Flags, both ways.
+    help_text = pkg.run([binary, "--help"], check_rc=True).stdout
+    flags = sorted(set(re.findall(r"^\s+(--(?:\[no-\])?[a-z][a-z0-9.-]*)", help_text, re.M)))
+    pkg.check(len(flags) >= 25, "--help lists %d flags" % len(flags))
+    missing = [f for f in flags if f not in flat]
+    pkg.check(not missing, "every flag of --help is in the manual page%s" % (": missing " + " ".join(missing) if missing else ""))
+    options = text[text.find("OPTIONS"):text.find("CONFIGURATION FILE")]
+    documented = set(re.findall(r"(--(?:\[no-\])?[a-z][a-z0-9.-]*[a-z0-9])", options))
+    known = set(flags) | {f.replace("[no-]", "") for f in flags} | {f.replace("[no-]", "no-") for f in flags}
+    stale = sorted(documented - known)
+    pkg.check(not stale, "every flag in OPTIONS exists%s" % (": not in --help: " + " ".join(stale) if stale else ""))
+
+    # Metric families: the sources' names, the golden outputs' and what this host's --once shows.
+    fams = families_in_sources()
+    for golden in glob.glob(os.path.join(pkg.SOURCE, "tests", "golden", "*.prom")):
+        with open(golden) as f:
+            fams |= families_in_text(f.read())
+    state = tempfile.mkdtemp(prefix="diskpulse-man-state-")
+    try:
+        once = pkg.run([binary, "--once", "--state.directory=" + state], timeout=120)
+        fams |= families_in_text(once.stdout)
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+    # Histogram and summary families appear in TYPE lines under their own names.
+    pkg.check(len(fams) >= 100, "%d metric families found in the sources and outputs" % len(fams))
+    missing = sorted(f for f in fams if not re.search(r"(?<![a-z0-9_])%s(?![a-z0-9_])" % re.escape(f), flat))
+    pkg.check(not missing, "every metric family is in the manual page%s" % (": missing " + " ".join(missing) if missing else ""))
+
+    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "CONFIGURATION FILE", "METRICS", "SIGNALS",
+                    "ENVIRONMENT", "FILES", "EXIT STATUS", "SEE ALSO"):
+        pkg.check(re.search(r"^%s$" % section, text, re.M) is not None, "section %s" % section)
+    signals = text[text.find("\nSIGNALS"):text.find("\nENVIRONMENT")]
+    for sig in ("SIGHUP", "SIGTERM", "SIGINT"):
+        pkg.check(sig in signals, "SIGNALS: %s" % sig)
+    files = text[text.find("\nFILES"):text.find("\nEXIT STATUS")]
+    for path in ("/etc/diskpulse/diskpulse.conf", "/var/lib/diskpulse", "/lib/systemd/system/diskpulse.service",
+                 "/lib/systemd/system/diskpulse.socket", "/usr/lib/sysusers.d/diskpulse.conf", "/proc/diskstats"):
+        pkg.check(path in files, "FILES: %s" % path)
+    env = text[text.find("\nENVIRONMENT"):text.find("\nFILES")]
+    for var in ("LISTEN_FDS", "NOTIFY_SOCKET", "WATCHDOG_USEC", "STATE_DIRECTORY", "JOURNAL_STREAM"):
+        pkg.check(var in env, "ENVIRONMENT: %s" % var)
+    status = text[text.find("\nEXIT STATUS"):text.find("\nPRIVILEGES")]
+    for code in ("0", "1", "2"):
+        pkg.check(re.search(r"^\s+%s$" % code, status, re.M) is not None, "EXIT STATUS: %s" % code)
+    # The exit codes it documents are the binary's.
+    pkg.check(pkg.run([binary, "--diskstats.interval=banana"]).returncode == 2, "a bad flag value exits 2")
+    pkg.check(pkg.run([binary, "--path.procfs=/nonexistent/proc", "--once"]).returncode == 1,
+              "a root directory that cannot be opened exits 1")
+    pkg.finish()
+
+
+main()

@@ -1,0 +1,250 @@
+"""Shared helpers of the package tests: results, the staged `cmake --install`, the .deb, a fresh
+Debian 12 root made by debootstrap (built once per build directory and kept), containers."""
+import hashlib
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+SKIP = 77
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.normpath(os.path.join(HERE, "..", ".."))
+SBIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+_failures = []
+
+
+def skip(reason):
+    print("SKIP: " + reason, flush=True)
+    sys.exit(SKIP)
+
+
+def check(cond, what):
+    print(("ok     " if cond else "FAILED ") + what, flush=True)
+    if not cond:
+        _failures.append(what)
+    return cond
+
+
+def failures():
+    return list(_failures)
+
+
+def note(text):
+    print("note: " + text, flush=True)
+
+
+def finish():
+    if _failures:
+        print("%d check(s) failed:" % len(_failures))
+        for f in _failures:
+            print("  " + f)
+        sys.exit(1)
+    print("all checks passed")
+    sys.exit(0)
+
+
+def run(cmd, timeout=300, check_rc=False, **kw):
+    """subprocess.run with text output captured; raises on a non-zero exit with check_rc."""
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    p = subprocess.run(cmd, timeout=timeout, **kw)
+    if check_rc and p.returncode != 0:
+        raise RuntimeError("%s: exit %d\n%s%s" % (" ".join(cmd), p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
+    return p
+
+
+def need_tool(name, package):
+    path = shutil.which(name, path=os.environ.get("PATH", "") + ":" + SBIN_PATH)
+    if not path:
+        skip("%s not found (Debian package %s)" % (name, package))
+    return path
+
+
+def need_root():
+    if os.geteuid() != 0:
+        skip("not running as root")
+
+
+def cache_value(build, name):
+    """A variable of the build directory's CMakeCache.txt, or None."""
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        for line in f:
+            m = re.match(r"^%s:[A-Z]+=(.*)$" % re.escape(name), line.rstrip("\n"))
+            if m:
+                return m.group(1)
+    return None
+
+
+def stage(build, dest):
+    """`cmake --install` of the build directory into dest (DESTDIR); returns dest."""
+    run(["cmake", "--install", build], env=dict(os.environ, DESTDIR=dest), check_rc=True)
+    return dest
+
+
+def project_version(build):
+    return cache_value(build, "CMAKE_PROJECT_VERSION")
+
+
+def deb_path(build):
+    """The .deb that `cpack -G DEB` made in build (package/deb test), or None."""
+    found = sorted(glob.glob(os.path.join(build, "diskpulse_*.deb")))
+    return found[-1] if found else None
+
+
+def deb_field(deb, field):
+    return run(["dpkg-deb", "-f", deb, field], check_rc=True).stdout.strip()
+
+
+def deb_depends_packages(deb):
+    """The first alternative of each Depends: entry, as package names."""
+    out = []
+    for item in deb_field(deb, "Depends").split(","):
+        first = item.split("|")[0].strip()
+        out.append(re.split(r"[\s(]", first)[0])
+    return out
+
+
+def sanitized(build):
+    return (cache_value(build, "DISKPULSE_SANITIZE") or "").upper() in ("ON", "1", "TRUE", "YES")
+
+
+# --- the fresh root -----------------------------------------------------------------------------
+
+def apt_mirror():
+    """The Debian mirror this machine's apt uses for bookworm main (from /etc/apt/sources.list and
+    sources.list.d, one-line or deb822 format), or None."""
+    files = ["/etc/apt/sources.list"] + sorted(glob.glob("/etc/apt/sources.list.d/*.list")) + \
+        sorted(glob.glob("/etc/apt/sources.list.d/*.sources"))
+    for path in files:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError:
+            continue
+        if path.endswith(".sources"):
+            for stanza in re.split(r"\n\s*\n", text):
+                fields = {}
+                for line in stanza.splitlines():
+                    m = re.match(r"^([A-Za-z-]+):\s*(.*)$", line)
+                    if m:
+                        fields[m.group(1).lower()] = m.group(2).split()
+                if ("deb" in fields.get("types", []) and "bookworm" in fields.get("suites", [])
+                        and "main" in fields.get("components", []) and fields.get("enabled", ["yes"])[0] != "no"):
+                    return fields["uris"][0]
+        else:
+            for line in text.splitlines():
+                parts = re.sub(r"\[[^]]*\]", "", line).split()
+                if len(parts) >= 4 and parts[0] == "deb" and parts[2] == "bookworm" and "main" in parts[3:]:
+                    return parts[1]
+    return None
+
+
+def apt_proxy_env():
+    """http_proxy for debootstrap when apt is configured with one."""
+    p = run(["apt-config", "shell", "P", "Acquire::http::Proxy"])
+    m = re.search(r"P='([^']*)'", p.stdout)
+    return {"http_proxy": m.group(1)} if m and m.group(1) else {}
+
+
+# Installed in the fresh root besides the .deb's Depends: udev, so that the root booted in the VM
+# has a udev database like any Debian host.
+ROOT_EXTRA = ("udev",)
+
+
+def fresh_root(build, extra=ROOT_EXTRA):
+    """A minimal Debian 12 root (debootstrap --variant=minbase) with the .deb's dependencies and
+    extra packages preinstalled, so that `dpkg -i` needs no network. Built once per build
+    directory and package list, under BUILD/package-roots/; returns its path (read-only use:
+    copy it before changing anything). Skips when it cannot be built."""
+    need_root()
+    debootstrap = need_tool("debootstrap", "debootstrap")
+    deb = deb_path(build)
+    if not deb:
+        raise RuntimeError("no .deb in %s: the package/deb test makes it" % build)
+    include = sorted(set(deb_depends_packages(deb)) | set(extra))
+    key = hashlib.sha256(" ".join(include).encode()).hexdigest()[:12]
+    base = os.path.join(build, "package-roots")
+    root = os.path.join(base, "bookworm-" + key)
+    if os.path.isfile(os.path.join(root, ".complete")):
+        return root
+    mirror = apt_mirror()
+    if not mirror:
+        skip("no bookworm main source in this machine's apt configuration for debootstrap")
+    os.makedirs(base, exist_ok=True)
+    for old in glob.glob(os.path.join(base, "bookworm-*")):  # other package lists, interrupted runs
+        shutil.rmtree(old, ignore_errors=True)
+    tmp = root + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    t = time.monotonic()
+    note("debootstrap --variant=minbase --include=%s bookworm (from this machine's apt source)" % ",".join(include))
+    p = run(["nice", debootstrap, "--variant=minbase", "--include=" + ",".join(include), "bookworm", tmp, mirror],
+            timeout=1200, env=dict(os.environ, **apt_proxy_env()))
+    if p.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        skip("debootstrap failed (exit %d): %s" % (p.returncode, (p.stdout + p.stderr).strip()[-600:]))
+    # Nothing of the host's may leak into the root's state.
+    for d in ("var/cache/apt/archives",):
+        for f in glob.glob(os.path.join(tmp, d, "*.deb")):
+            os.unlink(f)
+    open(os.path.join(tmp, ".complete"), "w").close()
+    os.rename(tmp, root)
+    note("fresh root built in %.0f s: %s" % (time.monotonic() - t, root))
+    return root
+
+
+def copy_root(root, dest):
+    """A private copy of the cached root (cp -a, reflinks where the filesystem has them)."""
+    run(["cp", "-a", "--reflink=auto", root, dest], check_rc=True, timeout=600)
+    os.unlink(os.path.join(dest, ".complete"))
+    return dest
+
+
+def chroot(root, *cmd, timeout=300, env=None):
+    e = {"PATH": SBIN_PATH, "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive", "HOME": "/root"}
+    e.update(env or {})
+    return run(["chroot", root] + list(cmd), timeout=timeout, env=e)
+
+
+def tree(root, skip_prefixes=()):
+    """{relative path: (type, mode, uid, gid, size or link target, content hash)} of every entry
+    below root, except the given prefixes."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir
+        keep = []
+        for d in dirnames:
+            rel = os.path.join(rel_dir, d)
+            if any(rel == p or rel.startswith(p + "/") for p in skip_prefixes):
+                continue
+            keep.append(d)
+        dirnames[:] = keep
+        for name in dirnames + filenames:
+            rel = os.path.join(rel_dir, name)
+            if any(rel == p or rel.startswith(p + "/") for p in skip_prefixes):
+                continue
+            path = os.path.join(root, rel)
+            st = os.lstat(path)
+            if os.path.islink(path):
+                out[rel] = ("l", 0, st.st_uid, st.st_gid, os.readlink(path), "")
+            elif os.path.isdir(path):
+                out[rel] = ("d", st.st_mode & 0o7777, st.st_uid, st.st_gid, "", "")
+            else:
+                h = ""
+                if os.path.isfile(path):
+                    with open(path, "rb") as f:
+                        h = hashlib.sha256(f.read()).hexdigest()
+                out[rel] = ("f", st.st_mode & 0o7777, st.st_uid, st.st_gid, st.st_size, h)
+    return out
+
+
+def tree_diff(before, after):
+    """(added, removed, changed) relative paths."""
+    added = sorted(set(after) - set(before))
+    removed = sorted(set(before) - set(after))
+    changed = sorted(p for p in set(before) & set(after) if before[p] != after[p])
+    return added, removed, changed

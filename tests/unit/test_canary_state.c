@@ -1,0 +1,643 @@
+/* The canary's baseline state file under bad input and a bad filesystem: a file with bad lines
+ * keeps its good records (and a copy aside), a corrupt or unsupported one is set aside and
+ * learning restarts, an unreadable one or one that cannot be set aside is never overwritten, a
+ * full filesystem keeps the old file and counts diskpulse_state_write_errors_total, and every
+ * file written is 0600. Fake probes and a fake clock, a real state directory. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "canary.h"
+#include "canary_stats.h"
+#include "expo.h"
+#include "metrics.h"
+#include "statefile.h"
+
+/* ---- fakes: 1 ms probes, a clock advanced by each sleep, the disk "sda" with id fk.id ---- */
+
+static struct {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        usec_t now;
+        unsigned sleeps, limit;
+        bool stopping;
+        const char *id;
+} fk;
+
+static void fake_reset(const char *id, unsigned limit)
+{
+        pthread_mutex_init(&fk.lock, NULL);
+        pthread_cond_init(&fk.cond, NULL);
+        fk.now = 0;
+        fk.sleeps = 0;
+        fk.limit = limit;
+        fk.stopping = false;
+        fk.id = id;
+}
+
+static int f_open(void *ud, const char *dir, enum canary_mode mode, size_t size,
+                  struct canary_file *ret)
+{
+        (void)ud, (void)dir, (void)size;
+        *ret = (struct canary_file){.fd = 100, .mode = mode};
+        return 0;
+}
+
+static int f_probe(void *ud, struct canary_file *f, usec_t *ret)
+{
+        (void)ud, (void)f;
+        *ret = 1000;
+        return 0;
+}
+
+static void f_close(void *ud, struct canary_file *f)
+{
+        (void)ud;
+        f->fd = -1;
+}
+
+static usec_t f_now(void *ud)
+{
+        usec_t t;
+
+        (void)ud;
+        pthread_mutex_lock(&fk.lock);
+        t = fk.now;
+        pthread_mutex_unlock(&fk.lock);
+        return t;
+}
+
+static void f_sleep(void *ud, usec_t usec)
+{
+        (void)ud;
+        pthread_mutex_lock(&fk.lock);
+        fk.now += usec;
+        fk.sleeps++;
+        pthread_cond_broadcast(&fk.cond);
+        while (fk.sleeps >= fk.limit && !fk.stopping)
+                pthread_cond_wait(&fk.cond, &fk.lock);
+        pthread_mutex_unlock(&fk.lock);
+        nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
+}
+
+static int f_flushes(void *ud, int sysfs_fd, const struct canary_backing *b, uint64_t *ret)
+{
+        (void)ud, (void)sysfs_fd, (void)b;
+        *ret = 0;
+        return 0;
+}
+
+static int f_resolve(void *ud, int sysfs_fd, const char *dir, struct canary_backing *ret)
+{
+        (void)ud, (void)sysfs_fd, (void)dir;
+        memset(ret, 0, sizeof(*ret));
+        strcpy(ret->device, "sda");
+        ret->n_disks = 1;
+        strcpy(ret->disks[0].name, "sda");
+        return 0;
+}
+
+static int f_check_dir(void *ud, const char *dir, const struct canary_file *f)
+{
+        (void)ud, (void)dir, (void)f;
+        return 0;
+}
+
+static int f_disk_id(void *ud, const char *device, char *buf, size_t size)
+{
+        (void)ud, (void)device;
+        if (!fk.id)
+                return -ENOENT;
+        snprintf(buf, size, "%s", fk.id);
+        return 0;
+}
+
+static const struct canary_ops fake_ops = {
+    .open = f_open,
+    .probe = f_probe,
+    .close = f_close,
+    .now = f_now,
+    .sleep = f_sleep,
+    .flushes = f_flushes,
+    .resolve = f_resolve,
+    .check_dir = f_check_dir,
+};
+
+static const struct canary_target_config data_target[] = {{"/data", CANARY_MODE_FDATASYNC}};
+
+static struct canary *start(int state_fd, const char *id, unsigned probes)
+{
+        struct canary_config cfg = {.targets = data_target,
+                                    .n_targets = 1,
+                                    .interval = 600 * USEC_PER_SEC,
+                                    .size = 4096,
+                                    .timeout = 30 * USEC_PER_SEC,
+                                    .state_dir_fd = state_fd,
+                                    .sysfs_fd = 0,
+                                    .ops = &fake_ops,
+                                    .disk_id = f_disk_id};
+        struct canary *c;
+        struct timespec ts;
+        bool ok;
+
+        fake_reset(id, probes);
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 20;
+        pthread_mutex_lock(&fk.lock);
+        while (fk.sleeps < probes)
+                if (pthread_cond_timedwait(&fk.cond, &fk.lock, &ts) == ETIMEDOUT)
+                        break;
+        ok = fk.sleeps >= probes;
+        pthread_mutex_unlock(&fk.lock);
+        assert_true(ok);
+        return c;
+}
+
+/* Stops the prober (its final save included) but keeps c for a last look at its metrics. */
+static void stop(struct canary *c)
+{
+        pthread_mutex_lock(&fk.lock);
+        fk.stopping = true;
+        pthread_cond_broadcast(&fk.cond);
+        pthread_mutex_unlock(&fk.lock);
+        canary_stop(c);
+}
+
+static void finish(struct canary *c)
+{
+        stop(c);
+        canary_free(c);
+        for (int i = 0; i < 5000 && canary_threads_running() > 0; i++)
+                nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+        assert_int_equal(canary_threads_running(), 0);
+}
+
+static char *render(struct canary *c)
+{
+        struct mset *set = mset_new();
+        char *buf;
+        size_t len;
+
+        canary_export(c, set);
+        assert_int_equal(expo_render_text(&set, 1, &buf, &len), 0);
+        mset_free(set);
+        return buf;
+}
+
+static void assert_has(const char *text, const char *s, bool want)
+{
+        if ((strstr(text, s) != NULL) != want) {
+                fprintf(stderr, "%s: %s\nin:\n%s\n", want ? "missing" : "unexpected", s, text);
+                fail();
+        }
+}
+
+/* The value of diskpulse_state_write_errors_total, or -1 when absent. */
+static long write_errors(struct canary *c)
+{
+        static const char key[] =
+            "\ndiskpulse_state_write_errors_total{file=\"canary-baselines\"} ";
+        char *t = render(c), *p = strstr(t, key);
+        long v = p ? strtol(p + strlen(key), NULL, 10) : -1;
+
+        free(t);
+        return v;
+}
+
+#define L              "path=\"/data\",device=\"sda\",mode=\"fdatasync\""
+#define BASELINE_4MS   "\ndiskpulse_sync_baseline_seconds{" L ",regime=\"idle\"} 0.004\n"
+#define WRITE_ERRORS_0 "\ndiskpulse_state_write_errors_total{file=\"canary-baselines\"} 0\n"
+
+/* ---- the state directory ---- */
+
+struct sdir {
+        char path[256];
+        int fd;
+};
+
+static void sdir_new(struct sdir *d, const char *base)
+{
+        snprintf(d->path, sizeof d->path, "%s/test_canary_state.XXXXXX", base);
+        assert_non_null(mkdtemp(d->path));
+        d->fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(d->fd >= 0);
+}
+
+static void sdir_free(struct sdir *d)
+{
+        char cmd[300];
+
+        close(d->fd);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->path);
+        assert_int_equal(system(cmd), 0);
+}
+
+static void put_file(int dfd, const char *name, const char *text, mode_t mode)
+{
+        int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        assert_int_equal(fchmod(fd, mode), 0);
+        close(fd);
+}
+
+static char *get_file(int dfd, const char *name)
+{
+        char *buf = NULL;
+        size_t len;
+        int r = statefile_read(dfd, name, 1 << 20, &buf, &len);
+
+        if (r < 0)
+                fail_msg("cannot read %s: %s", name, strerror(-r));
+        return buf;
+}
+
+/* The one name in the directory that starts with prefix (fails unless exactly one), or NULL
+ * for none when none is allowed. */
+static char *aside_file(int dfd, const char *prefix, bool must)
+{
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *dir = fdopendir(fd);
+        char *found = NULL;
+        struct dirent *e;
+
+        assert_non_null(dir);
+        while ((e = readdir(dir)))
+                if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+                        assert_null(found);
+                        found = strdup(e->d_name);
+                }
+        closedir(dir);
+        if (must && !found)
+                fail_msg("no file %s* in the state directory", prefix);
+        return found;
+}
+
+static void assert_mode(int dfd, const char *name, mode_t want)
+{
+        struct stat st;
+
+        assert_int_equal(fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW), 0);
+        if ((st.st_mode & 07777) != want)
+                fail_msg("%s: mode %03o, want %03o", name, st.st_mode & 07777, want);
+}
+
+/* A state file with records for /data on disk A (baseline 4 ms) and for /other on disk B,
+ * written by the formatter the daemon uses, with extra text after the records. */
+static char *state_text(const char *extra)
+{
+        struct canary_records recs = {0};
+        struct canary_record a, b;
+        char *buf, *out;
+        size_t len;
+
+        assert_int_equal(canary_record_init(&a, "wwn:0x5000aaaa", "fdatasync", "/data"), 0);
+        a.st.value = 0.004;
+        a.st.updates = 40;
+        a.st.updated = 1700000000ull * USEC_PER_SEC;
+        assert_int_equal(canary_record_init(&b, "serial:other-disk", "append", "/other"), 0);
+        b.st.value = 0.0125;
+        b.st.updates = 99;
+        b.st.updated = 1700000000ull * USEC_PER_SEC;
+        assert_int_equal(canary_records_put(&recs, &a), 0);
+        assert_int_equal(canary_records_put(&recs, &b), 0);
+        assert_int_equal(canary_records_format(&recs, &buf, &len), 0);
+        canary_records_free(&recs);
+        assert_int_equal(asprintf(&out, "%s%s", buf, extra), (int)(len + strlen(extra)));
+        free(buf);
+        return out;
+}
+
+/* The record line of disk B in text (from "disk=serial:other-disk" to the newline). */
+static char *line_b(const char *text)
+{
+        const char *p = strstr(text, "disk=serial:other-disk ");
+        const char *nl = p ? strchr(p, '\n') : NULL;
+
+        assert_non_null(nl);
+        return strndup(p, (size_t)(nl - p));
+}
+
+/* ---- tests ---- */
+
+/* A good file: used as it is, and tightened to 0600 when an older version left it 0644. */
+static void test_good_file_used_and_tightened(void **state)
+{
+        struct sdir d;
+        struct canary *c;
+        char *text = state_text(""), *t, *back, *b = line_b(text);
+
+        (void)state;
+        sdir_new(&d, "/tmp");
+        put_file(d.fd, CANARY_STATE_FILE, text, 0644);
+        c = start(d.fd, "wwn:0x5000aaaa", 1);
+        assert_mode(d.fd, CANARY_STATE_FILE, 0600);
+        t = render(c);
+        assert_has(t, BASELINE_4MS, true);
+        assert_has(t, WRITE_ERRORS_0, true);
+        free(t);
+        assert_null(aside_file(d.fd, CANARY_STATE_FILE ".", false));
+        finish(c);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_has(back, b, true);
+        assert_mode(d.fd, CANARY_STATE_FILE, 0600);
+        free(back);
+        free(b);
+        free(text);
+        sdir_free(&d);
+}
+
+/* One bad line: the other records stay in use and in the file, the whole file is kept aside. */
+static void test_bad_line_keeps_good_records(void **state)
+{
+        struct sdir d;
+        struct canary *c;
+        char *text = state_text("disk=wwn:0x5000cccc mode=fdatasync path=/c baseline=banana\n");
+        char *b = line_b(text), *t, *name, *kept, *back;
+
+        (void)state;
+        sdir_new(&d, "/tmp");
+        put_file(d.fd, CANARY_STATE_FILE, text, 0600);
+        c = start(d.fd, "wwn:0x5000aaaa", 1);
+        t = render(c);
+        assert_has(t, BASELINE_4MS, true); /* disk A's record survived disk C's bad line */
+        free(t);
+        name = aside_file(d.fd, CANARY_STATE_FILE ".corrupt-", true);
+        kept = get_file(d.fd, name);
+        assert_string_equal(kept, text);
+        finish(c);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_has(back, b, true);                      /* disk B untouched */
+        assert_has(back, "disk=wwn:0x5000aaaa ", true); /* disk A saved */
+        assert_has(back, "banana", false);              /* the bad line only aside */
+        free(kept);
+        kept = get_file(d.fd, name); /* the aside copy outlives the rewrite */
+        assert_string_equal(kept, text);
+        assert_mode(d.fd, name, 0600);
+        free(kept);
+        free(back);
+        free(name);
+        free(b);
+        free(text);
+        sdir_free(&d);
+}
+
+/* Bad as a whole: set aside by rename, learning starts afresh, the daemon carries on. */
+static void test_corrupt_file_set_aside(void **state)
+{
+        static const struct {
+                const char *text, *tag;
+        } cases[] = {
+            {"not a state file\n\001\002\003 garbage\n", "corrupt"},
+            {"diskpulse-canary-baselines 3\ndisk=wwn:0x5000aaaa mode=fdatasync path=/data "
+             "baseline=0.004 updates=40\n",
+             "unsupported"},
+            {"\n\n", NULL}, /* blank: no header, no records: an empty file */
+        };
+
+        (void)state;
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+                struct sdir d;
+                struct canary *c;
+                char prefix[64], *t, *name, *kept, *back;
+
+                sdir_new(&d, "/tmp");
+                put_file(d.fd, CANARY_STATE_FILE, cases[k].text, 0644);
+                c = start(d.fd, "wwn:0x5000aaaa", 1);
+                t = render(c);
+                assert_has(t, "diskpulse_sync_baseline_seconds{", false);
+                assert_has(t, WRITE_ERRORS_0, true);
+                free(t);
+                if (cases[k].tag) {
+                        snprintf(prefix, sizeof prefix, "%s.%s-", CANARY_STATE_FILE, cases[k].tag);
+                        name = aside_file(d.fd, prefix, true);
+                        kept = get_file(d.fd, name);
+                        assert_string_equal(kept, cases[k].text);
+                        free(kept);
+                        /* renamed, not copied: gone, or already a new file (the prober records
+                         * the disk, new to it, after its first probe) */
+                        if (faccessat(d.fd, CANARY_STATE_FILE, F_OK, 0) == 0) {
+                                kept = get_file(d.fd, CANARY_STATE_FILE);
+                                assert_has(kept, cases[k].text, false);
+                                free(kept);
+                        }
+                        free(name);
+                } else {
+                        assert_null(aside_file(d.fd, CANARY_STATE_FILE ".", false));
+                }
+                finish(c);
+                back = get_file(d.fd, CANARY_STATE_FILE);
+                assert_has(back, "diskpulse-canary-baselines 2\n", true);
+                assert_has(back, "disk=wwn:0x5000aaaa mode=fdatasync path=/data ", true);
+                assert_has(back, "baseline=0.004", false);
+                assert_mode(d.fd, CANARY_STATE_FILE, 0600);
+                free(back);
+                sdir_free(&d);
+        }
+
+        /* not a file at all: a directory in its place goes aside too */
+        struct sdir d;
+        struct canary *c;
+        char *name, *back;
+        struct stat st;
+
+        sdir_new(&d, "/tmp");
+        assert_int_equal(mkdirat(d.fd, CANARY_STATE_FILE, 0755), 0);
+        c = start(d.fd, "wwn:0x5000aaaa", 1);
+        name = aside_file(d.fd, CANARY_STATE_FILE ".corrupt-", true);
+        assert_int_equal(fstatat(d.fd, name, &st, 0), 0);
+        assert_true(S_ISDIR(st.st_mode));
+        finish(c);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_has(back, "disk=wwn:0x5000aaaa ", true);
+        free(back);
+        free(name);
+        sdir_free(&d);
+}
+
+/* A file this process cannot read (EACCES, as another user: fsuid 65534 in this thread) is not
+ * corrupt: it is neither set aside nor ever replaced, and each save that it prevents counts. */
+static void test_unreadable_file_never_replaced(void **state)
+{
+        struct sdir d;
+        struct canary *c;
+        char *text = state_text(""), *t, *back;
+
+        (void)state;
+        if (geteuid() != 0) {
+                print_message("skipped: needs root to read a file as another user\n");
+                skip();
+        }
+        sdir_new(&d, "/tmp");
+        assert_int_equal(fchmod(d.fd, 0777), 0);
+        put_file(d.fd, CANARY_STATE_FILE, text, 0600); /* root's */
+        setfsuid(65534);
+        if (setfsuid((uid_t)-1) != 65534)
+                fail_msg("setfsuid failed");
+        c = start(d.fd, "wwn:0x5000aaaa", 1);
+        setfsuid(0);
+        t = render(c);
+        assert_has(t, "diskpulse_sync_baseline_seconds{", false);
+        free(t);
+        stop(c);
+        assert_int_equal(write_errors(c), 1);
+        finish(c);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_string_equal(back, text);
+        assert_null(aside_file(d.fd, CANARY_STATE_FILE ".", false));
+        free(back);
+        free(text);
+        sdir_free(&d);
+}
+
+/* A tmpfs of 64 KiB on dir in a private mount namespace. False (and the reason printed) where
+ * that is impossible. */
+static bool mount_tiny_tmpfs(const char *dir)
+{
+        static bool unshared;
+
+        if (geteuid() != 0) {
+                print_message("skipped: needs root to mount a tmpfs\n");
+                return false;
+        }
+        if (!unshared) {
+                if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+                        print_message("skipped: no private mount namespace: %s\n", strerror(errno));
+                        return false;
+                }
+                unshared = true;
+        }
+        if (mount("diskpulse-test", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")) {
+                print_message("skipped: cannot mount a tmpfs: %s\n", strerror(errno));
+                return false;
+        }
+        return true;
+}
+
+static size_t count_entries(int dfd)
+{
+        int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *dir = fdopendir(fd);
+        struct dirent *e;
+        size_t n = 0;
+
+        assert_non_null(dir);
+        while ((e = readdir(dir)))
+                n += e->d_name[0] != '.' || (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."));
+        closedir(dir);
+        return n;
+}
+
+/* A full filesystem: saves while running and at stop fail with ENOSPC, each counted, the old
+ * file intact and no temp file left; once there is room the next save works. A read-only one
+ * (a corrupt file that cannot be set aside) leaves the file as it is and never writes it. */
+static void test_full_and_readonly_filesystem(void **state)
+{
+        struct sdir d;
+        struct canary *c;
+        char mnt[300], *text = state_text(""), *b = line_b(text), *back;
+        static char block[4096];
+        int fd, filler;
+
+        (void)state;
+        sdir_new(&d, "/tmp");
+        snprintf(mnt, sizeof mnt, "%s/mnt", d.path);
+        assert_int_equal(mkdir(mnt, 0755), 0);
+        if (!mount_tiny_tmpfs(mnt)) {
+                sdir_free(&d);
+                skip();
+        }
+        fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        put_file(fd, CANARY_STATE_FILE, text, 0600);
+        filler = openat(fd, "filler", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(filler >= 0);
+        memset(block, 'x', sizeof block);
+        while (write(filler, block, sizeof block) == (ssize_t)sizeof block)
+                ;
+        close(filler);
+
+        /* 20 probes 10 min apart: hourly observations move disk A's baseline, so the prober
+         * saves (and fails) while running; then once more at stop */
+        c = start(fd, "wwn:0x5000aaaa", 20);
+        long running = write_errors(c);
+        if (running < 1 || running > 4) /* one per hourly observation: 3 in 200 min */
+                fail_msg("%ld write errors while running, want 1 to 4", running);
+        stop(c);
+        assert_int_equal(write_errors(c), running + 1);
+        finish(c);
+        back = get_file(fd, CANARY_STATE_FILE);
+        assert_string_equal(back, text);
+        free(back);
+        assert_int_equal(count_entries(fd), 2); /* the file and the filler: no temp file */
+
+        /* room again: saved, disk B kept */
+        assert_int_equal(unlinkat(fd, "filler", 0), 0);
+        c = start(fd, "wwn:0x5000aaaa", 20);
+        stop(c);
+        assert_int_equal(write_errors(c), 0);
+        finish(c);
+        back = get_file(fd, CANARY_STATE_FILE);
+        assert_has(back, "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=idle baseline=0.00",
+                   true);
+        assert_has(back,
+                   "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=idle baseline=0.004 ",
+                   false);
+        assert_has(back, b, true);
+        assert_mode(fd, CANARY_STATE_FILE, 0600);
+        free(back);
+
+        /* read-only, with a corrupt file: it cannot go aside, so it stays and is never written */
+        put_file(fd, CANARY_STATE_FILE, "garbage\n", 0600);
+        assert_int_equal(mount(NULL, mnt, NULL, MS_REMOUNT | MS_RDONLY, NULL), 0);
+        c = start(fd, "wwn:0x5000aaaa", 1);
+        /* the prober's save of the disk (new: the records are empty) is the one prevented; the
+         * stop does not try again a file it must leave alone */
+        assert_int_equal(write_errors(c), 1);
+        stop(c);
+        assert_int_equal(write_errors(c), 1);
+        finish(c);
+        assert_int_equal(mount(NULL, mnt, NULL, MS_REMOUNT, NULL), 0);
+        back = get_file(fd, CANARY_STATE_FILE);
+        assert_string_equal(back, "garbage\n");
+        assert_int_equal(count_entries(fd), 1);
+        free(back);
+
+        close(fd);
+        assert_int_equal(umount2(mnt, MNT_DETACH), 0);
+        free(b);
+        free(text);
+        sdir_free(&d);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_good_file_used_and_tightened),
+            cmocka_unit_test(test_bad_line_keeps_good_records),
+            cmocka_unit_test(test_corrupt_file_set_aside),
+            cmocka_unit_test(test_unreadable_file_never_replaced),
+            cmocka_unit_test(test_full_and_readonly_filesystem),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,252 @@
+/* Unit tests of snapshot pages: small pages kept whole, big ones streamed (text, and gzip
+ * compressed as it is read), every body the same page; the stream keeps its snapshot alive. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "snapshot.h"
+#include "util.h"
+
+/* A snapshot of one set: a table of rows devices with two families, and a generic gauge. */
+static struct snapshot *make(size_t rows)
+{
+        static const char *const names[] = {"device", "model"};
+        struct mrows *r = mrows_new(names, 2);
+        struct mset *s = mset_new();
+        struct mtable *t;
+        char dev[32], model[64];
+
+        for (size_t i = 0; i < rows; i++) {
+                const char *v[2] = {dev, model};
+                snprintf(dev, sizeof dev, "sd%zu", i);
+                snprintf(model, sizeof model, "Model %zu \"x\"", i % 97);
+                mrows_add(r, v);
+        }
+        t = mtable_new(r, 2);
+        for (size_t i = 0; i < rows; i++)
+                mtable_add_row(t, i, 3, (const uint64_t[]){i * 7919, i * 104729 + 1});
+        mset_table_family(s, "a_total", "A.", MT_COUNTER, t, 0, MCELL_U64, 1);
+        mset_table_family(s, "b_seconds_total", "B.", MT_COUNTER, t, 1, MCELL_MILLIS, 3);
+        mset_gauge(s, "c", "C.", 0.5, NULL);
+        mtable_unref(t);
+        mrows_unref(r);
+        return snapshot_new(&s, 1, 0);
+}
+
+static char *gunzip(const void *in, size_t len, size_t *ret_len)
+{
+        z_stream z;
+        size_t cap = len * 16 + 4096;
+        char *out = xmalloc(cap);
+
+        memset(&z, 0, sizeof z);
+        assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+        z.next_in = (Bytef *)(uintptr_t)in;
+        z.avail_in = (uInt)len;
+        for (;;) {
+                int r;
+                z.next_out = (Bytef *)out + z.total_out;
+                z.avail_out = (uInt)(cap - z.total_out);
+                r = inflate(&z, Z_FINISH);
+                if (r == Z_STREAM_END)
+                        break;
+                assert_true(r == Z_OK || r == Z_BUF_ERROR);
+                cap *= 2;
+                out = xrealloc(out, cap);
+        }
+        assert_int_equal(z.avail_in, 0); /* one member, nothing after it */
+        *ret_len = z.total_out;
+        inflateEnd(&z);
+        return out;
+}
+
+/* The whole body: the cached buffer, or the stream read in pieces of varying size. */
+static char *body(struct snapshot *s, enum expo_format fmt, bool gz, bool *streamed, size_t *len)
+{
+        const void *buf;
+        struct page_stream *ps;
+        char *out;
+
+        assert_int_equal(snapshot_body(s, fmt, gz, &buf, len, &ps), 0);
+        *streamed = ps != NULL;
+        if (!ps) {
+                assert_non_null(buf);
+                out = xmalloc(*len + 1);
+                memcpy(out, buf, *len);
+                return out;
+        }
+        assert_null(buf);
+        {
+                size_t cap = 1 << 20, n = 0, piece = 1;
+                ssize_t k;
+                out = xmalloc(cap);
+                while ((k = page_stream_read(ps, out + n, piece)) > 0) {
+                        n += (size_t)k;
+                        piece = piece * 7 % 70001 + 1;
+                        if (cap - n < 70002) {
+                                cap *= 2;
+                                out = xrealloc(out, cap);
+                        }
+                }
+                assert_int_equal(k, 0);
+                assert_int_equal(page_stream_read(ps, out + n, 100), 0);
+                *len = n;
+        }
+        page_stream_free(ps);
+        return out;
+}
+
+static void check(size_t rows, bool want_text_streamed, bool want_gzip_streamed)
+{
+        struct snapshot *s = make(rows);
+        struct mset *const *sets;
+        size_t n = snapshot_sets(s, &sets);
+
+        for (int fmt = 0; fmt < _EXPO_FORMAT_MAX; fmt++) {
+                char *want, *text, *z, *plain;
+                size_t wl, tl, zl, pl;
+                bool streamed;
+
+                assert_int_equal(expo_render(sets, n, (enum expo_format)fmt, &want, &wl), 0);
+                text = body(s, (enum expo_format)fmt, false, &streamed, &tl);
+                assert_int_equal(streamed, want_text_streamed);
+                assert_int_equal(tl, wl);
+                assert_memory_equal(text, want, wl);
+                z = body(s, (enum expo_format)fmt, true, &streamed, &zl);
+                assert_int_equal(streamed, want_gzip_streamed);
+                assert_true(zl < wl / 4);
+                plain = gunzip(z, zl, &pl);
+                assert_int_equal(pl, wl);
+                assert_memory_equal(plain, want, wl);
+                free(want);
+                free(text);
+                free(z);
+                free(plain);
+        }
+        snapshot_unref(s);
+}
+
+static void test_small_page_kept_whole(void **state)
+{
+        (void)state;
+        check(100, false, false);
+}
+
+static void test_big_page_streamed_its_gzip_kept(void **state)
+{
+        (void)state;
+        /* some 6 MB of text: past the limit, its gzip form well under it */
+        check(60000, true, false);
+}
+
+static void test_huge_page_streamed_and_compressed_as_read(void **state)
+{
+        (void)state;
+        /* some 40 MB: even its gzip form is not kept */
+        check(400000, true, true);
+}
+
+static void test_stream_holds_the_snapshot(void **state)
+{
+        struct snapshot *s = make(60000);
+        const void *buf;
+        size_t len, total = 0;
+        struct page_stream *ps;
+        char piece[4096];
+        ssize_t k;
+        (void)state;
+
+        assert_int_equal(snapshot_body(s, EXPO_FORMAT_TEXT, false, &buf, &len, &ps), 0);
+        assert_non_null(ps);
+        snapshot_unref(s); /* the stream's own reference keeps the sets */
+        while ((k = page_stream_read(ps, piece, sizeof piece)) > 0)
+                total += (size_t)k;
+        assert_int_equal(k, 0);
+        assert_true(total > SNAPSHOT_CACHE_MAX);
+        assert_null(page_stream_free(ps));
+        assert_null(page_stream_free(NULL));
+}
+
+static void sleep_ms(unsigned ms)
+{
+        struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+}
+
+/* The first request for a form on a snapshot, as http.c makes it. */
+static void ask(struct publisher *p, enum expo_format fmt, bool gz)
+{
+        struct snapshot *s = publisher_get(p);
+        const void *buf;
+        size_t len;
+        struct page_stream *ps;
+
+        assert_int_equal(snapshot_body(s, fmt, gz, &buf, &len, &ps), 0);
+        assert_null(ps);
+        snapshot_unref(s);
+}
+
+static void test_steady_scraper_finds_its_page_made(void **state)
+{
+        struct publisher *p = publisher_new();
+        struct snapshot *s;
+        usec_t now;
+        (void)state;
+
+        /* a scraper every second asking for gzip'd OpenMetrics; snapshots come more often */
+        publisher_publish(p, make(50));
+        assert_int_equal(publisher_prepare(p, now_monotonic(), now_monotonic() + 450000), 0);
+        ask(p, EXPO_FORMAT_OPENMETRICS, true);
+        sleep_ms(1000);
+        publisher_publish(p, make(50));
+        ask(p, EXPO_FORMAT_OPENMETRICS, true);
+        sleep_ms(700);
+        publisher_publish(p, make(50));
+        s = publisher_get(p);
+        now = now_monotonic();
+        /* its next request (in some 300 ms) comes after the next snapshot: nothing yet */
+        assert_int_equal(publisher_prepare(p, now, now + 100000), 0);
+        assert_false(snapshot_page_ready(s, EXPO_FORMAT_OPENMETRICS, true));
+        /* before it: made now, and only that form, once */
+        assert_int_equal(publisher_prepare(p, now, now + 450000), 1);
+        assert_true(snapshot_page_ready(s, EXPO_FORMAT_OPENMETRICS, true));
+        assert_false(snapshot_page_ready(s, EXPO_FORMAT_TEXT, false));
+        assert_false(snapshot_page_ready(s, EXPO_FORMAT_TEXT, true));
+        assert_int_equal(publisher_prepare(p, now, now + 450000), 0);
+        snapshot_unref(s);
+        /* a scraper that has not come for two of its intervals is no longer waited for */
+        sleep_ms(1600);
+        publisher_publish(p, make(50));
+        now = now_monotonic();
+        assert_int_equal(publisher_prepare(p, now, now + 450000), 0);
+        /* nor one that comes every snapshot or more often (its request would find the page
+         * anyway) */
+        ask(p, EXPO_FORMAT_TEXT, false);
+        sleep_ms(60);
+        publisher_publish(p, make(50));
+        ask(p, EXPO_FORMAT_TEXT, false);
+        publisher_publish(p, make(50));
+        now = now_monotonic();
+        assert_int_equal(publisher_prepare(p, now, now + 100000), 0);
+        publisher_free(p);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_small_page_kept_whole),
+            cmocka_unit_test(test_big_page_streamed_its_gzip_kept),
+            cmocka_unit_test(test_huge_page_streamed_and_compressed_as_read),
+            cmocka_unit_test(test_stream_holds_the_snapshot),
+            cmocka_unit_test(test_steady_scraper_finds_its_page_made),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
