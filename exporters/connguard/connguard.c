@@ -8,7 +8,8 @@
  * the access handler, response sent, closed) and closes those past a deadline with shutdown(2),
  * which makes libmicrohttpd's next read fail and the connection go. Whether a kept-alive
  * connection has begun its next request is read from the kernel (tcp_info's bytes_received,
- * Linux 4.1+), so a request trickled in a byte at a time is timed from its first byte.
+ * Linux 4.6+), so a request trickled in a byte at a time is timed from its first byte, and so is
+ * whether a client has hung up before libmicrohttpd has seen it.
  *
  * One lock guards the table; libmicrohttpd's thread takes it in its callbacks, the guard's
  * thread while admitting and sweeping. A socket's fd is only touched while its connection is in
@@ -105,18 +106,31 @@ struct connguard {
         usec_t last_log;
 };
 
+/* tcp_info's tcpi_state values (the kernel's TCP_ESTABLISHED and TCP_CLOSE_WAIT, which
+ * <linux/tcp.h> does not define and <netinet/tcp.h>, which does, cannot be included beside it).
+ * Any other state of an accepted socket means it is closing: the peer has reset it, or one
+ * side or both have sent their FIN. */
+#define TCPI_STATE_ESTABLISHED 1
+#define TCPI_STATE_CLOSE_WAIT  8 /* only the peer's FIN has arrived */
+
+/* The kernel's view of a TCP socket; false for other sockets or kernels before 4.6. */
+static bool tcp_view(int fd, struct tcp_info *ti)
+{
+        socklen_t len = sizeof *ti;
+
+        memset(ti, 0, sizeof *ti);
+        return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) == 0 &&
+               len >=
+                   offsetof(struct tcp_info, tcpi_notsent_bytes) + sizeof(ti->tcpi_notsent_bytes);
+}
+
 /* Bytes the kernel has received on a TCP socket (tcp_info, RFC 4898 HCThruOctetsReceived);
- * 0 for other sockets or kernels before 4.1. */
+ * 0 for other sockets or old kernels. */
 static uint64_t rx_bytes(int fd)
 {
         struct tcp_info ti;
-        socklen_t len = sizeof ti;
 
-        memset(&ti, 0, sizeof ti);
-        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
-            len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received))
-                return 0;
-        return ti.tcpi_bytes_received;
+        return tcp_view(fd, &ti) ? ti.tcpi_bytes_received : 0;
 }
 
 /* Closes a refused socket with a reset: nothing is sent, and no state stays behind. */
@@ -238,13 +252,15 @@ static struct gconn *gconn_new(struct connguard *g, int fd, const struct netaddr
         return c;
 }
 
-/* Caller holds the lock; c is started and in the table. */
+/* Caller holds the lock; c is started and in the table. Counts the close in *counter unless
+ * counter is NULL. */
 static void shut(struct connguard *g, struct gconn *c, uint64_t *counter)
 {
         (void)shutdown(c->fd, SHUT_RDWR);
         c->closing = true;
         g->closing++;
-        (*counter)++;
+        if (counter)
+                (*counter)++;
 }
 
 /* Caller holds the lock. Connections open from c's address (unix-domain clients count as one). */
@@ -284,6 +300,47 @@ static struct gconn *pick_victim(struct connguard *g, usec_t now, usec_t min_age
         return best;
 }
 
+/* Caller holds the lock. Shuts the connections between requests, from key's address when key
+ * is not NULL, that are closing already (the client has hung up, or the response said
+ * "Connection: close") and that libmicrohttpd has still to close (a scraper that connects again
+ * right after its response finds its old connection still counted); true if there was one.
+ * They are gone already: not evictions. */
+static bool reap_hung_up(struct connguard *g, const struct addrkey *key)
+{
+        bool any = false;
+
+        for (size_t fd = 0; fd < g->nbyfd; fd++) {
+                struct gconn *c = g->byfd[fd];
+                struct tcp_info ti;
+
+                if (!c || !c->started || c->closing || c->phase != PHASE_IDLE ||
+                    (key && !(c->keyed && addrkey_equal(c->key, *key))) || !tcp_view(c->fd, &ti) ||
+                    ti.tcpi_state == TCPI_STATE_ESTABLISHED || ti.tcpi_bytes_received != c->rx_mark)
+                        continue;
+                shut(g, c, NULL);
+                any = true;
+        }
+        return any;
+}
+
+/* Caller holds the lock. Whether a connection being answered is about to go by itself: it is
+ * closing, and if only the client has hung up, nothing is left to send (the response is out;
+ * libmicrohttpd has still to report it sent and close it). */
+static bool closing_soon(struct connguard *g)
+{
+        for (size_t fd = 0; fd < g->nbyfd; fd++) {
+                struct gconn *c = g->byfd[fd];
+                struct tcp_info ti;
+
+                if (c && c->started && !c->closing && c->phase == PHASE_HANDLING &&
+                    tcp_view(c->fd, &ti) && ti.tcpi_state != TCPI_STATE_ESTABLISHED &&
+                    (ti.tcpi_state != TCPI_STATE_CLOSE_WAIT ||
+                     (ti.tcpi_notsent_bytes == 0 && ti.tcpi_unacked == 0)))
+                        return true;
+        }
+        return false;
+}
+
 enum verdict { ADMIT, REFUSE_NETWORK, REFUSE_ADDRESS, REFUSE_LIMIT };
 
 /* Caller holds the lock. On ADMIT, *ret is the new pending record in the table. */
@@ -305,7 +362,7 @@ static enum verdict admit(struct connguard *g, int fd, const struct sockaddr *sa
                  * longest (a client that reconnects is not locked out by its stale ones). */
                 k = netaddr_key(&a);
                 load = addrmap_get(&g->addrs, k);
-                if (load >= g->cfg.max_per_address) {
+                if (load >= g->cfg.max_per_address && !reap_hung_up(g, &k)) {
                         struct gconn *victim = pick_victim(g, now, EVICT_MIN_AGE, &k, 0);
                         if (!victim)
                                 return REFUSE_ADDRESS;
@@ -314,6 +371,8 @@ static enum verdict admit(struct connguard *g, int fd, const struct sockaddr *sa
         } else {
                 load = g->unkeyed;
         }
+        if (g->live - g->closing >= g->cfg.max_connections)
+                (void)reap_hung_up(g, NULL); /* connections already gone make room first */
         if (g->live - g->closing >= g->cfg.max_connections) {
                 /* Full: an address holding more connections than this one's gives one up, so
                  * that flooding from some addresses cannot lock out the others; failing that,
@@ -378,9 +437,11 @@ static void set_listening(struct connguard *g, bool on)
 }
 
 /* Whether accepting should wait a moment for libmicrohttpd: it has many connections handed
- * over and not started, or the slack above the limit is full of ones it has still to close.
- * Either passes in milliseconds; refusing meanwhile would reset a scraper that waiting lets
- * in (an evicted attacker makes room for it once libmicrohttpd has started the others). */
+ * over and not started, the slack above the limit is full of ones it has still to close, or
+ * it is full and one whose client has gone is about to close. Each passes in milliseconds;
+ * refusing meanwhile would reset a scraper that waiting lets in (an evicted attacker makes room
+ * for it once libmicrohttpd has started the others; a scraper that connects again right after
+ * its response finds the old connection gone). */
 static bool throttle(struct connguard *g, usec_t now)
 {
         bool busy;
@@ -388,7 +449,8 @@ static bool throttle(struct connguard *g, usec_t now)
         pthread_mutex_lock(&g->lock);
         busy = g->pending >= PENDING_LIMIT ||
                (g->closing > 0 &&
-                g->live >= g->cfg.max_connections + EVICT_SLACK(g->cfg.max_connections));
+                g->live >= g->cfg.max_connections + EVICT_SLACK(g->cfg.max_connections)) ||
+               (g->live - g->closing >= g->cfg.max_connections && closing_soon(g));
         pthread_mutex_unlock(&g->lock);
         if (!busy) {
                 g->throttled_since = 0;
