@@ -85,10 +85,10 @@ static const struct opt_def opts[] = {
      "probe the filesystem of DIR; MODE fdatasync (default), append, dsync or direct; "
      "repeatable (default: the state directory)"},
     {"canary.interval", OPT_DURATION, OFF(canary_interval), false, "DUR",
-     "time between two probe cycles of a canary target, +-10% jitter (default 1m)"},
+     "time between two probe cycles of a canary target, +-10% jitter (default 3m)"},
     {"canary.burst", OPT_COUNT, OFF(canary_burst), false, "N",
      "back-to-back probes after each spaced one, their median the busy regime; 0: none "
-     "(default 3)"},
+     "(default 16)"},
     {"canary.size", OPT_SIZE, OFF(canary_size), false, "BYTES",
      "bytes written by each probe; k, M suffixes (default 4096)"},
     {"canary.timeout", OPT_DURATION, OFF(canary_timeout), false, "DUR",
@@ -619,8 +619,8 @@ static void set_defaults(struct dp_options *o)
         o->smart_interval = 600 * USEC_PER_SEC;
         o->smart_timeout = 10 * USEC_PER_SEC;
         o->smart_powermode = SMART_PM_STANDBY;
-        o->canary_interval = 60 * USEC_PER_SEC;
-        o->canary_burst = 3;
+        o->canary_interval = 180 * USEC_PER_SEC;
+        o->canary_burst = 16;
         o->canary_timeout = 30 * USEC_PER_SEC;
         o->canary_size = 4096;
         /* systemd's StateDirectory= may list several, separated by ':'; the first is ours. */

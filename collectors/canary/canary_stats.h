@@ -63,8 +63,8 @@
  *
  * Regimes: each probe cycle measures two things with these statistics, one canary_stats each:
  * the spaced probe that opens a cycle after --canary.interval of quiet ("idle": what a lone
- * commit costs) and the median of the back-to-back burst that follows it ("busy": what a commit
- * costs in a stream). Their families carry a regime label; the busy/idle ratio compares the two
+ * commit costs) and the median of the second half of the back-to-back burst that follows it
+ * ("busy": what a commit costs in a stream; the first half is the warm-up after the quiet). Their families carry a regime label; the busy/idle ratio compares the two
  * recent medians.
  *
  * State file format (line oriented, ASCII, version header first, '#' comments and blank lines

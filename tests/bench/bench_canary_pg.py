@@ -167,7 +167,7 @@ def main():
         finally:
             as_postgres([os.path.join(bindir, "pg_ctl"), "-D", pgdata, "-m", "fast", "-w", "stop"])
         one = canary_phase(fs, "a cycle a second (--canary.interval=1s)", seconds, "--canary.interval=1s")
-        dflt = canary_phase(fs, "at the defaults (a cycle a minute)", cycles * 60)
+        dflt = canary_phase(fs, "at the defaults (a cycle every 3 minutes)", cycles * 180)
         io1 = ioping(fs.mnt, "1", min(seconds, 120))
         io0 = ioping(fs.mnt, "0", 500)
         tf = pg_test_fsync(bindir, os.path.join(fs.mnt, "pg_test_fsync.out"))

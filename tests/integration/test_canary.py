@@ -26,7 +26,7 @@ EXT4_GOING_FLAGS_NOLOGFLUSH = 2
 ACCURACY = 0.15  # the canary's median within 15 % of ioping's
 ACCURACY_ATTEMPTS = 3
 BUSY_ACCURACY = 0.20  # the busy median within 20 % of a back-to-back ioping run's
-BURST = 3  # the default --canary.burst
+BURST = 16  # the default --canary.burst
 
 
 def sv(m, name, path, mode="fdatasync", **extra):
@@ -90,7 +90,7 @@ def test_modes():
             ratio = sv(m, "diskpulse_sync_flush_ratio", fs.mnt, mode)
             bi = sv(m, "diskpulse_sync_busy_idle_ratio", fs.mnt, mode)
             dp.check(device_of(m, fs.mnt, mode) == fs.dev, "%s: device label is %s" % (mode, fs.dev))
-            # every cycle: one spaced probe (an idle sample) and a burst of 3 (one busy sample);
+            # every cycle: one spaced probe (an idle sample) and a burst (one busy sample);
             # a scrape may land inside a cycle
             dp.check(n >= 25 and ci is not None and cb is not None and 0 <= n - (ci + BURST * cb) <= BURST
                      and cb <= ci <= cb + 1,
@@ -108,13 +108,15 @@ def test_modes():
             dp.check(not [k for k in m if k[0] == "diskpulse_sync_errors_total" and ("path", fs.mnt) in k[1]
                           and ("mode", mode) in k[1]], "%s: no errors" % mode)
             dp.check(sv(m, "diskpulse_sync_stuck", fs.mnt, mode) == 0, "%s: not stuck" % mode)
+            # A target counts the device's flushes over its own cycles, so the other three
+            # targets' flushes during them count too: at most 3.5 a probe per target at work.
             if mode != "direct" or not fua:
-                dp.check(ratio is not None and 0.9 <= ratio <= 3.5,
+                dp.check(ratio is not None and 0.9 <= ratio <= 3.5 * len(MODES),
                          "%s: every probe reached the disk as a flush (ratio %s)" % (mode, ratio))
             print("  %-9s idle median %.3f ms, p99 %.3f ms; busy median %.3f ms; flushes/probe %s" %
                   (mode, q[0] * 1e3, q[2] * 1e3, busy(m, "diskpulse_sync_recent_seconds", fs.mnt, mode, quantile="0.5") * 1e3,
                    ratio))
-        dp.check(f1 - f0 >= 0.9 * (p1 - p0),
+        dp.check(0.9 * (p1 - p0) <= f1 - f0 <= 3.5 * (p1 - p0),
                  "independent count: %d flushes on %s for %d probes" % (f1 - f0, fs.dev, p1 - p0))
         tids = [t for t in os.listdir("/proc/%d/task" % d.proc.pid)
                 if open("/proc/%d/task/%s/comm" % (d.proc.pid, t)).read().strip() == "dp-canary"]
@@ -222,10 +224,14 @@ def test_full_filesystem():
             filled = fill(os.path.join(fs.mnt, "filler"))
             m, ok = scrape_until(d, lambda m: errors(m, fs.mnt, "ENOSPC", "append") >= 1, 15)
             dp.check(ok, "full filesystem (%d MiB written): append probes fail with ENOSPC" % (filled >> 20))
-            # a target added by SIGHUP must prepare its file: ENOSPC at open
+            # a target added by SIGHUP must prepare its file: ENOSPC at open. The append target
+            # closes its grown file at each ENOSPC and frees its blocks (up to a burst's worth
+            # each time it reopens): top the filesystem up again while waiting, so that it stays full.
             open(conf, "w").write(base + "canary.path = %s:fdatasync\n" % sub)
             d.signal(signal.SIGHUP)
-            m, ok = scrape_until(d, lambda m: errors(m, sub, "ENOSPC") >= 1 and not up(m, sub), 10)
+            topups = iter(range(1000))
+            m, ok = scrape_until(d, lambda m: fill(os.path.join(fs.mnt, "filler.%d" % next(topups))) >= 0 and
+                                 errors(m, sub, "ENOSPC") >= 1 and not up(m, sub), 10)
             dp.check(ok, "full filesystem: a target added by reload counts ENOSPC at open")
             n0 = probes(m, fs.mnt)
             m, ok = scrape_until(d, lambda m: probes(m, fs.mnt) >= n0 + 5, 10)
@@ -337,8 +343,11 @@ def test_accuracy():
     with dp.LoopFs() as fs:
         for attempt in range(ACCURACY_ATTEMPTS):
             before = ioping_median(fs.mnt)
-            with dp.Daemon(BIN, *FAST, "--canary.path=" + fs.mnt) as d:
-                m, ok = scrape_until(d, lambda m: probes(m, fs.mnt) >= 80 * (1 + BURST), 40)
+            # Like with like: ioping -i 0.1 has nothing between its requests, so no burst either.
+            # 100 ms after a burst of 16 the CPUs are still warm (the spaced probe read 0.65 ms
+            # against ioping's 0.8); 3 minutes after one, at the default interval, nothing is left.
+            with dp.Daemon(BIN, *FAST, "--canary.burst=0", "--canary.path=" + fs.mnt) as d:
+                m, ok = scrape_until(d, lambda m: probes(m, fs.mnt) >= 80, 40)
                 canary = idle(m, "diskpulse_sync_recent_seconds", fs.mnt, quantile="0.5")
             after = ioping_median(fs.mnt)
             ref = (before + after) / 2

@@ -437,12 +437,12 @@ static void test_hang_is_stuck_not_blocking(void **state)
         finish(c);
 }
 
-/* Each cycle: the spaced probe (idle), then at once the burst, whose median is the busy
- * sample; every probe counts in probes_total and the flush ratio; no pause inside a burst, and
+/* Each cycle: the spaced probe (idle), then at once the burst, the median of whose second
+ * half (the first warms up) is the busy sample; every probe counts in probes_total and the flush ratio; no pause inside a burst, and
  * the next spaced probe starts a whole (jittered) interval after the burst ended. */
 static void test_burst_feeds_busy(void **state)
 {
-        static const double lat[] = {4, 1, 3, 2, 5, 2, 1, 3, 6, 9, 8, 7};
+        static const double lat[] = {4, 9, 7, 1, 3, 5, 6, 5, 2, 2, 6, 20, 30, 9, 7};
         struct canary_config cfg = config(one_target, 1, -1);
         struct canary *c;
         char *t;
@@ -450,16 +450,17 @@ static void test_burst_feeds_busy(void **state)
         (void)state;
         fake_reset();
         fk.lat_ms = lat;
-        fk.n_lat = 12;
+        fk.n_lat = 15;
         fk.advance_clock = true;
         fk.limit = 3;
-        cfg.burst = 3;
+        cfg.burst = 4;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
         WAIT_FOR(fk.sleeps >= 3);
-        assert_int_equal(fk.probes_started, 12);
+        assert_int_equal(fk.probes_started, 15);
         t = render(c);
-        /* idle: 4, 5, 6 ms; busy: median(1, 3, 2), median(2, 1, 3), median(9, 8, 7) */
+        /* idle: 4, 5, 6 ms; busy: median(1, 3), median(2, 2), median(9, 7) (the whole bursts' medians
+         * would be 5, 3.5 and 14.5) */
         assert_line(t, "diskpulse_sync_latency_seconds_count{" LI "} 3");
         assert_true(fabs(sample(t, "diskpulse_sync_latency_seconds_sum{" LI "}") - 0.015) < 1e-12);
         assert_line(t, "diskpulse_sync_latency_seconds_bucket{" LI ",le=\"0.0025\"} 0");
@@ -472,23 +473,23 @@ static void test_burst_feeds_busy(void **state)
         assert_line(t, "diskpulse_sync_recent_seconds{" LI ",quantile=\"0.5\"} 0.005");
         assert_line(t, "diskpulse_sync_recent_seconds{" LB ",quantile=\"0.5\"} 0.002");
         assert_line(t, "diskpulse_sync_busy_idle_ratio{" L "} 0.4");
-        assert_line(t, "diskpulse_sync_probes_total{" L "} 12");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 15");
         assert_line(t, "diskpulse_sync_flush_ratio{" L "} 1");
         assert_no(t, "diskpulse_sync_busy_idle_ratio{" LI);
         free(t);
         for (unsigned cyc = 0; cyc < 3; cyc++) {
-                unsigned i = 4 * cyc;
+                unsigned i = 5 * cyc;
                 /* the burst: no sleep between its probes, each starts when the one before ended */
-                for (unsigned k = 1; k < 4; k++) {
+                for (unsigned k = 1; k < 5; k++) {
                         assert_int_equal(fk.sleeps_at[i + k], fk.sleeps_at[i]);
                         assert_true(fk.start_at[i + k] ==
                                     fk.start_at[i + k - 1] + (usec_t)(lat[i + k - 1] * 1000));
                 }
                 /* the next spaced probe: after one sleep of 9 to 11 s from the burst's end */
                 if (cyc < 2) {
-                        usec_t burst_end = fk.start_at[i + 3] + (usec_t)(lat[i + 3] * 1000);
-                        usec_t gap = fk.start_at[i + 4] - burst_end;
-                        assert_int_equal(fk.sleeps_at[i + 4], fk.sleeps_at[i] + 1);
+                        usec_t burst_end = fk.start_at[i + 4] + (usec_t)(lat[i + 4] * 1000);
+                        usec_t gap = fk.start_at[i + 5] - burst_end;
+                        assert_int_equal(fk.sleeps_at[i + 5], fk.sleeps_at[i] + 1);
                         assert_true(gap >= 9 * USEC_PER_SEC && gap <= 11 * USEC_PER_SEC);
                 }
         }

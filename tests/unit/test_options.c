@@ -429,8 +429,8 @@ static void test_canary_flags(void **state)
         assert_int_equal(o.n_canary, 1);
         assert_string_equal(o.canary[0].path, "/srv/dp");
         assert_int_equal(o.canary[0].mode, CANARY_MODE_FDATASYNC);
-        assert_true(o.canary_interval == 60 * USEC_PER_SEC);
-        assert_int_equal(o.canary_burst, 3);
+        assert_true(o.canary_interval == 180 * USEC_PER_SEC);
+        assert_int_equal(o.canary_burst, 16);
         assert_true(o.canary_timeout == 30 * USEC_PER_SEC);
         assert_true(o.canary_size == 4096);
         assert_true(o.collector[COLLECTOR_CANARY]);
