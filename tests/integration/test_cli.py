@@ -146,8 +146,8 @@ def once_with_canary():
         ci = dp.value(m, "diskpulse_sync_latency_seconds_count", path=d, mode=mode, regime="idle")
         cb = dp.value(m, "diskpulse_sync_latency_seconds_count", path=d, mode=mode, regime="busy")
         up = dp.value(m, "diskpulse_sync_target_up", path=d, mode=mode)
-        dp.check(n == 4 and ci == 1 and cb == 1 and up == 1,
-                 "--once runs one %s cycle, a spaced probe and a burst of 3: probes %s, idle count %s, "
+        dp.check(n == 17 and ci == 1 and cb == 1 and up == 1,
+                 "--once runs one %s cycle, a spaced probe and the default burst of 16: probes %s, idle count %s, "
                  "busy count %s, up %s" % (mode, n, ci, cb, up))
     dp.check(dp.value(m, "diskpulse_sync_errors_total", path=gone, errno="ENOENT") == 1 and
              dp.value(m, "diskpulse_sync_target_up", path=gone) == 0,

@@ -4,7 +4,7 @@
 Starts Debian's prometheus on loopback (temp storage) with etc/prometheus/prometheus.yml and
 diskpulse.rules.yml, the scrape and evaluation intervals set to 1 s and the target set to a
 diskpulse with two canary targets probed every second (each cycle a spaced probe and a burst of
-3); lets it scrape for a minute; then checks through Prometheus' HTTP API that the target is up
+16); lets it scrape for a minute; then checks through Prometheus' HTTP API that the target is up
 and was scraped as OpenMetrics, that every family is stored with its type and every series of
 the page is stored, that every rule evaluates without error and the recording rules hold sane
 numbers (the canary's per regime), that nothing fires on this healthy
