@@ -4,6 +4,7 @@ after a shutdown, a removed directory and a frozen filesystem, with recovery fro
 regime's median against ioping -W at the same spacing and the busy regime's against a
 back-to-back ioping -W -i 0, each measured just before and after on the same filesystem; and
 SIGTERM within a second with canaries probing, the state file left as it was."""
+import errno
 import fcntl
 import os
 import re
@@ -184,7 +185,12 @@ def fill(path):
     """Writes path until the filesystem is full; returns the bytes written."""
     n = 0
     buf = b"\xa5" * (1 << 20)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        return 0  # too full for even a new file's directory entry
     try:
         while True:
             try:
@@ -225,19 +231,27 @@ def test_full_filesystem():
             m, ok = scrape_until(d, lambda m: errors(m, fs.mnt, "ENOSPC", "append") >= 1, 15)
             dp.check(ok, "full filesystem (%d MiB written): append probes fail with ENOSPC" % (filled >> 20))
             # a target added by SIGHUP must prepare its file: ENOSPC at open. The append target
-            # closes its grown file at each ENOSPC and frees its blocks (up to a burst's worth
-            # each time it reopens): top the filesystem up again while waiting, so that it stays full.
-            open(conf, "w").write(base + "canary.path = %s:fdatasync\n" % sub)
+            # frees its grown file at each ENOSPC (and a burst's worth each time it reopens), so
+            # it is taken out first and the space it held filled; then only the overwriting
+            # target, which needs no space, runs beside the new one.
+            only = "canary.path = %s:fdatasync\n" % fs.mnt
+            open(conf, "w").write(only)
             d.signal(signal.SIGHUP)
-            topups = iter(range(1000))
-            m, ok = scrape_until(d, lambda m: fill(os.path.join(fs.mnt, "filler.%d" % next(topups))) >= 0 and
-                                 errors(m, sub, "ENOSPC") >= 1 and not up(m, sub), 10)
+            m, ok = scrape_until(d, lambda m: device_of(m, fs.mnt, "append") is None, 10)
+            time.sleep(0.5)  # its thread closes the file as it exits
+            filled += fill(os.path.join(fs.mnt, "filler.2"))
+            open(conf, "w").write(only + "canary.path = %s:fdatasync\n" % sub)
+            d.signal(signal.SIGHUP)
+            m, ok = scrape_until(d, lambda m: errors(m, sub, "ENOSPC") >= 1 and not up(m, sub), 10)
             dp.check(ok, "full filesystem: a target added by reload counts ENOSPC at open")
             n0 = probes(m, fs.mnt)
             m, ok = scrape_until(d, lambda m: probes(m, fs.mnt) >= n0 + 5, 10)
             dp.check(ok and up(m, fs.mnt) and errors(m, fs.mnt, "ENOSPC") == 0,
                      "full filesystem: overwriting probes need no space and keep working")
             os.unlink(os.path.join(fs.mnt, "filler"))
+            os.unlink(os.path.join(fs.mnt, "filler.2"))
+            open(conf, "w").write(base + "canary.path = %s:fdatasync\n" % sub)
+            d.signal(signal.SIGHUP)
             m, ok = scrape_until(d, lambda m: up(m, sub) and up(m, fs.mnt, "append") and probes(m, sub) >= 2, 15)
             dp.check(ok, "full filesystem: append and the new target up again once space is freed")
             open(conf, "w").write(base)
