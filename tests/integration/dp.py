@@ -274,12 +274,19 @@ def wait_until(pred, timeout, poll=0.05):
         time.sleep(poll)
 
 
-def fill_filesystem(path):
+def fill_filesystem(path, name="filler"):
     """Fills the filesystem of path: one big file until ENOSPC, then 4 KiB and 1-byte files
-    until ENOSPC (delayed allocation holds blocks back; FACTS.md). Returns the bytes written."""
+    until ENOSPC (delayed allocation holds blocks back; FACTS.md), all named name*, so that a
+    second call with another name tops a filesystem up. Returns the bytes written."""
     n = 0
     buf = b"\x5a" * (1 << 20)
-    with open(os.path.join(path, "filler"), "wb", buffering=0) as f:
+    try:
+        big = open(os.path.join(path, name), "wb", buffering=0)
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        return 0  # too full for even a new file's directory entry
+    with big as f:
         try:
             while True:
                 n += f.write(buf)
@@ -292,7 +299,7 @@ def fill_filesystem(path):
     for size in (4096, 1):
         for i in range(100000):
             try:
-                with open(os.path.join(path, "filler-%d-%d" % (size, i)), "wb") as f:
+                with open(os.path.join(path, "%s-%d-%d" % (name, size, i)), "wb") as f:
                     f.write(buf[:size])
                     f.flush()
                     os.fsync(f.fileno())

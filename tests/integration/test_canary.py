@@ -4,7 +4,6 @@ after a shutdown, a removed directory and a frozen filesystem, with recovery fro
 regime's median against ioping -W at the same spacing and the busy regime's against a
 back-to-back ioping -W -i 0, each measured just before and after on the same filesystem; and
 SIGTERM within a second with canaries probing, the state file left as it was."""
-import errno
 import fcntl
 import os
 import re
@@ -28,6 +27,10 @@ ACCURACY = 0.15  # the canary's median within 15 % of ioping's
 ACCURACY_ATTEMPTS = 3
 BUSY_ACCURACY = 0.20  # the busy median within 20 % of a back-to-back ioping run's
 BURST = 16  # the default --canary.burst
+# test_modes' burst: four targets on one device probing at once have their simultaneous flushes
+# merged by the block layer into one (bursts of 16 every 100 ms gave 38 device flushes for 68
+# probes), which the independent count must not see; bursts of 3 rarely overlap.
+MODES_BURST = 3
 
 
 def sv(m, name, path, mode="fdatasync", **extra):
@@ -77,7 +80,8 @@ def scrape_until(d, pred, timeout):
 
 
 def test_modes():
-    with dp.LoopFs() as fs, dp.Daemon(BIN, *FAST, *["--canary.path=%s:%s" % (fs.mnt, m) for m in MODES]) as d:
+    with dp.LoopFs() as fs, dp.Daemon(BIN, *FAST, "--canary.burst=%d" % MODES_BURST,
+                                      *["--canary.path=%s:%s" % (fs.mnt, m) for m in MODES]) as d:
         m, ok = scrape_until(d, lambda m: all(up(m, fs.mnt, x) and probes(m, fs.mnt, x) >= 5 for x in MODES), 20)
         dp.check(ok, "modes: all four targets up with 5 probes within 20 s")
         f0, p0 = dp.diskstats_field(fs.dev, 15), sum(probes(m, fs.mnt, x) for x in MODES)
@@ -93,9 +97,9 @@ def test_modes():
             dp.check(device_of(m, fs.mnt, mode) == fs.dev, "%s: device label is %s" % (mode, fs.dev))
             # every cycle: one spaced probe (an idle sample) and a burst (one busy sample);
             # a scrape may land inside a cycle
-            dp.check(n >= 25 and ci is not None and cb is not None and 0 <= n - (ci + BURST * cb) <= BURST
+            dp.check(n >= 25 and ci is not None and cb is not None and 0 <= n - (ci + MODES_BURST * cb) <= MODES_BURST
                      and cb <= ci <= cb + 1,
-                     "%s: probes_total %s = idle count %s + %d x busy count %s" % (mode, n, ci, BURST, cb))
+                     "%s: probes_total %s = idle count %s + %d x busy count %s" % (mode, n, ci, MODES_BURST, cb))
             for regime, get in (("idle", idle), ("busy", busy)):
                 last = get(m, "diskpulse_sync_last_seconds", fs.mnt, mode)
                 q = [get(m, "diskpulse_sync_recent_seconds", fs.mnt, mode, quantile=x) for x in ("0.5", "0.9", "0.99")]
@@ -109,10 +113,8 @@ def test_modes():
             dp.check(not [k for k in m if k[0] == "diskpulse_sync_errors_total" and ("path", fs.mnt) in k[1]
                           and ("mode", mode) in k[1]], "%s: no errors" % mode)
             dp.check(sv(m, "diskpulse_sync_stuck", fs.mnt, mode) == 0, "%s: not stuck" % mode)
-            # A target counts the device's flushes over its own cycles, so the other three
-            # targets' flushes during them count too: at most 3.5 a probe per target at work.
             if mode != "direct" or not fua:
-                dp.check(ratio is not None and 0.9 <= ratio <= 3.5 * len(MODES),
+                dp.check(ratio is not None and 0.9 <= ratio <= 3.5,
                          "%s: every probe reached the disk as a flush (ratio %s)" % (mode, ratio))
             print("  %-9s idle median %.3f ms, p99 %.3f ms; busy median %.3f ms; flushes/probe %s" %
                   (mode, q[0] * 1e3, q[2] * 1e3, busy(m, "diskpulse_sync_recent_seconds", fs.mnt, mode, quantile="0.5") * 1e3,
@@ -181,42 +183,6 @@ def test_turned_readonly():
             dp.check(errors(m, fs.mnt, "EROFS") >= 1, "turned read-only: the errors stay counted")
 
 
-def fill(path):
-    """Writes path until the filesystem is full; returns the bytes written."""
-    n = 0
-    buf = b"\xa5" * (1 << 20)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        return 0  # too full for even a new file's directory entry
-    try:
-        while True:
-            try:
-                w = os.write(fd, buf)
-                n += w
-                if w < len(buf):
-                    break
-            except OSError:
-                break
-        try:
-            os.fsync(fd)
-        except OSError:
-            pass
-        # blocks a delayed allocation still held back
-        for chunk in (65536, 4096):
-            while True:
-                try:
-                    os.write(fd, buf[:chunk])
-                    n += chunk
-                except OSError:
-                    break
-    finally:
-        os.close(fd)
-    return n
-
-
 def test_full_filesystem():
     with dp.LoopFs(size_mb=64, mkfs_args=["-m", "0"]) as fs:
         sub = os.path.join(fs.mnt, "sub")
@@ -227,7 +193,7 @@ def test_full_filesystem():
         with dp.Daemon(BIN, *FAST, "--config.file=" + conf) as d:
             m, ok = scrape_until(d, lambda m: up(m, fs.mnt) and up(m, fs.mnt, "append"), 10)
             dp.check(ok, "full filesystem: both targets up before")
-            filled = fill(os.path.join(fs.mnt, "filler"))
+            filled = dp.fill_filesystem(fs.mnt)
             m, ok = scrape_until(d, lambda m: errors(m, fs.mnt, "ENOSPC", "append") >= 1, 15)
             dp.check(ok, "full filesystem (%d MiB written): append probes fail with ENOSPC" % (filled >> 20))
             # a target added by SIGHUP must prepare its file: ENOSPC at open. The append target
@@ -239,7 +205,7 @@ def test_full_filesystem():
             d.signal(signal.SIGHUP)
             m, ok = scrape_until(d, lambda m: device_of(m, fs.mnt, "append") is None, 10)
             time.sleep(0.5)  # its thread closes the file as it exits
-            filled += fill(os.path.join(fs.mnt, "filler.2"))
+            filled += dp.fill_filesystem(fs.mnt, "filler2")
             open(conf, "w").write(only + "canary.path = %s:fdatasync\n" % sub)
             d.signal(signal.SIGHUP)
             m, ok = scrape_until(d, lambda m: errors(m, sub, "ENOSPC") >= 1 and not up(m, sub), 10)
@@ -248,8 +214,7 @@ def test_full_filesystem():
             m, ok = scrape_until(d, lambda m: probes(m, fs.mnt) >= n0 + 5, 10)
             dp.check(ok and up(m, fs.mnt) and errors(m, fs.mnt, "ENOSPC") == 0,
                      "full filesystem: overwriting probes need no space and keep working")
-            os.unlink(os.path.join(fs.mnt, "filler"))
-            os.unlink(os.path.join(fs.mnt, "filler.2"))
+            dp.unfill_filesystem(fs.mnt)
             open(conf, "w").write(base + "canary.path = %s:fdatasync\n" % sub)
             d.signal(signal.SIGHUP)
             m, ok = scrape_until(d, lambda m: up(m, sub) and up(m, fs.mnt, "append") and probes(m, sub) >= 2, 15)
