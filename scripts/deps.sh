@@ -28,6 +28,28 @@ if [ "$(id -u)" -ne 0 ]; then
         command -v sudo >/dev/null || { echo "deps: not root and no sudo; install: ${missing[*]}" >&2; exit 1; }
         sudo=(sudo)
 fi
+# Another apt (a boot-time apt-daily run, unattended-upgrades, a second install) may hold the dpkg
+# or lists lock for a while: wait for it instead of failing. DPkg::Lock::Timeout covers the dpkg
+# lock; `apt-get update` takes the lists lock, which it does not wait for, so that is retried.
+apt_get() {
+        local log rc
+        log=$(mktemp)
+        for _ in $(seq 60); do
+                rc=0
+                "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+                        apt-get -o DPkg::Lock::Timeout=600 "$@" 2>&1 | tee "$log" || rc=$?
+                if [ $rc -ne 0 ] && grep -q "Could not get lock" "$log"; then
+                        echo "deps: apt is busy elsewhere; trying again in 10 s" >&2
+                        sleep 10
+                        continue
+                fi
+                rm -f "$log"
+                return $rc
+        done
+        rm -f "$log"
+        echo "deps: apt stayed locked for 10 minutes" >&2
+        return 1
+}
 echo "deps: installing ${missing[*]}"
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+apt_get update -q
+apt_get install -y -q --no-install-recommends "${missing[@]}"

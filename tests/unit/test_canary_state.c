@@ -480,13 +480,14 @@ static void test_unreadable_file_never_replaced(void **state)
 {
         struct sdir d;
         struct canary *c;
-        char *text = state_text(""), *t, *back;
+        char *text, *t, *back;
 
         (void)state;
         if (geteuid() != 0) {
                 print_message("skipped: needs root to read a file as another user\n");
                 skip();
         }
+        text = state_text("");
         sdir_new(&d, "/tmp");
         assert_int_equal(fchmod(d.fd, 0777), 0);
         put_file(d.fd, CANARY_STATE_FILE, text, 0600); /* root's */
@@ -563,6 +564,8 @@ static void test_full_and_readonly_filesystem(void **state)
         snprintf(mnt, sizeof mnt, "%s/mnt", d.path);
         assert_int_equal(mkdir(mnt, 0755), 0);
         if (!mount_tiny_tmpfs(mnt)) {
+                free(b);
+                free(text);
                 sdir_free(&d);
                 skip();
         }

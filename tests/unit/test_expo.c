@@ -12,6 +12,7 @@
 
 #include "expo.h"
 #include "util.h"
+#include "scale.h"
 
 static uint64_t rng(uint64_t *x)
 {
@@ -558,7 +559,7 @@ static void test_doubles_as_printf(void **state)
         char want[64];
         (void)state;
 
-        for (int batch = 0; batch < 400; batch++) {
+        for (int batch = 0; batch < test_scaled(400); batch++) {
                 struct mrows *r = mrows_new(names, 1);
                 struct mtable *t;
                 struct mset *s = mset_new();
