@@ -198,24 +198,30 @@ static void test_steady_scraper_finds_its_page_made(void **state)
 {
         struct publisher *p = publisher_new();
         struct snapshot *s;
-        usec_t now;
+        usec_t t1, t2, every, now;
         (void)state;
 
-        /* a scraper every second asking for gzip'd OpenMetrics; snapshots come more often */
+        /* a scraper every second asking for gzip'd OpenMetrics; snapshots come more often. The
+         * requests are real (the publisher times them with the clock); the times handed to
+         * publisher_prepare are computed from when they were made, so that a busy machine
+         * stretching a sleep cannot move a request past a deadline the test chose. */
         publisher_publish(p, make(50));
         assert_int_equal(publisher_prepare(p, now_monotonic(), now_monotonic() + 450000), 0);
         ask(p, EXPO_FORMAT_OPENMETRICS, true);
+        t1 = now_monotonic();
         sleep_ms(1000);
         publisher_publish(p, make(50));
         ask(p, EXPO_FORMAT_OPENMETRICS, true);
-        sleep_ms(700);
+        t2 = now_monotonic();
+        every = t2 - t1; /* 1 s, or more on a busy machine */
         publisher_publish(p, make(50));
         s = publisher_get(p);
-        now = now_monotonic();
-        /* its next request (in some 300 ms) comes after the next snapshot: nothing yet */
+        /* 300 ms before its next request */
+        now = t2 + every - 300000;
+        /* its next request comes after the next snapshot (100 ms away): nothing yet */
         assert_int_equal(publisher_prepare(p, now, now + 100000), 0);
         assert_false(snapshot_page_ready(s, EXPO_FORMAT_OPENMETRICS, true));
-        /* before it: made now, and only that form, once */
+        /* before it (450 ms away): made now, and only that form, once */
         assert_int_equal(publisher_prepare(p, now, now + 450000), 1);
         assert_true(snapshot_page_ready(s, EXPO_FORMAT_OPENMETRICS, true));
         assert_false(snapshot_page_ready(s, EXPO_FORMAT_TEXT, false));
@@ -223,19 +229,21 @@ static void test_steady_scraper_finds_its_page_made(void **state)
         assert_int_equal(publisher_prepare(p, now, now + 450000), 0);
         snapshot_unref(s);
         /* a scraper that has not come for two of its intervals is no longer waited for */
-        sleep_ms(1600);
         publisher_publish(p, make(50));
-        now = now_monotonic();
+        now = t2 + 2 * every + 100000;
         assert_int_equal(publisher_prepare(p, now, now + 450000), 0);
         /* nor one that comes every snapshot or more often (its request would find the page
          * anyway) */
         ask(p, EXPO_FORMAT_TEXT, false);
+        t1 = now_monotonic();
         sleep_ms(60);
         publisher_publish(p, make(50));
         ask(p, EXPO_FORMAT_TEXT, false);
+        t2 = now_monotonic();
+        every = t2 - t1;
         publisher_publish(p, make(50));
-        now = now_monotonic();
-        assert_int_equal(publisher_prepare(p, now, now + 100000), 0);
+        now = t2 + every / 2;
+        assert_int_equal(publisher_prepare(p, now, now + every), 0);
         publisher_free(p);
 }
 

@@ -377,9 +377,13 @@ def run_in(args, name, spec, timeout, work):
         extra.write(f)
 
     disks = [("nvme0disk", "64M"), ("sata0disk", "64M")] if spec["defaults"] else []
+    # clocksource=hpet: under TCG the guest calibrates its TSC against the emulated PIT while
+    # the host is busy, and a wrong calibration made the guest's clock run several times too
+    # fast (timeouts and intervals in the guest then mean nothing); the HPET is emulated from
+    # the host's clock and stays right under load.
     qemu = ["qemu-system-x86_64", "-accel", "tcg", "-m", "1024", "-nographic", "-nodefaults",
             "-no-user-config", "-no-reboot", "-kernel", meta["kernel"], "-initrd", initrd,
-            "-append", f"console=ttyS0 rdinit=/init panic=-1 loglevel=4 vmtest.name={name}"
+            "-append", f"console=ttyS0 clocksource=hpet rdinit=/init panic=-1 loglevel=4 vmtest.name={name}"
             + (" vmtest.wait=nvme0n1,sda" if spec["defaults"] else "") + spec["append"],
             "-serial", f"file:{work}/console.log",
             "-chardev", f"socket,id=ctl,path={work}/ctl.sock", "-serial", "chardev:ctl",
