@@ -13,5 +13,6 @@ for preset in ci asan; do
         cmake --build --preset "$preset" -j"$jobs"
         echo "== $preset: tests"
         ctest --preset "$preset" -j"$jobs" || status=1
+        python3 scripts/skips.py "build-$preset"
 done
 exit $status

@@ -47,10 +47,40 @@ def finish():
     sys.exit(0)
 
 
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on every address, IPv4 and IPv6, taken from outside the kernel's ephemeral
+    range: a port the kernel hands out for bind(0) can be reused at once as the source port of
+    some other test's outgoing connection, and a daemon listening on ":PORT" then finds it in use
+    (seen with tests running side by side)."""
+    lo, hi = _ephemeral_range()
+    first, last = (1024, lo - 1) if lo - 1024 >= 4096 else (hi + 1, 65535)
+    rnd = random.Random()
+    for _ in range(200):
+        port = rnd.randint(first, last)
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s4:
+                s4.bind(("0.0.0.0", port))
+                if socket.has_ipv6:
+                    try:
+                        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s6:
+                            s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                            s6.bind(("::", port))
+                    except OSError as e:
+                        if e.errno == errno.EADDRINUSE:
+                            continue
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port in %d-%d" % (first, last))
 
 
 def parse(text):
@@ -220,15 +250,21 @@ class LoopFs:
         os.mkdir(self.mnt)
         with open(self.img, "wb") as f:
             f.truncate(size_mb * 1024 * 1024)
-        self.loop = subprocess.run(["losetup", "-f", "--show", self.img], check=True, capture_output=True,
-                                   text=True).stdout.strip()
-        self.dev = os.path.basename(self.loop)
-        subprocess.run(["mkfs.ext4", "-q", "-F"] + list(mkfs_args) + [self.loop], check=True)
-        self.mount()
+        self.loop = None
+        try:
+            self.loop = subprocess.run(["losetup", "-f", "--show", self.img], check=True, capture_output=True,
+                                       text=True).stdout.strip()
+            self.dev = os.path.basename(self.loop)
+            subprocess.run(["mkfs.ext4", "-q", "-F"] + list(mkfs_args) + [self.loop], check=True,
+                           capture_output=True, text=True)
+            self.mount()
+        except BaseException:
+            self.close()
+            raise
 
     def mount(self):
         opts = ["-o", self.mount_opts] if self.mount_opts else []
-        subprocess.run(["mount"] + opts + [self.loop, self.mnt], check=True)
+        subprocess.run(["mount"] + opts + [self.loop, self.mnt], check=True, capture_output=True, text=True)
 
     def umount(self, timeout=10.0):
         """Unmounts, retrying while busy (a canary file may be open for a moment)."""
@@ -243,7 +279,8 @@ class LoopFs:
 
     def close(self):
         subprocess.run(["umount", "-l", self.mnt], capture_output=True)
-        subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+        if self.loop:
+            subprocess.run(["losetup", "-d", self.loop], capture_output=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self):
@@ -251,6 +288,25 @@ class LoopFs:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def need_loop_fs(*tools):
+    """Skips (with the reason) unless this process can make the ext4-on-a-loop-device
+    filesystems LoopFs makes: root, the tools (and any extra ones named), the loop driver, and
+    the right to mount (a container has /dev without loop devices, or no CAP_SYS_ADMIN). It
+    tries: a tiny LoopFs made and thrown away."""
+    if os.geteuid() != 0:
+        skip("needs root for loop devices and mounts")
+    for tool in ("losetup", "mkfs.ext4", "mount") + tools:
+        if not shutil.which(tool):
+            skip("%s is not installed" % tool)
+    if not os.path.exists("/dev/loop-control"):
+        skip("no loop device support (/dev/loop-control is missing)")
+    try:
+        LoopFs(size_mb=4).close()
+    except (subprocess.CalledProcessError, OSError) as e:
+        why = getattr(e, "stderr", None) or str(e)
+        skip("cannot make and mount a loop device here: %s" % (why.strip() if isinstance(why, str) else why))
 
 
 def diskstats_field(name, index):

@@ -403,13 +403,7 @@ def test_sigterm():
 
 
 def main():
-    if os.geteuid() != 0:
-        dp.skip("needs root for loop devices and mounts")
-    for tool in ("losetup", "mkfs.ext4", "e2fsck", "fsfreeze", "mount"):
-        if not shutil.which(tool):
-            dp.skip("%s is not installed" % tool)
-    if not os.path.exists("/dev/loop-control"):
-        dp.skip("no loop device support (/dev/loop-control)")
+    dp.need_loop_fs("e2fsck", "fsfreeze")
     for t in (test_modes, test_readonly_mount, test_turned_readonly, test_full_filesystem,
               test_eio_after_shutdown, test_vanished_directory, test_frozen_filesystem, test_accuracy,
               test_regimes, test_sigterm):

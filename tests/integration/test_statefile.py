@@ -60,11 +60,7 @@ def temps(fs):
 
 
 def main():
-    if os.geteuid() != 0:
-        dp.skip("needs root for loop devices and mounts")
-    for tool in ("losetup", "mkfs.ext4", "mount"):
-        if not shutil.which(tool):
-            dp.skip("%s is not installed" % tool)
+    dp.need_loop_fs()
     udev = tempfile.mkdtemp(prefix="diskpulse-udev-")
     try:
         with dp.LoopFs(size_mb=16, mkfs_args=["-m", "0"]) as fs, dp.LoopFs(size_mb=32) as tgt:

@@ -470,13 +470,7 @@ def main():
     args = p.parse_args()
     global CYCLE
     CYCLE = args.cycle
-    if os.geteuid() != 0:
-        dp.skip("needs root for loop devices and mounts")
-    for tool in ("losetup", "mkfs.ext4", "mount", "umount"):
-        if not shutil.which(tool):
-            dp.skip("%s is not installed" % tool)
-    if not os.path.exists("/dev/loop-control"):
-        dp.skip("no loop device support (/dev/loop-control)")
+    dp.need_loop_fs("umount")
 
     # SIGTERM ends the run like ^C: the daemon stopped, the filesystem and loop devices removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))

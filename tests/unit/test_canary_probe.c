@@ -298,6 +298,15 @@ static int loop_teardown(void **state)
         return 0;
 }
 
+/* why the loop ext4 tests skip, printed by each of them */
+static char no_loop_why[160] = "not set up";
+
+#define NO_LOOP(...)                                                                               \
+        do {                                                                                       \
+                snprintf(no_loop_why, sizeof no_loop_why, __VA_ARGS__);                            \
+                printf("skip loop ext4 tests: %s\n", no_loop_why);                                 \
+        } while (0)
+
 static int loop_setup(void **state)
 {
         char path[512], out[64] = "";
@@ -308,17 +317,17 @@ static int loop_setup(void **state)
         (void)state;
         have_loop = false;
         if (geteuid() != 0) {
-                printf("skip loop ext4 tests: not root\n");
+                NO_LOOP("not root");
                 return 0;
         }
         if (sh("command -v losetup mkfs.ext4 mount >/dev/null") != 0) {
-                printf("skip loop ext4 tests: losetup/mkfs.ext4/mount missing\n");
+                NO_LOOP("losetup/mkfs.ext4/mount missing");
                 return 0;
         }
         snprintf(lf.img, sizeof lf.img, "/var/tmp/test_canary_probe.XXXXXX");
         fd = mkstemp(lf.img);
         if (fd < 0 || ftruncate(fd, 64 << 20) < 0) {
-                printf("skip loop ext4 tests: image: %m\n");
+                NO_LOOP("image: %s", strerror(errno));
                 lf.img[0] = 0;
                 return 0;
         }
@@ -330,7 +339,7 @@ static int loop_setup(void **state)
         if (!p || !fgets(out, sizeof out, p)) {
                 if (p)
                         pclose(p);
-                printf("skip loop ext4 tests: losetup failed (no loop devices?)\n");
+                NO_LOOP("losetup failed (no loop devices?)");
                 loop_teardown(state);
                 return 0;
         }
@@ -350,7 +359,7 @@ static int loop_setup(void **state)
         snprintf(lf.mnt, sizeof lf.mnt, "/tmp/test_canary_probe_mnt.XXXXXX");
         if (!mkdtemp(lf.mnt) || sh("mkfs.ext4 -q -F '%s' >/dev/null 2>&1", lf.dev) != 0 ||
             sh("mount -t ext4 %s '%s'", lf.dev, lf.mnt) != 0) {
-                printf("skip loop ext4 tests: mkfs/mount failed\n");
+                NO_LOOP("mkfs/mount failed");
                 if (!lf.mnt[0] || access(lf.mnt, F_OK) < 0)
                         lf.mnt[0] = 0;
                 loop_teardown(state);
@@ -360,7 +369,7 @@ static int loop_setup(void **state)
         lf.sysfd = root_open("/sys");
         if (lf.mntfd < 0 || lf.sysfd < 0 || fstat(lf.mntfd, &st) < 0 ||
             canary_resolve(lf.sysfd, st.st_dev, &lf.b) < 0) {
-                printf("skip loop ext4 tests: cannot resolve the mount\n");
+                NO_LOOP("cannot resolve the mount");
                 loop_teardown(state);
                 return 0;
         }
@@ -371,7 +380,7 @@ static int loop_setup(void **state)
 #define NEED_LOOP()                                                                                \
         do {                                                                                       \
                 if (!have_loop) {                                                                  \
-                        printf("skipped (see above)\n");                                           \
+                        printf("skipped: %s\n", no_loop_why);                                      \
                         skip();                                                                    \
                 }                                                                                  \
         } while (0)

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""The README's test command where a new user may run it: the suite's unit and integration tests,
+built with AddressSanitizer + UndefinedBehaviorSanitizer, in the fresh Debian 12 root the other
+package tests use, twice:
+  chroot     entered with chroot as root, /proc, /sys and /dev of the host mounted (/ is not a
+             mount point there, so no private mount namespace can be made);
+  container  as a container runtime starts a process: its own PID namespace, a read-only /sys,
+             a /dev with only the basic nodes (no loop devices, no disks), and only the
+             capabilities a container gets by default (Docker's list: no CAP_SYS_ADMIN, no
+             CAP_SYS_RAWIO, no CAP_DAC_READ_SEARCH, no CAP_SYS_PTRACE).
+Both must pass: every test passes or skips with its reason. The packages come from
+scripts/deps.sh inside the root (as the README's command installs them), the source is this
+tree's files (tracked and untracked, not ignored ones), so uncommitted edits are tested too.
+Usage: check_suite_root.py BUILD_DIR SOURCE_DIR"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pkg
+
+# The capabilities a container gets by default (moby's oci/caps/defaults.go).
+CONTAINER_CAPS = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid",
+                  "setpcap", "net_bind_service", "net_raw", "sys_chroot", "mknod",
+                  "audit_write", "setfcap")
+# The device nodes a container's /dev has: (name, major, minor)
+CONTAINER_DEVS = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8),
+                  ("urandom", 1, 9), ("tty", 5, 0))
+LABELS = "^(unit|integration)$"
+
+SUITE = r"""#!/bin/bash
+# the README's test command, for the unit and integration labels of the sanitizer build
+set -euo pipefail
+cd /root/diskpulse
+echo "== $1: scripts/deps.sh test"
+bash scripts/deps.sh test > /root/deps-$1.log 2>&1 || { tail -30 /root/deps-$1.log; exit 1; }
+echo "== $1: configure and build (asan)"
+cmake --preset asan > /dev/null
+cmake --build --preset asan -j"$(nproc)" > /root/build-$1.log 2>&1 || { tail -40 /root/build-$1.log; exit 1; }
+echo "== $1: ctest -L '%s'"
+exec ctest --preset asan -j"$(nproc)" -L '%s'
+""" % (LABELS, LABELS)
+
+
+def source_files(source):
+    """The tree's files as a user's clone has them (tracked and untracked, ignored ones left
+    out); every file but build directories where it is not a git work tree."""
+    p = subprocess.run(["git", "-C", source, "ls-files", "-z", "--cached", "--others",
+                        "--exclude-standard"], capture_output=True)
+    if p.returncode == 0:
+        return [f for f in p.stdout.decode().split("\0") if f and os.path.lexists(os.path.join(source, f))]
+    out = []
+    for d, dirs, files in os.walk(source):
+        rel = os.path.relpath(d, source)
+        dirs[:] = [x for x in dirs if not (rel == "." and (x.startswith("build") or x == ".git"))]
+        out += [os.path.normpath(os.path.join(rel, f)) for f in files]
+    return out
+
+
+def copy_source(source, dest):
+    for f in source_files(source):
+        src, dst = os.path.join(source, f), os.path.join(dest, f)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst, follow_symlinks=False)
+
+
+def chroot_setup(root):
+    return ("mount -t proc proc {r}/proc && mount --rbind /sys {r}/sys && "
+            "mount --rbind /dev {r}/dev && exec chroot {r} /bin/bash /root/suite.sh chroot").format(r=root)
+
+
+def container_setup(root):
+    cmds = ["mount -t proc proc {r}/proc", "mount -t sysfs -o ro,nosuid,nodev,noexec sysfs {r}/sys",
+            "mount -t tmpfs -o mode=755,nosuid tmpfs {r}/dev"]
+    cmds += ["mknod -m 666 {r}/dev/%s c %d %d" % d for d in CONTAINER_DEVS]
+    cmds += ["mkdir {r}/dev/pts {r}/dev/shm", "mount -t devpts -o newinstance,ptmxmode=0666 devpts {r}/dev/pts",
+             "ln -s pts/ptmx {r}/dev/ptmx", "mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs {r}/dev/shm",
+             "ln -s /proc/self/fd {r}/dev/fd", "ln -s /proc/self/fd/0 {r}/dev/stdin",
+             "ln -s /proc/self/fd/1 {r}/dev/stdout", "ln -s /proc/self/fd/2 {r}/dev/stderr"]
+    caps = ",".join("+" + c for c in CONTAINER_CAPS)
+    cmds.append("exec setpriv --bounding-set=-all,%s --inh-caps=-all -- chroot {r} /bin/bash "
+                "/root/suite.sh container" % caps)
+    return " && ".join(cmds).format(r=root)
+
+
+def run_pass(name, root, setup, timeout, env):
+    """One pass in a private mount namespace (its mounts vanish with it); returns its output."""
+    t = time.monotonic()
+    cmd = ["unshare", "--mount", "--propagation", "private"]
+    if name == "container":
+        cmd += ["--pid", "--fork", "--ipc", "--uts"]
+    p = pkg.run(cmd + ["sh", "-c", setup], timeout=timeout, env=env)
+    out = p.stdout + p.stderr
+    log = os.path.join(os.path.dirname(root), "suite-root-%s.log" % name)
+    with open(log, "w") as f:
+        f.write(out)
+    skipped = re.findall(r"Test +#\d+: (\S+) \.+\*+Skipped", out)
+    summary = re.search(r"\d+% tests passed.*", out)
+    print("%s: %s in %.0f s (log %s)" % (name, summary.group(0) if summary else "no ctest summary",
+                                         time.monotonic() - t, log), flush=True)
+    reasons = re.search(r"^skipped here \(\d+\):\n((?:  .*\n)*)", out, re.M)
+    if reasons:
+        print("%s: skipped there:\n%s" % (name, reasons.group(1).rstrip()), flush=True)
+    elif skipped:
+        print("%s: skipped there: %s" % (name, ", ".join(skipped)), flush=True)
+    failed = re.findall(r"^\s*\d+ - (\S+) \(Failed|Timeout\)", out, re.M)
+    if p.returncode != 0:
+        print(out[-6000:], flush=True)
+    pkg.check(p.returncode == 0, "%s: every unit and integration test passes or skips (exit %d%s)" % (
+        name, p.returncode, "; failed: " + ", ".join(failed) if failed else ""))
+    return out
+
+
+def main():
+    build, source = sys.argv[1], sys.argv[2]
+    pkg.need_root()
+    if pkg.sanitized(build):
+        pkg.skip("a sanitizer build: the suite's own sanitizer run inside the root is driven from the plain build")
+    if not pkg.deb_path(build):
+        pkg.skip("no .deb in %s (made by the package/deb test)" % build)
+    for tool in ("unshare", "setpriv", "chroot", "mknod"):
+        if not shutil.which(tool):
+            pkg.skip("%s is missing" % tool)
+    base = pkg.fresh_root(build)
+    work = os.path.join(build, "suite-root")
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    root = pkg.copy_root(base, os.path.join(work, "root"))
+    try:
+        copy_source(source, os.path.join(root, "root", "diskpulse"))
+        with open(os.path.join(root, "root", "suite.sh"), "w") as f:
+            f.write(SUITE)
+        shutil.copy("/etc/resolv.conf", os.path.join(root, "etc", "resolv.conf"))
+        env = {"PATH": pkg.SBIN_PATH, "HOME": "/root", "LANG": "C.UTF-8",
+               "DEBIAN_FRONTEND": "noninteractive"}
+        env.update(pkg.apt_proxy_env())
+        run_pass("chroot", root, chroot_setup(root), 2400, env)
+        run_pass("container", root, container_setup(root), 2400, env)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    pkg.finish()
+
+
+main()
