@@ -240,13 +240,15 @@ static void http_export(struct daemon *d, struct mset *out)
         mfamily_add_u64(out, f, "", st.refused_limit, "reason", "total_limit", NULL);
         f = mset_family(out, "diskpulse_http_connections_closed_total",
                         "HTTP connections the daemon closed: evicted at the connection limit, past "
-                        "a deadline, or from a network no longer allowed.",
+                        "a deadline, from a network no longer allowed, or after a 400 for a "
+                        "request whose framing is unsound (RFC 9112: smuggling).",
                         MT_COUNTER);
         mfamily_add_u64(out, f, "", st.evicted, "reason", "evicted", NULL);
         mfamily_add_u64(out, f, "", st.timeout_header, "reason", "header_timeout", NULL);
         mfamily_add_u64(out, f, "", st.timeout_request, "reason", "request_timeout", NULL);
         mfamily_add_u64(out, f, "", st.timeout_idle, "reason", "idle_timeout", NULL);
         mfamily_add_u64(out, f, "", st.closed_network, "reason", "network", NULL);
+        mfamily_add_u64(out, f, "", st.closed_framing, "reason", "bad_framing", NULL);
 }
 
 static void self_export(struct daemon *d, struct mset *out)

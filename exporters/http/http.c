@@ -2,6 +2,8 @@
 #include "http.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <microhttpd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 
 #include "encoding.h"
 #include "expo.h"
+#include "framing.h"
 #include "log.h"
 #include "metrics.h"
 #include "websec.h"
@@ -19,6 +22,7 @@ struct http_server {
         struct publisher *pub;
         struct MHD_Daemon *daemon;
         struct connguard *guard;
+        _Atomic uint64_t bad_framing; /* requests answered 400 for their framing */
 };
 
 __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -372,6 +376,49 @@ static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char
         return MHD_YES;
 }
 
+static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size)
+{
+        const struct framing_field f = {key, key_size, value ? value : "", value ? value_size : 0};
+
+        (void)kind;
+        framing_add(cls, &f);
+        return MHD_YES;
+}
+
+/* RFC 9112 §5.1, §6.1, §6.3: why a request's framing is unsound (a proxy in front and this
+ * server could see its end in different places), or NULL. */
+static const char *framing_problem(struct MHD_Connection *c)
+{
+        struct framing fr;
+
+        framing_init(&fr);
+        MHD_get_connection_values_n(c, MHD_HEADER_KIND, add_field, &fr);
+        return framing_verdict(&fr);
+}
+
+/* 400 with the reason, and the connection closed after it: nothing after the headers is read,
+ * so nothing there is taken as a next request. */
+static enum MHD_Result refuse_framing(struct http_server *s, struct MHD_Connection *c,
+                                      const char *why)
+{
+        struct MHD_Response *resp;
+        char body[128];
+        enum MHD_Result r;
+
+        atomic_fetch_add(&s->bad_framing, 1);
+        snprintf(body, sizeof body, "bad request: %s\n", why);
+        resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
+        if (!resp)
+                return MHD_NO;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+        websec_add_headers(resp);
+        r = MHD_queue_response(c, MHD_HTTP_BAD_REQUEST, resp);
+        MHD_destroy_response(resp);
+        return r;
+}
+
 static bool has_body(struct MHD_Connection *c)
 {
         const char *cl =
@@ -435,9 +482,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                  * normal answer waits for the second call, and keep-alive works; only
                  * requests that must not go on are answered here. */
                 unsigned hosts = 0;
+                const char *why;
 
                 *req_cls = &headers_seen;
                 connguard_headers_done(s->guard, c);
+                why = framing_problem(c);
+                if (why)
+                        return refuse_framing(s, c, why);
                 MHD_get_connection_values(c, MHD_HEADER_KIND, count_host, &hosts);
                 if (hosts > 1)
                         return reply(c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
@@ -512,6 +563,7 @@ void http_server_reconfigure(struct http_server *s, const struct connguard_confi
 void http_server_stats(struct http_server *s, struct connguard_stats *ret)
 {
         connguard_get_stats(s->guard, ret);
+        ret->closed_framing = atomic_load(&s->bad_framing);
 }
 
 struct http_server *http_server_free(struct http_server *s)
