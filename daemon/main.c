@@ -65,6 +65,7 @@ struct daemon {
         struct http_server *http;
         sd_event *event;
         sd_event_source *tick, *monitor;
+        sd_event_source *zygote_lost, *zygote_grace; /* the zygote's loss, the exit after it */
         usec_t start_time;
         usec_t next_tick;
         struct collector_stat stats[COLLECTOR_MAX];
@@ -199,6 +200,10 @@ static void helper_export(struct daemon *d, struct mset *out)
         mset_gauge(out, "diskpulse_helper_up",
                    "Whether the privileged helper that runs device commands is alive.",
                    st.helper_up ? 1.0 : 0.0, NULL);
+        mset_gauge(out, "diskpulse_helper_zygote_up",
+                   "Whether the privileged zygote that starts helpers is alive; 0: diskpulse "
+                   "exits for a restart after --helper.zygote-grace.",
+                   st.zygote_up ? 1.0 : 0.0, NULL);
         f = mset_family(out, "diskpulse_helper_restarts_total",
                         "Privileged helpers started to replace one that died.", MT_COUNTER);
         mfamily_add_u64(out, f, "", st.helper_restarts, NULL);
@@ -584,6 +589,7 @@ static void reload(struct daemon *d)
         swap_str(&d->opts.device_exclude, &n.device_exclude);
         d->opts.ds_interval = n.ds_interval;
         d->opts.ds_window = n.ds_window;
+        d->opts.zygote_grace = n.zygote_grace;
         {
                 struct dp_canary_path *tmp = d->opts.canary;
                 size_t k = d->opts.n_canary;
@@ -689,6 +695,50 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
+/* Exit status when the zygote is lost (EX_TEMPFAIL): the unit's Restart=on-failure starts a new
+ * daemon, with a new zygote; diskpulse.socket keeps the listening socket meanwhile. */
+#define EXIT_ZYGOTE_LOST 75
+
+static int on_zygote_grace(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        (void)usec;
+        (void)userdata;
+        log_error("exiting so that the service manager restarts diskpulse with a new zygote",
+                  "status", "75");
+        sd_notify(0, "STOPPING=1");
+        return sd_event_exit(sd_event_source_get_event(s), EXIT_ZYGOTE_LOST);
+}
+
+/* The zygote is gone: no helper can ever be started again in this process, which holds no
+ * capability to make a new zygote. The helper still running (if any) keeps serving until the
+ * grace period ends; then the daemon exits with EXIT_ZYGOTE_LOST, its state saved as on
+ * SIGTERM. */
+static int on_zygote_lost(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+        struct daemon *d = userdata;
+        char grace[32];
+        int r;
+
+        (void)fd;
+        (void)revents;
+        sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        format_duration(d->opts.zygote_grace, grace, sizeof grace);
+        log_error("the privileged zygote is lost: SMART stops when the helper dies; diskpulse "
+                  "exits for a restart after the grace period",
+                  "grace", grace);
+        sd_notify(0, "STATUS=The privileged zygote is lost; exiting for a restart");
+        /* a round now, so that the page says it (diskpulse_helper_zygote_up 0) at once */
+        d->next_tick = now_monotonic();
+        if (d->tick)
+                sd_event_source_set_time(d->tick, d->next_tick);
+        r = sd_event_add_time_relative(sd_event_source_get_event(s), &d->zygote_grace,
+                                       CLOCK_MONOTONIC, d->opts.zygote_grace, USEC_PER_MSEC,
+                                       on_zygote_grace, d);
+        if (r < 0)
+                return sd_event_exit(sd_event_source_get_event(s), EXIT_ZYGOTE_LOST);
+        return 0;
+}
+
 static int get_listen_fds(struct daemon *d, int **fds, size_t *n)
 {
         int k = sd_listen_fds(1);
@@ -780,6 +830,12 @@ static int run_daemon(struct daemon *d)
                 return log_errno(LOG_LEVEL_ERROR, r, "cannot watch signals", NULL);
         if ((r = watchdog_start(d->event)) < 0)
                 log_errno(LOG_LEVEL_WARN, r, "cannot arm the watchdog pings", NULL);
+        if (d->io && privsep_zygote_lost_fd(d->io) >= 0) {
+                r = sd_event_add_io(d->event, &d->zygote_lost, privsep_zygote_lost_fd(d->io),
+                                    EPOLLIN, on_zygote_lost, d);
+                if (r < 0)
+                        log_errno(LOG_LEVEL_WARN, r, "cannot watch the zygote", NULL);
+        }
 
         if (d->devsrc->ops->monitor_fd(d->devsrc) >= 0) {
                 r = sd_event_add_io(d->event, &d->monitor, d->devsrc->ops->monitor_fd(d->devsrc),
@@ -816,7 +872,7 @@ static int run_daemon(struct daemon *d)
         d->http = http_server_free(d->http);
         if (r < 0)
                 return log_errno(LOG_LEVEL_ERROR, r, "event loop failed", NULL);
-        return 0;
+        return r; /* 0, or EXIT_ZYGOTE_LOST */
 }
 
 /* Forks the privileged helper, which keeps only the capabilities device commands need, and
@@ -865,6 +921,9 @@ static void daemon_done(struct daemon *d)
         d->canary = canary_free(d->canary);
         if (d->state_fd >= 0)
                 close(d->state_fd);
+        /* the zygote's eventfd belongs to io */
+        d->zygote_lost = sd_event_source_unref(d->zygote_lost);
+        d->zygote_grace = sd_event_source_unref(d->zygote_grace);
         if (d->io)
                 d->io->ops->free(d->io);
         d->io = NULL;
@@ -1005,5 +1064,5 @@ int main(int argc, char **argv)
                 r = d.opts.once ? run_once(&d) : run_daemon(&d);
         }
         daemon_done(&d);
-        return r < 0 ? 1 : 0;
+        return r < 0 ? 1 : r;
 }

@@ -81,6 +81,9 @@ static const struct opt_def opts[] = {
      "a SMART read taking longer counts as timed out (default 10s)"},
     {"smart.powermode-check", OPT_POWERMODE, OFF(smart_powermode), false, "MODE",
      "never, standby or sleep: do not wake disks in that power mode (default standby)"},
+    {"helper.zygote-grace", OPT_DURATION, OFF(zygote_grace), false, "DUR",
+     "once the privileged zygote is lost, exit with status 75 after this long, so that the "
+     "service manager restarts diskpulse (default 1m, 1s to 1h)"},
     {"canary.path", OPT_CANARY_PATH, OFF(canary), false, "DIR[:MODE]",
      "probe the filesystem of DIR; MODE fdatasync (default), append, dsync or direct; "
      "repeatable (default: the state directory)"},
@@ -619,6 +622,7 @@ static void set_defaults(struct dp_options *o)
         o->smart_interval = 600 * USEC_PER_SEC;
         o->smart_timeout = 10 * USEC_PER_SEC;
         o->smart_powermode = SMART_PM_STANDBY;
+        o->zygote_grace = 60 * USEC_PER_SEC;
         o->canary_interval = 180 * USEC_PER_SEC;
         o->canary_burst = 16;
         o->canary_timeout = 30 * USEC_PER_SEC;
@@ -688,6 +692,11 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         if (o->smart_timeout < 100 * USEC_PER_MSEC || o->smart_timeout > 600 * USEC_PER_SEC) {
                 fail(err, errsz, "invalid value for smart.timeout: %s (expected 100ms to 10m)",
                      format_duration(o->smart_timeout, a, sizeof a));
+                return -EINVAL;
+        }
+        if (o->zygote_grace < USEC_PER_SEC || o->zygote_grace > 3600 * USEC_PER_SEC) {
+                fail(err, errsz, "invalid value for helper.zygote-grace: %s (expected 1s to 1h)",
+                     format_duration(o->zygote_grace, a, sizeof a));
                 return -EINVAL;
         }
         if (o->canary_interval < 100 * USEC_PER_MSEC || o->canary_interval > 86400 * USEC_PER_SEC) {
@@ -879,6 +888,7 @@ void options_dump(const struct dp_options *o, FILE *out)
         fprintf(out, "smart.timeout = %s\n", format_duration(o->smart_timeout, a, sizeof a));
         fprintf(out, "smart.powermode-check = %s\n",
                 (const char *[]){"never", "standby", "sleep"}[o->smart_powermode]);
+        fprintf(out, "helper.zygote-grace = %s\n", format_duration(o->zygote_grace, a, sizeof a));
         for (size_t i = 0; i < o->n_canary; i++)
                 fprintf(out, "canary.path = %s:%s\n", o->canary[i].path,
                         canary_mode_to_string(o->canary[i].mode));

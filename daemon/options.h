@@ -36,6 +36,7 @@ struct dp_options {
         usec_t ds_interval, ds_window;
         usec_t smart_interval, smart_timeout;
         enum smart_powermode_check smart_powermode;
+        usec_t zygote_grace;           /* --helper.zygote-grace */
         struct dp_canary_path *canary; /* --canary.path, repeatable; none given: state dir */
         size_t n_canary;
         usec_t canary_interval, canary_timeout;

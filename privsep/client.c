@@ -270,6 +270,8 @@ static void privsep_free(struct devio *io)
         }
         if (ps->wake >= 0)
                 close(ps->wake);
+        if (ps->lost >= 0)
+                close(ps->lost);
         pthread_cond_destroy(&ps->cond);
         pthread_mutex_destroy(&ps->lock);
         free(ps);
@@ -333,6 +335,7 @@ static int client_start(int zfd, pid_t zpid, const struct privsep_config *cfg,
 
         ps = xcalloc(1, sizeof *ps);
         ps->io.ops = &privsep_ops;
+        ps->lost = -1;
         ps->zfd = zfd;
         ps->zpid = zpid;
         ps->delay_min = cfg->restart_delay ? cfg->restart_delay : PRIVSEP_RESTART_DELAY_DEFAULT;
@@ -348,7 +351,9 @@ static int client_start(int zfd, pid_t zpid, const struct privsep_config *cfg,
         pthread_cond_init(&ps->cond, &ca);
         pthread_condattr_destroy(&ca);
         ps->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (ps->wake < 0) {
+        if (ps->wake >= 0)
+                ps->lost = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (ps->wake < 0 || ps->lost < 0) {
                 r = -errno;
                 privsep_free(&ps->io);
                 return r;
@@ -392,6 +397,15 @@ int privsep_stats(struct devio *io, struct privsep_stats *ret)
         *ret = ps->stats;
         pthread_mutex_unlock(&ps->lock);
         return 0;
+}
+
+int privsep_zygote_lost_fd(struct devio *io)
+{
+        struct privsep *ps = (struct privsep *)io;
+
+        if (!io || io->ops != &privsep_ops)
+                return -1;
+        return ps->lost;
 }
 
 bool privsep_helper_up(struct devio *io)

@@ -75,10 +75,16 @@ static void zygote_lost(struct privsep *ps)
         ps->stats.zygote_pid = 0;
         closing = ps->closing;
         pthread_mutex_unlock(&ps->lock);
-        if (!closing)
+        if (!closing) {
+                uint64_t one = 1;
+
                 log_error("privsep: the zygote is gone; a helper that dies now stays down until "
                           "diskpulse restarts",
                           "status", describe_status(st, buf, sizeof buf));
+                if (write(ps->lost, &one, sizeof one) < 0 && errno != EAGAIN)
+                        log_errno(LOG_LEVEL_WARN, -errno,
+                                  "privsep: cannot signal the zygote's loss", NULL);
+        }
 }
 
 /* Reads one SPAWNED from the zygote without blocking. Returns 0 with *ret_status, *ret_pid and

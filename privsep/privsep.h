@@ -142,3 +142,8 @@ int privsep_stats(struct devio *io, struct privsep_stats *ret);
 
 /* Shorthand: true while the helper of io (made by privsep_start()) is up. Any thread. */
 bool privsep_helper_up(struct devio *io);
+
+/* An eventfd that becomes readable (and stays so) once the zygote is gone and no helper can be
+ * started any more: the daemon's loop watches it (a process without capabilities cannot make a
+ * new zygote). -1 for an io that is not privsep's. Owned by io. */
+int privsep_zygote_lost_fd(struct devio *io);

@@ -55,6 +55,7 @@ struct privsep {
         usec_t delay_min, delay_max;
         /* Set at start, read by anyone. */
         int wake; /* eventfd: cancel, free and run() wake the client thread */
+        int lost; /* eventfd: readable once the zygote is gone (privsep_zygote_lost_fd()) */
         pthread_t thread;
         bool thread_started;
         pthread_mutex_t lock; /* guards everything below */

@@ -16,12 +16,12 @@ struct framing_field {
 
 /* Accumulates the fields of one request; framing_verdict() says whether its framing is sound. */
 struct framing {
-        unsigned content_length;       /* Content-Length fields seen */
-        unsigned transfer_encoding;    /* Transfer-Encoding fields seen */
-        bool content_length_invalid;   /* a value that is not 1*DIGIT, or too large */
-        bool te_not_chunked_last;      /* a Transfer-Encoding whose last coding is not chunked */
-        bool bad_name;                 /* a name with whitespace (before the colon) or a non-token byte */
-        bool bad_value;                /* a value with CR, LF, NUL or another control but HTAB */
+        unsigned content_length;     /* Content-Length fields seen */
+        unsigned transfer_encoding;  /* Transfer-Encoding fields seen */
+        bool content_length_invalid; /* a value that is not 1*DIGIT, or too large */
+        bool te_not_chunked_last;    /* a Transfer-Encoding whose last coding is not chunked */
+        bool bad_name;  /* a name with whitespace (before the colon) or a non-token byte */
+        bool bad_value; /* a value with CR, LF, NUL or another control but HTAB */
 };
 
 void framing_init(struct framing *f);
@@ -31,12 +31,12 @@ void framing_add(struct framing *f, const struct framing_field *field);
  * one of the FRAMING_* strings. */
 const char *framing_verdict(const struct framing *f);
 
-#define FRAMING_NAME "whitespace or a forbidden byte in a header name"
-#define FRAMING_VALUE "a control character in a header value"
-#define FRAMING_CL_MANY "more than one Content-Length"
-#define FRAMING_CL_INVALID "an invalid Content-Length"
-#define FRAMING_TE_AND_CL "both Transfer-Encoding and Content-Length"
-#define FRAMING_TE_MANY "more than one Transfer-Encoding"
+#define FRAMING_NAME           "whitespace or a forbidden byte in a header name"
+#define FRAMING_VALUE          "a control character in a header value"
+#define FRAMING_CL_MANY        "more than one Content-Length"
+#define FRAMING_CL_INVALID     "an invalid Content-Length"
+#define FRAMING_TE_AND_CL      "both Transfer-Encoding and Content-Length"
+#define FRAMING_TE_MANY        "more than one Transfer-Encoding"
 #define FRAMING_TE_NOT_CHUNKED "a Transfer-Encoding whose last coding is not chunked"
 
 #endif

@@ -21,9 +21,9 @@ static bool is_tchar(unsigned char c)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        static const char *const reasons[] = {FRAMING_NAME,     FRAMING_VALUE,    FRAMING_CL_MANY,
-                                              FRAMING_CL_INVALID, FRAMING_TE_AND_CL, FRAMING_TE_MANY,
-                                              FRAMING_TE_NOT_CHUNKED};
+        static const char *const reasons[] = {
+            FRAMING_NAME,      FRAMING_VALUE,   FRAMING_CL_MANY,       FRAMING_CL_INVALID,
+            FRAMING_TE_AND_CL, FRAMING_TE_MANY, FRAMING_TE_NOT_CHUNKED};
         const char *text = (const char *)data, *why;
         struct framing f;
         unsigned cl = 0, te = 0;

@@ -406,6 +406,36 @@ def main():
         pkg.check(any('msg="configuration reloaded"' in e.get("MESSAGE", "") and e.get("PRIORITY") == "6" for e in new),
                   "journal: 'configuration reloaded' at priority 6")
 
+        # A lost zygote heals: the daemon exits with status 75 after --helper.zygote-grace and
+        # Restart=on-failure starts a new one (with a new zygote) while diskpulse.socket keeps
+        # the listening socket; the state file is kept.
+        zyg = [pid for pid, comm in c.processes().items() if comm == "diskpulse-zyg"]
+        pkg.check(len(zyg) == 1, "one zygote diskpulse-zyg (%s)" % zyg)
+        if zyg:
+            c.sh("echo 'helper.zygote-grace = 2s' >> %s && systemctl reload diskpulse.service" % conf)
+            time.sleep(1)
+            before = c.show("diskpulse.service", "MainPID", "NRestarts")
+            t = time.monotonic()
+            c.sh("kill -KILL %s" % zyg[0])
+            seen_down = wait("zygote down", lambda: metric(c.http("127.0.0.1")[1], "diskpulse_helper_zygote_up") == 0, 5)
+            pkg.check(seen_down, "diskpulse_helper_zygote_up 0 during the grace period")
+            def restarted():
+                a = c.show("diskpulse.service", "MainPID", "NRestarts", "ActiveState")
+                return a if (a.get("MainPID") not in ("0", before.get("MainPID")) and a.get("ActiveState") == "active"
+                             and a.get("NRestarts") == str(int(before.get("NRestarts") or 0) + 1)) else None
+            a = wait("restart", restarted, 30)
+            pkg.check(a is not None, "systemd restarted diskpulse after the zygote was lost (%.1f s; %s)"
+                      % (time.monotonic() - t, a or c.show("diskpulse.service", "MainPID", "NRestarts", "ActiveState")))
+            st5, b = c.http("127.0.0.1")
+            pkg.check(st5 == "200" and metric(b, "diskpulse_helper_zygote_up") == 1 and metric(b, "diskpulse_helper_up") == 1,
+                      "the new daemon serves on the same socket with a zygote and a helper")
+            errs = [e.get("MESSAGE", "") for e in c.journal("diskpulse.service") if e.get("PRIORITY") == "3"]
+            pkg.check(any("restarts diskpulse with a new zygote" in m for m in errs),
+                      "journal: the exit for a restart logged at priority 3")
+            pkg.check(c.sh("head -1 /var/lib/diskpulse/canary-baselines")[1].startswith("diskpulse-canary-baselines"),
+                      "the state file kept across the restart")
+            c.sh("cp /tmp/diskpulse.conf.orig %s && systemctl reload diskpulse.service" % conf)
+
         # A clean stop.
         rc, _, err = c.sh("systemctl stop diskpulse.socket diskpulse.service")
         stopped = c.show("diskpulse.service", "ActiveState", "Result", "ExecMainCode", "ExecMainStatus")
