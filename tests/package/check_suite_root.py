@@ -126,6 +126,13 @@ def main():
     for tool in ("unshare", "setpriv", "chroot", "mknod"):
         if not shutil.which(tool):
             pkg.skip("%s is missing" % tool)
+    # Both passes make a private mount namespace and mount /proc, /sys and /dev in the copy: a
+    # container without CAP_SYS_ADMIN (where this suite may itself be running) cannot.
+    probe = pkg.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                     "mount -t tmpfs none /mnt"], timeout=30)
+    if probe.returncode != 0:
+        pkg.skip("cannot make a mount namespace and mount in it here (a container without "
+                 "CAP_SYS_ADMIN?): %s" % (probe.stdout + probe.stderr).strip()[-200:])
     base = pkg.fresh_root(build)
     work = os.path.join(build, "suite-root")
     shutil.rmtree(work, ignore_errors=True)
