@@ -252,6 +252,7 @@ static void http_export(struct daemon *d, struct mset *out)
         mfamily_add_u64(out, f, "", st.timeout_header, "reason", "header_timeout", NULL);
         mfamily_add_u64(out, f, "", st.timeout_request, "reason", "request_timeout", NULL);
         mfamily_add_u64(out, f, "", st.timeout_idle, "reason", "idle_timeout", NULL);
+        mfamily_add_u64(out, f, "", st.timeout_write, "reason", "write_timeout", NULL);
         mfamily_add_u64(out, f, "", st.closed_network, "reason", "network", NULL);
         mfamily_add_u64(out, f, "", st.closed_framing, "reason", "bad_framing", NULL);
 }

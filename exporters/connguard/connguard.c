@@ -43,6 +43,13 @@
 #define EVICT_MIN_AGE (1 * USEC_PER_SEC)
 /* Evicted connections take a moment to close; beyond the limit plus this many, refuse. */
 #define EVICT_SLACK(max) ((max) / 8 + 8)
+/* The write deadline: a connection with data waiting for its peer (unsent or unacknowledged)
+ * whose peer has acknowledged fewer than WRITE_PROGRESS bytes in WRITE_TIMEOUT is closed, so a
+ * slot is never held by a reader slower than 16 KiB in 5 s (3.2 KiB/s); a real scraper, even
+ * across a slow link, reads a page far faster. At a limit such a connection may make room once
+ * it has stalled for EVICT_MIN_AGE. */
+#define WRITE_TIMEOUT  (5 * USEC_PER_SEC)
+#define WRITE_PROGRESS (16 * 1024)
 /* Connections accepted from one socket before looking at the others and the clock. */
 #define ACCEPT_BATCH 64
 /* After EMFILE and the like, accepting pauses this long (the backlog keeps the rest). */
@@ -72,8 +79,10 @@ struct gconn {
         bool keyed;    /* counted in the per-address map (IP clients) */
         enum phase phase;
         usec_t accepted;
-        usec_t since;     /* start of the current request, or of the idle wait */
-        uint64_t rx_mark; /* bytes received by the end of the last response */
+        usec_t since;       /* start of the current request, or of the idle wait */
+        uint64_t rx_mark;   /* bytes received by the end of the last response */
+        uint64_t ack_mark;  /* bytes the peer had acknowledged at stall_since */
+        usec_t stall_since; /* data waits for the peer since (no progress); 0: none waits */
         struct netaddr addr;
         struct addrkey key;
 };
@@ -269,9 +278,16 @@ static uint32_t address_load(const struct connguard *g, const struct gconn *c)
         return c->keyed ? addrmap_get(&g->addrs, c->key) : g->unkeyed;
 }
 
-/* Caller holds the lock. The connection to close to make room: started, not being answered,
- * waiting for its request at least min_age, from key's address when key is not NULL, from an
- * address holding more than above connections; of those, from the address holding most, one
+/* Whether c's peer has left what it was sent unread for EVICT_MIN_AGE (see WRITE_TIMEOUT). */
+static bool stalled(const struct gconn *c, usec_t now)
+{
+        return c->stall_since && now - c->stall_since >= EVICT_MIN_AGE;
+}
+
+/* Caller holds the lock. The connection to close to make room: started, not being answered
+ * (unless its peer does not read the answer), waiting for its request at least min_age, from
+ * key's address when key is not NULL, from an address holding more than above connections; of
+ * those, from the address holding most, one whose peer does not read before the others, one
  * whose request is arriving before an idle one, the one waiting longest. NULL if none. */
 static struct gconn *pick_victim(struct connguard *g, usec_t now, usec_t min_age,
                                  const struct addrkey *key, uint32_t above)
@@ -283,16 +299,23 @@ static struct gconn *pick_victim(struct connguard *g, usec_t now, usec_t min_age
                 struct gconn *c = g->byfd[fd];
                 uint32_t load;
 
-                if (!c || !c->started || c->closing || c->phase == PHASE_HANDLING ||
-                    now - c->since < min_age || (key && !(c->keyed && addrkey_equal(c->key, *key))))
+                bool st;
+
+                if (!c || !c->started || c->closing)
+                        continue;
+                st = stalled(c, now);
+                if ((!st && (c->phase == PHASE_HANDLING || now - c->since < min_age)) ||
+                    (key && !(c->keyed && addrkey_equal(c->key, *key))))
                         continue;
                 load = address_load(g, c);
                 if (load <= above)
                         continue;
                 if (!best || load > best_load ||
                     (load == best_load &&
-                     ((c->phase == PHASE_HEADERS && best->phase == PHASE_IDLE) ||
-                      (c->phase == best->phase && c->since < best->since)))) {
+                     ((st && !stalled(best, now)) ||
+                      (st == stalled(best, now) &&
+                       ((c->phase == PHASE_HEADERS && best->phase == PHASE_IDLE) ||
+                        (c->phase == best->phase && c->since < best->since)))))) {
                         best = c;
                         best_load = load;
                 }
@@ -527,6 +550,26 @@ static void sweep(struct connguard *g, usec_t now)
                 }
                 if (c->closing)
                         continue;
+                if (c->phase != PHASE_HEADERS) {
+                        /* The write deadline: is the peer reading what it was sent? */
+                        struct tcp_info ti;
+                        if (!tcp_view(c->fd, &ti) ||
+                            (ti.tcpi_notsent_bytes == 0 && ti.tcpi_unacked == 0)) {
+                                c->stall_since = 0;
+                        } else if (!c->stall_since ||
+                                   ti.tcpi_bytes_acked >= c->ack_mark + WRITE_PROGRESS) {
+                                c->stall_since = now;
+                                c->ack_mark = ti.tcpi_bytes_acked;
+                        } else if (now - c->stall_since > WRITE_TIMEOUT) {
+                                /* a reset when libmicrohttpd closes it: the kernel drops what
+                                 * the peer would not read instead of keeping it for an orphan
+                                 * socket to retransmit */
+                                struct linger lg = {.l_onoff = 1, .l_linger = 0};
+                                (void)setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+                                shut(g, c, &g->st.timeout_write);
+                                continue;
+                        }
+                }
                 if (c->phase == PHASE_IDLE) {
                         uint64_t rx = rx_bytes(c->fd);
                         if (rx > c->rx_mark) {
@@ -554,8 +597,9 @@ static void log_summary(struct connguard *g, usec_t now)
                            (s->refused_address - o->refused_address) +
                            (s->refused_limit - o->refused_limit);
         uint64_t cut = (s->evicted - o->evicted) + (s->timeout_header - o->timeout_header) +
-                       (s->timeout_request - o->timeout_request);
-        char b[8][24];
+                       (s->timeout_request - o->timeout_request) +
+                       (s->timeout_write - o->timeout_write);
+        char b[9][24];
 
         if (now - g->last_log < LOG_INTERVAL || (refused == 0 && cut == 0))
                 return;
@@ -573,9 +617,12 @@ static void log_summary(struct connguard *g, usec_t now)
                  (unsigned long long)(s->timeout_request - o->timeout_request));
         snprintf(b[7], sizeof b[7], "%llu",
                  (unsigned long long)(s->timeout_idle - o->timeout_idle));
+        snprintf(b[8], sizeof b[8], "%llu",
+                 (unsigned long long)(s->timeout_write - o->timeout_write));
         log_warn("connections refused or cut by the HTTP limits", "open", b[0], "refused_network",
                  b[1], "refused_per_address", b[2], "refused_total", b[3], "evicted", b[4],
-                 "header_timeouts", b[5], "request_timeouts", b[6], "idle_timeouts", b[7]);
+                 "header_timeouts", b[5], "request_timeouts", b[6], "idle_timeouts", b[7],
+                 "write_timeouts", b[8]);
         g->logged = *s;
         g->last_log = now;
 }

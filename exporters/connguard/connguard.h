@@ -34,6 +34,8 @@ struct connguard_stats {
         uint64_t timeout_header;  /* closed: headers not complete in time */
         uint64_t timeout_request; /* closed: response not sent in time */
         uint64_t timeout_idle;    /* closed: kept-alive connection idle too long */
+        uint64_t timeout_write;   /* closed: its peer did not read what it was sent (the write
+                                   * deadline: under 16 KiB in 5 s) */
         uint64_t closed_network;  /* closed: its network left the allow-list (SIGHUP) */
         uint64_t closed_framing;  /* closed after a 400 for unsound request framing (the HTTP
                                    * server's count, filled in by http_server_stats) */

@@ -290,6 +290,13 @@ class LoopFs:
         self.close()
 
 
+def sanitized(binary):
+    """Whether binary is built with AddressSanitizer (whose quarantine keeps freed memory, and
+    whose shadow memory multiplies RSS: memory bounds mean nothing there)."""
+    with open(binary, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def need_loop_fs(*tools):
     """Skips (with the reason) unless this process can make the ext4-on-a-loop-device
     filesystems LoopFs makes: root, the tools (and any extra ones named), the loop driver, and

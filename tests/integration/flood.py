@@ -114,7 +114,9 @@ class Flood(threading.Thread):
     mode "header": the request line and Host, then one more header line every interval seconds,
     never the blank line that ends the headers (slowloris). "byte": the same request one byte
     every interval. "idle": one complete keep-alive request, its response read, then silence.
-    "silent": connect and send nothing. A connection the server closes is opened again after
+    "silent": connect and send nothing. "slowread": a receive buffer as small as the kernel
+    allows, one complete request, and its response never read (the sender's buffers fill and
+    stay full). A connection the server closes is opened again after
     reconnect seconds, as an attacker would. Runs until stop() or for at most limit seconds."""
 
     def __init__(self, port, sources, per_source, mode, interval=1.0, reconnect=1.0, limit=120.0):
@@ -127,6 +129,7 @@ class Flood(threading.Thread):
         self._halt = threading.Event()
         self.stats = {"opened": 0, "failed_connect": 0, "closed_by_server": 0, "responses": 0}
         self.connected = 0  # established now (from the client's point of view)
+        self.max_lifetime = 0.0  # longest a slow reader was held after its answer began
         self.max_connected = 0
         self.ready = threading.Event()
 
@@ -142,15 +145,19 @@ class Flood(threading.Thread):
             except (KeyError, ValueError):
                 pass
             s.close()
-        if slot["state"] in ("open", "idle"):
+        if slot["state"] in ("open", "idle", "slowread"):
             self.connected -= 1
         if by_server:
             self.stats["closed_by_server"] += 1
+            if slot["state"] == "slowread" and slot.get("t_answer"):
+                self.max_lifetime = max(self.max_lifetime, time.monotonic() - slot["t_answer"])
         slot.update(sock=None, state="closed", sent=0, buf=b"", next=time.monotonic() + self.reconnect)
 
     def _open(self, slot, now):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setblocking(False)
+        if self.mode == "slowread":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
         try:
             s.bind((slot["src"], 0))
             s.connect_ex(("127.0.0.1", self.port))
@@ -159,12 +166,12 @@ class Flood(threading.Thread):
             self.stats["failed_connect"] += 1
             slot["next"] = now + self.reconnect
             return
-        slot.update(sock=s, state="connecting", sent=0, buf=b"", next=now)
+        slot.update(sock=s, state="connecting", sent=0, buf=b"", next=now, t_open=now, t_answer=None)
         self.sel.register(s, selectors.EVENT_WRITE, slot)
         self.stats["opened"] += 1
 
     def _chunk(self, slot):
-        if self.mode == "idle":
+        if self.mode in ("idle", "slowread"):
             return REQUEST_HEAD + b"\r\n"
         if self.mode == "silent":
             return b""
@@ -192,11 +199,32 @@ class Flood(threading.Thread):
                         if self.mode == "idle":
                             slot["state"] = "idle"
                             self.sel.modify(slot["sock"], selectors.EVENT_READ, slot)
+                        elif self.mode == "slowread":
+                            # never read: only watch, now and then, whether the server let go
+                            slot["state"] = "slowread"
+                            self.sel.unregister(slot["sock"])
+                            slot["next"] = now + 0.5
                         elif self.mode == "silent":
                             slot["next"] = now + 3600
                     except OSError:
                         self._close(slot, True)
-                if slot["state"] in ("closed", "open"):
+                elif slot["state"] == "slowread" and slot["next"] <= now:
+                    try:
+                        # tcp_info's first byte: the TCP state; 1 is ESTABLISHED
+                        st = slot["sock"].getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+                    except OSError:
+                        st = 0
+                    if st != 1:
+                        self._close(slot, True)
+                    else:
+                        if slot["t_answer"] is None:
+                            try:  # has the answer begun? (looked at, not read)
+                                if slot["sock"].recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                                    slot["t_answer"] = now
+                            except OSError:
+                                pass
+                        slot["next"] = now + 0.5
+                if slot["state"] in ("closed", "open", "slowread"):
                     next_wake = min(next_wake, slot["next"])
             if self.connected == len(self.slots):
                 self.ready.set()

@@ -4,11 +4,17 @@ from other loopback addresses hold connections, 100 scrapes from 127.0.0.1 all s
 under 100 ms. Prints the numbers of every scenario.
 
 Usage: test_flood.py BINARY [SCENARIO...]; without scenarios, all of them run."""
+import os
+import shutil
 import sys
+import threading
 import time
 
 import dp
 import flood
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import fixture  # noqa: E402
 
 BIN = sys.argv[1]
 P99_BOUND = 0.100
@@ -125,6 +131,101 @@ def greedy_clients():
         check_scrapes(name, s)
 
 
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+# The write deadline of exporters/connguard (WRITE_TIMEOUT): a peer that acknowledges under
+# 16 KiB in 5 s is closed.
+WRITE_TIMEOUT = 5.0
+
+
+def slow_readers(devices=1000, sources=64, per_source=8, seconds=20):
+    """512 connections (64 addresses x 8, the default --web.max-connections) that ask for a big
+    page (a host of 1,000 devices) with a receive buffer as small as the kernel allows and never
+    read it. Scrapes from another address are all answered; the readers are closed at the write
+    deadline, never held to the request deadline; memory stays bounded and is handed back."""
+    name = "%d slow readers of %d devices" % (sources * per_source, devices)
+    root = fixture.tempdir("diskpulse-slowread-")
+    try:
+        fixture.make_tree(root, devices)
+        args = ["--path.procfs=" + root + "/proc", "--path.sysfs=" + root + "/sys",
+                "--path.udev.data=" + root + "/udev",
+                "--collector.diskstats.device-exclude=" + fixture.DEVICE_EXCLUDE,
+                "--no-collector.smart", "--no-collector.canary"]
+        with dp.Daemon(BIN, *args) as d:
+            page = len(d.scrape_text())
+            for _ in range(3):
+                d.scrape_text()
+            before = rss_kib(d.proc.pid)
+            f = flood.Flood(d.port, flood.loopback(sources), per_source, "slowread")
+            t_attack = time.monotonic()
+            f.start()
+            f.ready.wait(10)
+            peak = [before]
+            stop = []
+
+            def watch():
+                while not stop:
+                    peak[0] = max(peak[0], rss_kib(d.proc.pid))
+                    time.sleep(0.2)
+            w = threading.Thread(target=watch, daemon=True)
+            w.start()
+            time.sleep(2)
+            s = measure(name, d.port)
+            end = t_attack + seconds
+            while time.monotonic() < end:
+                time.sleep(0.5)
+            f.stop()
+            time.sleep(WRITE_TIMEOUT + 1)
+            stop.append(1)
+            w.join()
+            # what the last readers held goes with them: their connections close at the write
+            # deadline, their snapshots' pages when no connection refers to them
+            t_settle = time.monotonic()
+            while True:
+                d.scrape_text()
+                after = rss_kib(d.proc.pid)
+                if after - before <= 4 * 1024 or time.monotonic() - t_settle > 15 or dp.sanitized(BIN):
+                    break
+                time.sleep(1)
+            print("  memory settled %.0f s after the readers were gone" % (time.monotonic() - t_settle))
+            m = d.scrape()
+            wt = dp.value(m, "diskpulse_http_connections_closed_total", reason="write_timeout") or 0
+            rt = dp.value(m, "diskpulse_http_connections_closed_total", reason="request_timeout") or 0
+            print("  attackers: %d connections opened, at most %d established at once, %d closed by the "
+                  "server, longest held %.1f s after its answer began" % (f.stats["opened"], f.max_connected,
+                                                   f.stats["closed_by_server"], f.max_lifetime))
+            print("  daemon: closed at the write deadline %d, at the request deadline %d; page %d KiB; "
+                  "RSS %d KiB before, %d KiB at most during, %d KiB after" % (wt, rt, page // 1024, before,
+                                                                               peak[0], after))
+            dp.check(s.ok() == len(s.results), "%s: all %d scrapes answered (%d were)" % (name, len(s.results), s.ok()))
+            dp.check(wt > 0, "%s: readers closed at the write deadline (%d)" % (name, wt))
+            dp.check(rt == 0, "%s: none waited for the request deadline (%d)" % (name, rt))
+            # from its answer's first byte: the deadline, the guard's sweep (0.25 s) and this
+            # client's own looks (every 0.5 s, before and after), with a second of margin for a
+            # busy machine
+            dp.check(f.max_lifetime <= WRITE_TIMEOUT + 2.25,
+                     "%s: no reader held a slot beyond the write deadline (longest %.1f s after its answer began)"
+                     % (name, f.max_lifetime))
+            # what the readers may cost: libmicrohttpd's 32 KiB per connection and the page
+            # made once per form (text and gzip) per snapshot, for the snapshots of the 30 s
+            # request deadline at most; the sender's buffers are the kernel's
+            bound = sources * per_source * 32 + 4 * page // 1024 + 8 * 1024
+            if dp.sanitized(BIN):
+                print("  memory not judged: AddressSanitizer keeps freed memory in its quarantine")
+                return
+            dp.check(peak[0] - before <= bound, "%s: memory during the attack within the bound (+%d KiB <= %d KiB)"
+                     % (name, peak[0] - before, bound))
+            dp.check(after - before <= 4 * 1024, "%s: memory handed back after the attack (+%d KiB)" % (name, after - before))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 SCENARIOS = {
     "attack64": issue_attack_64,
     "attack1000": issue_attack_1000,
@@ -139,6 +240,7 @@ SCENARIOS = {
     "idle-held": lambda: idle_keepalive(("--web.max-connections=4096", "--web.max-connections-per-address=4096"),
                                         "all 2000 held"),
     "greedy": greedy_clients,
+    "slowread": slow_readers,
 }
 
 flood.raise_fd_limit()
