@@ -41,6 +41,12 @@
 /* At a limit a connection waiting for its request this long may always make room: a real client
  * sends its request at once. Younger ones only make room for an address holding fewer. */
 #define EVICT_MIN_AGE (1 * USEC_PER_SEC)
+/* A connection accepted this recently whose request has not arrived is the last to make room: a
+ * client sends its request within milliseconds of its connect, so it has had no chance to yet.
+ * (Under a flood from many addresses, the rule "an address holding more gives one up" would
+ * otherwise pick a scraper's connection the moment after it was accepted, its address holding
+ * one like each attacker's, and a request still arriving goes before an idle connection.) */
+#define EVICT_GRACE (200 * USEC_PER_MSEC)
 /* Evicted connections take a moment to close; beyond the limit plus this many, refuse. */
 #define EVICT_SLACK(max) ((max) / 8 + 8)
 /* The write deadline: a connection with data waiting for its peer (unsent or unacknowledged)
@@ -284,16 +290,29 @@ static bool stalled(const struct gconn *c, usec_t now)
         return c->stall_since && now - c->stall_since >= EVICT_MIN_AGE;
 }
 
+/* Which connection of an address goes first: one whose peer does not read, then one whose
+ * request is arriving (slowly: accepted at least EVICT_GRACE ago), then an idle one, then one just
+ * accepted. */
+static int victim_rank(const struct gconn *c, usec_t now, bool is_stalled)
+{
+        if (is_stalled)
+                return 3;
+        if (c->phase == PHASE_HEADERS)
+                return now - c->accepted >= EVICT_GRACE ? 2 : 0;
+        return 1;
+}
+
 /* Caller holds the lock. The connection to close to make room: started, not being answered
  * (unless its peer does not read the answer), waiting for its request at least min_age, from
  * key's address when key is not NULL, from an address holding more than above connections; of
- * those, from the address holding most, one whose peer does not read before the others, one
- * whose request is arriving before an idle one, the one waiting longest. NULL if none. */
+ * those, from the address holding most, by victim_rank(), the one waiting longest. NULL if
+ * none. */
 static struct gconn *pick_victim(struct connguard *g, usec_t now, usec_t min_age,
                                  const struct addrkey *key, uint32_t above)
 {
         struct gconn *best = NULL;
         uint32_t best_load = 0;
+        int best_rank = 0;
 
         for (size_t fd = 0; fd < g->nbyfd; fd++) {
                 struct gconn *c = g->byfd[fd];
@@ -303,6 +322,8 @@ static struct gconn *pick_victim(struct connguard *g, usec_t now, usec_t min_age
 
                 if (!c || !c->started || c->closing)
                         continue;
+                int rank;
+
                 st = stalled(c, now);
                 if ((!st && (c->phase == PHASE_HANDLING || now - c->since < min_age)) ||
                     (key && !(c->keyed && addrkey_equal(c->key, *key))))
@@ -310,14 +331,13 @@ static struct gconn *pick_victim(struct connguard *g, usec_t now, usec_t min_age
                 load = address_load(g, c);
                 if (load <= above)
                         continue;
+                rank = victim_rank(c, now, st);
                 if (!best || load > best_load ||
                     (load == best_load &&
-                     ((st && !stalled(best, now)) ||
-                      (st == stalled(best, now) &&
-                       ((c->phase == PHASE_HEADERS && best->phase == PHASE_IDLE) ||
-                        (c->phase == best->phase && c->since < best->since)))))) {
+                     (rank > best_rank || (rank == best_rank && c->since < best->since)))) {
                         best = c;
                         best_load = load;
+                        best_rank = rank;
                 }
         }
         return best;

@@ -19,9 +19,15 @@ def raise_fd_limit():
 
 
 def loopback(n, first=2):
-    """n IPv4 loopback source addresses 127.0.0.<first>... (all of 127/8 is local)."""
-    assert first + n <= 255
-    return ["127.0.0.%d" % i for i in range(first, first + n)]
+    """n IPv4 loopback source addresses 127.0.0.<first>..., then on into 127.0.1.1... when
+    there are more (all of 127/8 is local; .0 and .255 left out)."""
+    out = []
+    k = first
+    while len(out) < n:
+        b, c = divmod(k, 254)
+        out.append("127.0.%d.%d" % (b, c + 1 if b else c))
+        k += 1
+    return out
 
 
 def read_response(sock, deadline, pending=None):

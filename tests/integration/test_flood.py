@@ -26,10 +26,14 @@ def measure(name, port, n=100):
     return s
 
 
-def check_scrapes(name, s):
+def check_scrapes(name, s, latency=True):
     p99 = flood.percentile(s.latencies(), 99)
     dp.check(s.ok() == len(s.results), "%s: all %d scrapes succeed (%d did)" % (name, len(s.results), s.ok()))
-    dp.check(p99 < P99_BOUND, "%s: p99 %.1f ms < %.0f ms" % (name, 1000 * p99, 1000 * P99_BOUND))
+    if latency:
+        dp.check(p99 < P99_BOUND, "%s: p99 %.1f ms < %.0f ms" % (name, 1000 * p99, 1000 * P99_BOUND))
+    else:
+        print("  p99 %.1f ms not judged: a sanitizer build, whose daemon needs 2 to 3 times the CPU "
+              "(nearly a whole core under 1,000 addresses), on the plain build it is" % (1000 * p99))
 
 
 def attack_during(port, seconds, gap=0.5, timeout=2.0):
@@ -226,6 +230,42 @@ def slow_readers(devices=1000, sources=64, per_source=8, seconds=20):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        st = f.read()
+    fields = st[st.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def many_sources(kind, sources=1000, per_source=4):
+    """1,000 attacking source addresses: idle kept-alive connections, trickled headers, slow
+    readers, or a third of the addresses each (mixed). 100 scrapes from 127.0.0.1 all answered
+    with a p99 under 100 ms; what the daemon's CPU pays is printed."""
+    name = "%d addresses x %d (%s)" % (sources, per_source, kind)
+    with dp.Daemon(BIN, "--no-collector.smart", "--no-collector.canary") as d:
+        addrs = flood.loopback(sources)
+        if kind == "mixed":
+            parts = [addrs[0::3], addrs[1::3], addrs[2::3]]
+            floods = [flood.Flood(d.port, a, per_source, m) for a, m in zip(parts, ("idle", "header", "slowread"))]
+        else:
+            floods = [flood.Flood(d.port, addrs, per_source, kind)]
+        [f.start() for f in floods]
+        time.sleep(3)
+        cpu0, t0 = cpu_seconds(d.proc.pid), time.monotonic()
+        s = measure(name, d.port)
+        cpu = (cpu_seconds(d.proc.pid) - cpu0) / (time.monotonic() - t0)
+        [f.stop() for f in floods]
+        m = d.scrape()
+        print("  attackers: %d connections opened, at most %d established at once, %d closed by the server; "
+              "daemon CPU %.0f %% of a core; accepted %d, refused (total limit) %d, evicted %d" % (
+                  sum(f.stats["opened"] for f in floods), sum(f.max_connected for f in floods),
+                  sum(f.stats["closed_by_server"] for f in floods), 100 * cpu,
+                  dp.value(m, "diskpulse_http_connections_accepted_total") or 0,
+                  dp.value(m, "diskpulse_http_connections_refused_total", reason="total_limit") or 0,
+                  dp.value(m, "diskpulse_http_connections_closed_total", reason="evicted") or 0))
+        check_scrapes(name, s, latency=not dp.sanitized(BIN))
+
+
 SCENARIOS = {
     "attack64": issue_attack_64,
     "attack1000": issue_attack_1000,
@@ -241,6 +281,10 @@ SCENARIOS = {
                                         "all 2000 held"),
     "greedy": greedy_clients,
     "slowread": slow_readers,
+    "many-idle": lambda: many_sources("idle"),
+    "many-trickle": lambda: many_sources("header"),
+    "many-slowread": lambda: many_sources("slowread"),
+    "many-mixed": lambda: many_sources("mixed"),
 }
 
 flood.raise_fd_limit()
