@@ -2,6 +2,7 @@
 source addresses, clients scraping as fast as they can, and a timed scraper. Loopback only; every
 generator is bounded in connections and in time."""
 import resource
+import multiprocessing
 import selectors
 import socket
 import threading
@@ -268,6 +269,51 @@ class Flood(threading.Thread):
         for slot in self.slots:
             self._close(slot, False)
         self.sel.close()
+
+
+def _attacker_main(args, kwargs, halt, ready, connected, out):
+    f = Flood(*args, **kwargs)
+    f.start()
+    while not halt.wait(0.1):
+        connected.value = f.connected
+        if f.ready.is_set():
+            ready.set()
+    f.stop()
+    out.put({"stats": f.stats, "max_connected": f.max_connected, "connected": f.connected,
+             "max_lifetime": f.max_lifetime})
+
+
+class Attacker:
+    """A Flood in a process of its own, so that the attacker's work never takes the interpreter
+    lock from the scraper being timed; the same arguments and attributes (read at stop(), but
+    .connected and .ready, which follow the attack)."""
+
+    def __init__(self, *args, **kwargs):
+        ctx = multiprocessing.get_context("fork")
+        self._halt, self.ready = ctx.Event(), ctx.Event()
+        self._connected = ctx.Value("i", 0)
+        self._out = ctx.Queue()
+        self._proc = ctx.Process(target=_attacker_main, daemon=True,
+                                 args=(args, kwargs, self._halt, self.ready, self._connected, self._out))
+        self.stats, self.max_connected, self.max_lifetime = {}, 0, 0.0
+
+    @property
+    def connected(self):
+        return self._connected.value
+
+    def start(self):
+        self._proc.start()
+
+    def stop(self):
+        self._halt.set()
+        try:
+            r = self._out.get(timeout=30)
+            self.stats, self.max_connected, self.max_lifetime = r["stats"], r["max_connected"], r["max_lifetime"]
+        finally:
+            self._proc.join(10)
+            if self._proc.is_alive():
+                self._proc.kill()
+                self._proc.join()
 
 
 class Hammer(threading.Thread):

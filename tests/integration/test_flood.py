@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Flood defence of the real daemon with its default limits: while slow, idle or greedy clients
 from other loopback addresses hold connections, 100 scrapes from 127.0.0.1 all succeed with a p99
-under 100 ms. Prints the numbers of every scenario.
+under 100 ms. The attackers run in a process of their own (flood.Attacker). Prints the numbers
+of every scenario.
 
 Usage: test_flood.py BINARY [SCENARIO...]; without scenarios, all of them run."""
 import os
@@ -51,7 +52,7 @@ def issue_attack_64(seconds=20):
     """The attack of the issue: one client holding 64 connections that each send a header line
     a second."""
     with dp.Daemon(BIN, "--no-collector.smart") as d:
-        f = flood.Flood(d.port, ["127.0.0.2"], 64, "header")
+        f = flood.Attacker(d.port, ["127.0.0.2"], 64, "header")
         f.start()
         f.ready.wait(5)
         time.sleep(1)
@@ -66,7 +67,7 @@ def issue_attack_1000(seconds=20):
     """1,000 such connections from one client; then how long scrapes go unanswered after it
     stops."""
     with dp.Daemon(BIN, "--no-collector.smart") as d:
-        f = flood.Flood(d.port, ["127.0.0.2"], 1000, "header")
+        f = flood.Attacker(d.port, ["127.0.0.2"], 1000, "header")
         f.start()
         time.sleep(3)
         ok, tried = attack_during(d.port, seconds)
@@ -86,7 +87,7 @@ def slowloris(mode, args=(), label="", sources=10, per_source=100):
     name = "slowloris %dx%d (%s%s)" % (sources, per_source,
                                        "a header line a second" if mode == "header" else "a byte a second", label)
     with dp.Daemon(BIN, "--no-collector.smart", *args) as d:
-        f = flood.Flood(d.port, flood.loopback(sources), per_source, mode)
+        f = flood.Attacker(d.port, flood.loopback(sources), per_source, mode)
         f.start()
         time.sleep(3)
         s = measure(name, d.port)
@@ -100,7 +101,7 @@ def idle_keepalive(args=(), label="defaults"):
     """2,000 keep-alive connections that made one request each and then stay idle."""
     name = "2000 idle keep-alive (%s)" % label
     with dp.Daemon(BIN, "--no-collector.smart", *args) as d:
-        f = flood.Flood(d.port, flood.loopback(10), 200, "idle", reconnect=1.0)
+        f = flood.Attacker(d.port, flood.loopback(10), 200, "idle", reconnect=1.0)
         f.start()
         f.ready.wait(10)
         time.sleep(2)
@@ -166,7 +167,7 @@ def slow_readers(devices=1000, sources=64, per_source=8, seconds=20):
             for _ in range(3):
                 d.scrape_text()
             before = rss_kib(d.proc.pid)
-            f = flood.Flood(d.port, flood.loopback(sources), per_source, "slowread")
+            f = flood.Attacker(d.port, flood.loopback(sources), per_source, "slowread")
             t_attack = time.monotonic()
             f.start()
             f.ready.wait(10)
@@ -246,9 +247,9 @@ def many_sources(kind, sources=1000, per_source=4):
         addrs = flood.loopback(sources)
         if kind == "mixed":
             parts = [addrs[0::3], addrs[1::3], addrs[2::3]]
-            floods = [flood.Flood(d.port, a, per_source, m) for a, m in zip(parts, ("idle", "header", "slowread"))]
+            floods = [flood.Attacker(d.port, a, per_source, m) for a, m in zip(parts, ("idle", "header", "slowread"))]
         else:
-            floods = [flood.Flood(d.port, addrs, per_source, kind)]
+            floods = [flood.Attacker(d.port, addrs, per_source, kind)]
         [f.start() for f in floods]
         time.sleep(3)
         cpu0, t0 = cpu_seconds(d.proc.pid), time.monotonic()
