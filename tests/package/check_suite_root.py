@@ -131,8 +131,9 @@ def main():
     probe = pkg.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
                      "mount -t tmpfs none /mnt"], timeout=30)
     if probe.returncode != 0:
-        pkg.skip("cannot make a mount namespace and mount in it here (a container without "
-                 "CAP_SYS_ADMIN?): %s" % (probe.stdout + probe.stderr).strip()[-200:])
+        pkg.skip("cannot make a private mount namespace and mount in it here (in a chroot / is "
+                 "not a mount point; a container has no CAP_SYS_ADMIN): %s"
+                 % (probe.stdout + probe.stderr).strip()[-200:])
     base = pkg.fresh_root(build)
     work = os.path.join(build, "suite-root")
     shutil.rmtree(work, ignore_errors=True)
