@@ -333,8 +333,10 @@ def main():
                          and a["labels"].get("job") == "diskpulse" and a["labels"].get("mode") == "fdatasync",
                          "its labels: %s" % a["labels"])
                 dp.check("ENOENT" in a["annotations"].get("summary", "")
-                         and a["annotations"].get("runbook_url", "").endswith("#diskpulsesyncprobeerrors"),
-                         "its summary %r and runbook" % a["annotations"].get("summary"))
+                         and a["annotations"].get("runbook_url", "")
+                         == "file:///usr/share/doc/diskpulse/runbook.md#diskpulsesyncprobeerrors",
+                         "its summary %r and runbook link %r (from diskpulse:runbook:info)"
+                         % (a["annotations"].get("summary"), a["annotations"].get("runbook_url")))
             others = [a["labels"] for a in unexplained(daemon, alerts(prom))
                       if a["labels"].get("path") != victim]
             dp.check(not others, "no alert for anything else, but for what its own slow probes "

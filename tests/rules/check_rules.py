@@ -22,7 +22,8 @@ RULES = os.path.join(ROOT, "etc", "prometheus", "diskpulse.rules.yml")
 PROMCONF = os.path.join(ROOT, "etc", "prometheus", "prometheus.yml")
 AMCONF = os.path.join(ROOT, "etc", "alertmanager", "diskpulse-route.yml")
 RUNBOOK = os.path.join(ROOT, "docs", "runbook.md")
-RUNBOOK_URL = "https://github.com/diskpulse/diskpulse/blob/main/docs/runbook.md#"
+# Every runbook_url: the base from the diskpulse:runbook:info rule's url label, then the section.
+RUNBOOK_URL = '{{ with query "last_over_time(diskpulse:runbook:info[1h])" }}{{ (. | first).Labels.url }}{{ end }}#'
 
 failures = []
 
