@@ -4,7 +4,8 @@
 unhealthy, two critical-warning bits, spare below threshold, media errors, temperature - are sent
 to it as Prometheus would, while another host has a slow canary target, and a small webhook
 receiver counts what arrives. One failing drive must be one notification, to the pager, holding
-only the alert that explains the rest; the other host's warning one ticket. The config is the
+only the alert that explains the rest; the other host's warning one ticket; a third host's
+canary ENOSPC, under node_exporter's full-filesystem alert, nothing. The config is the
 shipped one with the receivers' URLs pointed at the test's receiver and group_wait shortened to
 1 s (nothing else changed).
 Exit 77 (skip) when Alertmanager is not installed.
@@ -38,6 +39,12 @@ ALERTS = [
     # another host: one slow canary target
     {"instance": "db2:9477", "job": "diskpulse", "path": "/var/lib/postgresql", "mode": "fdatasync",
      "alertname": "DiskpulseSyncLatencyDegraded", "severity": "warning"},
+    # a third: its filesystem is full (node_exporter's mixin says so), which explains the
+    # canary's ENOSPC there
+    {"instance": "db3:9100", "host": "db3", "job": "node", "mountpoint": "/var/lib/postgresql",
+     "alertname": "NodeFilesystemAlmostOutOfSpace", "severity": "critical"},
+    {"instance": "db3:9477", "host": "db3", "job": "diskpulse", "path": "/var/lib/postgresql",
+     "mode": "fdatasync", "errno": "ENOSPC", "alertname": "DiskpulseSyncProbeErrors", "severity": "warning"},
 ]
 
 failures = []
@@ -142,6 +149,8 @@ def main():
                   "... holding the alert that explains the rest, the others inhibited (%s)" % names)
         check(len(db2) == 1 and db2[0][0] == "/diskpulse-ticket",
               "the other host's slow target is one ticket (%s)" % [x[0] for x in db2])
+        db3 = [x[0] for x in got if any(a["labels"]["instance"] == "db3:9477" for a in x[1]["alerts"])]
+        check(not db3, "the canary's ENOSPC under a full filesystem is inhibited (%s)" % db3)
         check(len(got) == 2, "two notifications in all (%d)" % len(got))
     finally:
         p.terminate()
