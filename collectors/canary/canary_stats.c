@@ -90,6 +90,7 @@ int canary_recent_init(struct canary_recent *w, usec_t window, size_t max_sample
         memset(w, 0, sizeof(*w));
         w->window = window;
         w->max = max_samples;
+        w->min = max_samples < CANARY_RECENT_MIN_SAMPLES ? max_samples : CANARY_RECENT_MIN_SAMPLES;
         return 0;
 }
 
@@ -110,11 +111,11 @@ static bool in_window(const struct canary_recent *w, usec_t t, usec_t now)
         return now <= t || now - t < w->window;
 }
 
-/* Index (from the oldest) of the first sample still in the window at now; samples are in time
- * order, so a binary search. */
+/* Index (from the oldest) of the first sample still in the window at now: in time or among the
+ * newest w->min; samples are in time order, so a binary search. */
 static size_t first_live(const struct canary_recent *w, usec_t now)
 {
-        size_t lo = 0, hi = w->n;
+        size_t lo = 0, hi = w->n > w->min ? w->n - w->min : 0;
 
         while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
@@ -236,15 +237,20 @@ void canary_recent_export(const struct canary_recent *w, struct mset *set, const
         double v[ARRAY_SIZE(qs)];
         struct mfamily *f = mset_family(
             set, CANARY_FAMILY_RECENT,
-            "Quantiles of the canary probe latency over the recent window (5 minutes unless "
-            "configured); _sum and _count since start.",
+            "Quantiles of the canary probe latency over the recent window (the last 5 minutes "
+            "unless configured, and at least the last 10 probes); _sum and _count since start.",
             MT_SUMMARY);
+        size_t n = canary_recent_count(w, now);
 
         if (canary_recent_quantiles(w, now, qs, ARRAY_SIZE(qs), v) == 0)
                 for (size_t i = 0; i < ARRAY_SIZE(qs); i++)
                         mfamily_add_raw(set, f, "", labels, "quantile", qnames[i], false, 0, v[i]);
         mfamily_add_raw(set, f, "_sum", labels, NULL, NULL, false, 0, w->sum);
         mfamily_add_raw(set, f, "_count", labels, NULL, NULL, true, w->count, (double)w->count);
+        f = mset_family(set, CANARY_FAMILY_SAMPLES,
+                        "Probes in the recent window, which its quantiles and ratios rest on.",
+                        MT_GAUGE);
+        mfamily_add_raw(set, f, "", labels, NULL, NULL, true, n, (double)n);
 }
 
 /* ---- Baseline ---- */
@@ -268,8 +274,24 @@ int canary_baseline_state_check(const struct canary_baseline_state *st)
         for (unsigned i = 0; i < st->n_warmup; i++)
                 if (!baseline_value_ok(st->warmup[i]))
                         return -EINVAL;
+        if (st->reference != 0 && !baseline_value_ok(st->reference))
+                return -EINVAL;
+        if (st->n_refdays >= CANARY_REF_DAYS || (st->ref_final && st->n_refdays != 0) ||
+            st->n_dayobs >= CANARY_DAY_OBS || st->n_days > CANARY_DAYS_KEPT)
+                return -EINVAL;
+        for (unsigned i = 0; i < st->n_refdays; i++)
+                if (!baseline_value_ok(st->refdays[i]))
+                        return -EINVAL;
+        for (unsigned i = 0; i < st->n_dayobs; i++)
+                if (!baseline_value_ok(st->dayobs[i]))
+                        return -EINVAL;
+        for (unsigned i = 0; i < st->n_days; i++)
+                if (!baseline_value_ok(st->days[i].v))
+                        return -EINVAL;
         return 0;
 }
+
+static void trend_update(struct canary_baseline *b);
 
 int canary_baseline_restore(struct canary_baseline *b, const struct canary_baseline_state *st)
 {
@@ -278,12 +300,8 @@ int canary_baseline_restore(struct canary_baseline *b, const struct canary_basel
         canary_baseline_init(b);
         if (r < 0)
                 return r;
-        b->st.value = st->value;
-        b->st.updates = st->updates;
-        b->st.updated = st->updated;
-        b->st.n_warmup = st->n_warmup;
-        for (unsigned i = 0; i < st->n_warmup; i++)
-                b->st.warmup[i] = st->warmup[i];
+        b->st = *st;
+        trend_update(b);
         return 0;
 }
 
@@ -320,6 +338,123 @@ double canary_baseline_next(double b, double m)
         return b;
 }
 
+/* ---- Reference and trend ---- */
+
+bool canary_reference_get(const struct canary_baseline *b, double *ret)
+{
+        if (b->st.reference <= 0)
+                return false;
+        *ret = b->st.reference;
+        return true;
+}
+
+bool canary_trend_get(const struct canary_baseline *b, double *factor, unsigned *days)
+{
+        if (!b->has_trend)
+                return false;
+        *factor = b->trend_factor;
+        *days = b->st.n_days;
+        return true;
+}
+
+int canary_trend_fit(const struct canary_day *d, size_t n, double *ret)
+{
+        double slopes[CANARY_DAYS_KEPT * (CANARY_DAYS_KEPT - 1) / 2], v;
+        size_t k = 0;
+
+        if (n > CANARY_DAYS_KEPT)
+                n = CANARY_DAYS_KEPT;
+        for (size_t i = 0; i < n; i++)
+                for (size_t j = i + 1; j < n; j++) {
+                        double dt = ((double)d[j].t - (double)d[i].t) / (86400.0 * USEC_PER_SEC);
+                        if (dt < 0.5)
+                                continue; /* a clock set back, or days closing fast */
+                        slopes[k++] = (log(d[j].v) - log(d[i].v)) / dt;
+                }
+        if (k == 0)
+                return -ENODATA;
+        v = exp(CANARY_TREND_HORIZON * canary_median(slopes, k));
+        if (!isfinite(v))
+                v = v > 0 ? CANARY_MAX_SECONDS : 0;
+        *ret = v;
+        return 0;
+}
+
+static void trend_update(struct canary_baseline *b)
+{
+        b->has_trend = b->st.n_days >= CANARY_TREND_MIN_DAYS &&
+                       canary_trend_fit(b->st.days, b->st.n_days, &b->trend_factor) == 0;
+}
+
+/* A day of observations ends with median d at real: kept for the trend, and the reference
+ * refined (first days) or replaced by a much faster week (a firmware fix, an emptied drive). */
+static void day_close(struct canary_baseline *b, double d, usec_t real)
+{
+        struct canary_baseline_state *st = &b->st;
+
+        if (st->n_days == CANARY_DAYS_KEPT) {
+                memmove(st->days, st->days + 1, (CANARY_DAYS_KEPT - 1) * sizeof(st->days[0]));
+                st->n_days--;
+        }
+        st->days[st->n_days++] =
+            (struct canary_day){.t = real / USEC_PER_SEC * USEC_PER_SEC, .v = d};
+        if (!st->ref_final) {
+                double v[CANARY_REF_DAYS];
+
+                st->refdays[st->n_refdays++] = d;
+                memcpy(v, st->refdays, st->n_refdays * sizeof(v[0]));
+                st->reference = canary_median(v, st->n_refdays);
+                if (st->n_refdays == CANARY_REF_DAYS) {
+                        st->ref_final = true;
+                        st->n_refdays = 0;
+                        memset(st->refdays, 0, sizeof st->refdays);
+                }
+        } else if (st->n_days >= CANARY_REF_DAYS) {
+                double v[CANARY_REF_DAYS], week;
+
+                for (unsigned i = 0; i < CANARY_REF_DAYS; i++)
+                        v[i] = st->days[st->n_days - CANARY_REF_DAYS + i].v;
+                week = canary_median(v, CANARY_REF_DAYS);
+                if (week * CANARY_REF_REFRESH < st->reference)
+                        st->reference = week;
+        }
+        trend_update(b);
+}
+
+/* One hourly observation m after the warm-up. */
+static void reference_observe(struct canary_baseline *b, double m, usec_t real)
+{
+        struct canary_baseline_state *st = &b->st;
+
+        if (st->reference <= 0)
+                st->reference = st->value; /* provisional: the first baseline */
+        st->dayobs[st->n_dayobs++] = m;
+        if (st->n_dayobs == CANARY_DAY_OBS) {
+                double v[CANARY_DAY_OBS];
+
+                memcpy(v, st->dayobs, sizeof v);
+                st->n_dayobs = 0;
+                memset(st->dayobs, 0, sizeof st->dayobs);
+                day_close(b, canary_median(v, CANARY_DAY_OBS), real);
+        }
+}
+
+void canary_reference_reset(struct canary_baseline_state *st)
+{
+        st->reference = st->value;
+        st->ref_final = false;
+        st->n_refdays = st->n_dayobs = st->n_days = 0;
+        memset(st->refdays, 0, sizeof st->refdays);
+        memset(st->dayobs, 0, sizeof st->dayobs);
+        memset(st->days, 0, sizeof st->days);
+}
+
+void canary_reference_migrate(struct canary_baseline_state *st)
+{
+        canary_reference_reset(st);
+        st->ref_final = st->value > 0;
+}
+
 int canary_baseline_observe(struct canary_baseline *b, double median, usec_t real)
 {
         struct canary_baseline_state *st = &b->st;
@@ -348,6 +483,8 @@ int canary_baseline_observe(struct canary_baseline *b, double median, usec_t rea
         if (st->updates < UINT64_MAX)
                 st->updates++;
         st->updated = real;
+        if (st->value > 0)
+                reference_observe(b, median, real);
         return 0;
 }
 
@@ -495,7 +632,9 @@ int canary_stats_add(struct canary_stats *s, double seconds, usec_t mono, usec_t
 void canary_stats_export(const struct canary_stats *s, struct mset *set, const char *labels,
                          usec_t mono)
 {
-        double base, median, ratio;
+        double base, median = 0, ratio, ref, trend;
+        bool has_median;
+        unsigned days;
         struct mfamily *f;
 
         canary_hist_export(&s->hist, set, labels);
@@ -511,12 +650,36 @@ void canary_stats_export(const struct canary_stats *s, struct mset *set, const c
         if (!canary_baseline_get(&s->baseline, &base))
                 return;
         mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, base);
+        has_median = canary_recent_median(&s->recent, mono, &median) == 0;
         f = mset_family(set, CANARY_FAMILY_DEGRADATION,
                         "Median canary latency over the recent window divided by the baseline.",
                         MT_GAUGE);
-        if (canary_recent_median(&s->recent, mono, &median) == 0 &&
-            canary_degradation_ratio(median, base, &ratio) == 0)
+        if (has_median && canary_degradation_ratio(median, base, &ratio) == 0)
                 mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, ratio);
+        f = mset_family(set, CANARY_FAMILY_REFERENCE,
+                        "As-new commit latency of this disk: the median of its first 7 daily "
+                        "medians (the first baseline until then); never learns a slow creep; "
+                        "persisted per disk.",
+                        MT_GAUGE);
+        if (!canary_reference_get(&s->baseline, &ref))
+                return;
+        mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, ref);
+        f = mset_family(set, CANARY_FAMILY_DRIFT,
+                        "Median canary latency over the recent window divided by the reference.",
+                        MT_GAUGE);
+        if (has_median && canary_degradation_ratio(median, ref, &ratio) == 0)
+                mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, ratio);
+        if (canary_trend_get(&s->baseline, &trend, &days)) {
+                f = mset_family(set, CANARY_FAMILY_TREND,
+                                "Growth of the daily median canary latency per 30 days: a "
+                                "Theil-Sen fit in log space over the last 30 daily medians "
+                                "(1.1 = 10 % slower a month).",
+                                MT_GAUGE);
+                mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, trend);
+                f = mset_family(set, CANARY_FAMILY_TREND_DAYS,
+                                "Daily medians the trend factor rests on (at most 30).", MT_GAUGE);
+                mfamily_add_raw(set, f, "", labels, NULL, NULL, true, days, (double)days);
+        }
 }
 
 int canary_busy_idle_ratio(const struct canary_stats *idle, const struct canary_stats *busy,
@@ -635,9 +798,24 @@ static int parse_double(const char *s, double *ret)
         return 0;
 }
 
-enum { F_DISK, F_MODE, F_PATH, F_BASELINE, F_UPDATES, F_UPDATED, F_WARMUP, F_REGIME, F_N };
-static const char *const field_names[F_N] = {"disk",    "mode",    "path",   "baseline",
-                                             "updates", "updated", "warmup", "regime"};
+enum {
+        F_DISK,
+        F_MODE,
+        F_PATH,
+        F_BASELINE,
+        F_UPDATES,
+        F_UPDATED,
+        F_WARMUP,
+        F_REGIME,
+        F_REFERENCE,
+        F_REFDAYS,
+        F_DAYOBS,
+        F_DAYS,
+        F_N
+};
+static const char *const field_names[F_N] = {"disk",      "mode",    "path",   "baseline",
+                                             "updates",   "updated", "warmup", "regime",
+                                             "reference", "refdays", "dayobs", "days"};
 
 static bool name_ok(const char *s, size_t len)
 {
@@ -649,12 +827,14 @@ static bool name_ok(const char *s, size_t len)
         return true;
 }
 
-static int parse_warmup(const char *s, struct canary_baseline_state *st)
+/* "-" or up to max comma-separated latencies in seconds (each within the baseline's range) into
+ * v; *n set on success. */
+static int parse_list(const char *s, double *v, unsigned max, unsigned *n)
 {
-        unsigned n = 0;
+        unsigned k = 0;
 
         if (strcmp(s, "-") == 0) {
-                st->n_warmup = 0;
+                *n = 0;
                 return 0;
         }
         for (const char *p = s;;) {
@@ -665,21 +845,67 @@ static int parse_warmup(const char *s, struct canary_baseline_state *st)
 
                 if (l == 0 || l >= sizeof num)
                         return l == 0 ? -EINVAL : -ERANGE;
-                if (n >= CANARY_BASELINE_WARMUP - 1)
-                        return -EINVAL; /* a full warm-up would have made the baseline */
+                if (k >= max)
+                        return -EINVAL;
                 memcpy(num, p, l);
                 num[l] = 0;
-                r = parse_double(num, &st->warmup[n]);
+                r = parse_double(num, &v[k]);
                 if (r < 0)
                         return r;
-                if (!baseline_value_ok(st->warmup[n]))
+                if (!baseline_value_ok(v[k]))
                         return -ERANGE;
-                n++;
+                k++;
                 if (!comma)
                         break;
                 p = comma + 1;
         }
-        st->n_warmup = n;
+        *n = k;
+        return 0;
+}
+
+/* "-" or up to CANARY_DAYS_KEPT "SECONDS:MEDIAN" pairs, comma-separated. */
+static int parse_days(const char *s, struct canary_baseline_state *st)
+{
+        unsigned k = 0;
+
+        if (strcmp(s, "-") == 0) {
+                st->n_days = 0;
+                return 0;
+        }
+        for (const char *p = s;;) {
+                const char *comma = strchr(p, ','), *colon;
+                size_t l = comma ? (size_t)(comma - p) : strlen(p);
+                char num[64];
+                uint64_t t;
+                int r;
+
+                if (l == 0 || l >= sizeof num)
+                        return l == 0 ? -EINVAL : -ERANGE;
+                if (k >= CANARY_DAYS_KEPT)
+                        return -EINVAL;
+                memcpy(num, p, l);
+                num[l] = 0;
+                colon = strchr(num, ':');
+                if (!colon)
+                        return -EINVAL;
+                num[colon - num] = 0;
+                r = parse_u64(num, &t);
+                if (r < 0)
+                        return r;
+                if (t > UINT64_MAX / USEC_PER_SEC)
+                        return -ERANGE;
+                r = parse_double(colon + 1, &st->days[k].v);
+                if (r < 0)
+                        return r;
+                if (!baseline_value_ok(st->days[k].v))
+                        return -ERANGE;
+                st->days[k].t = (usec_t)t * USEC_PER_SEC;
+                k++;
+                if (!comma)
+                        break;
+                p = comma + 1;
+        }
+        st->n_days = k;
         return 0;
 }
 
@@ -713,9 +939,29 @@ static int parse_field(int f, const char *val, struct canary_record *rec)
                         st->updated = u;
                 return 0;
         case F_WARMUP:
-                return parse_warmup(val, st);
+                /* a full warm-up would have made the baseline */
+                return parse_list(val, st->warmup, CANARY_BASELINE_WARMUP - 1, &st->n_warmup);
         case F_REGIME:
                 return canary_regime_from_string(val, &rec->regime);
+        case F_REFERENCE:
+                r = parse_double(val, &st->reference);
+                if (r < 0)
+                        return r;
+                st->reference += 0.0;
+                if (st->reference != 0 && !baseline_value_ok(st->reference))
+                        return -ERANGE;
+                return 0;
+        case F_REFDAYS:
+                st->ref_final = strcmp(val, "final") == 0;
+                if (st->ref_final) {
+                        st->n_refdays = 0;
+                        return 0;
+                }
+                return parse_list(val, st->refdays, CANARY_REF_DAYS - 1, &st->n_refdays);
+        case F_DAYOBS:
+                return parse_list(val, st->dayobs, CANARY_DAY_OBS - 1, &st->n_dayobs);
+        case F_DAYS:
+                return parse_days(val, st);
         default:
                 return -EINVAL;
         }
@@ -812,8 +1058,8 @@ static bool is_comment(const char *s, size_t len)
         return i < len && s[i] == '#';
 }
 
-/* 0 for our header of a version we read (1 or 2), -EBADMSG for anything else,
- * -EPROTONOSUPPORT for another version. */
+/* The version of our header when we read it (1 to CANARY_STATE_VERSION), -EBADMSG for anything
+ * else, -EPROTONOSUPPORT for another version. */
 static int parse_header(const char *s, size_t len)
 {
         const size_t hl = strlen(CANARY_STATE_HEADER);
@@ -832,13 +1078,13 @@ static int parse_header(const char *s, size_t len)
         ver[len - i] = 0;
         if (parse_u64(ver, &v) < 0)
                 return -EBADMSG;
-        return v >= 1 && v <= CANARY_STATE_VERSION ? 0 : -EPROTONOSUPPORT;
+        return v >= 1 && v <= CANARY_STATE_VERSION ? (int)v : -EPROTONOSUPPORT;
 }
 
 int canary_records_parse(const char *buf, size_t len, struct canary_records *ret)
 {
         struct canary_records out = {0};
-        bool header = false;
+        int version = 0;
         size_t i = 0;
 
         if (len > CANARY_STATE_MAX_BYTES)
@@ -855,13 +1101,12 @@ int canary_records_parse(const char *buf, size_t len, struct canary_records *ret
                 l = (size_t)(end - line);
                 if (is_blank(line, l) || is_comment(line, l))
                         continue;
-                if (!header) {
-                        int r = parse_header(line, l);
-                        if (r < 0) {
+                if (version == 0) {
+                        version = parse_header(line, l);
+                        if (version < 0) {
                                 canary_records_free(&out);
-                                return r;
+                                return version;
                         }
-                        header = true;
                         continue;
                 }
                 if (canary_record_parse_line(line, l, &rec) < 0 ||
@@ -870,6 +1115,8 @@ int canary_records_parse(const char *buf, size_t len, struct canary_records *ret
                         out.bad++;
                         continue;
                 }
+                if (version < 3)
+                        canary_reference_migrate(&rec.st);
                 GROW(out.v, out.cap, out.n + 1);
                 out.v[out.n++] = rec;
         }
@@ -960,6 +1207,18 @@ static void sb_double(struct strbuf *b, double v)
         sb_puts(b, num);
 }
 
+/* "-" or the n values comma-separated. */
+static void sb_list(struct strbuf *b, const double *v, unsigned n)
+{
+        if (n == 0)
+                sb_puts(b, "-");
+        for (unsigned k = 0; k < n; k++) {
+                if (k)
+                        sb_puts(b, ",");
+                sb_double(b, v[k]);
+        }
+}
+
 int canary_records_format(const struct canary_records *r, char **ret, size_t *ret_len)
 {
         struct strbuf b = {0};
@@ -988,12 +1247,24 @@ int canary_records_format(const struct canary_records *r, char **ret, size_t *re
                 snprintf(num, sizeof num,
                          " updated=%" PRIu64 " warmup=", (uint64_t)rec->st.updated);
                 sb_puts(&b, num);
-                if (rec->st.n_warmup == 0)
+                sb_list(&b, rec->st.warmup, rec->st.n_warmup);
+                sb_puts(&b, " reference=");
+                sb_double(&b, rec->st.reference);
+                sb_puts(&b, " refdays=");
+                if (rec->st.ref_final)
+                        sb_puts(&b, "final");
+                else
+                        sb_list(&b, rec->st.refdays, rec->st.n_refdays);
+                sb_puts(&b, " dayobs=");
+                sb_list(&b, rec->st.dayobs, rec->st.n_dayobs);
+                sb_puts(&b, " days=");
+                if (rec->st.n_days == 0)
                         sb_puts(&b, "-");
-                for (unsigned k = 0; k < rec->st.n_warmup; k++) {
-                        if (k)
-                                sb_puts(&b, ",");
-                        sb_double(&b, rec->st.warmup[k]);
+                for (unsigned k = 0; k < rec->st.n_days; k++) {
+                        snprintf(num, sizeof num, "%s%" PRIu64 ":", k ? "," : "",
+                                 (uint64_t)(rec->st.days[k].t / USEC_PER_SEC));
+                        sb_puts(&b, num);
+                        sb_double(&b, rec->st.days[k].v);
                 }
                 sb_puts(&b, "\n");
         }

@@ -13,7 +13,10 @@
  * client libraries ("1e-05", "2.5e-05", "0.0001", ..., "10", "+Inf"); cumulative since start.
  *
  * Recent window (diskpulse_sync_recent_seconds, default 5 min): the samples whose monotonic
- * time t satisfies now - window < t, at most max_samples of them (default and limit 4096, i.e.
+ * time t satisfies now - window < t, and at least the newest CANARY_RECENT_MIN_SAMPLES (10)
+ * however old (at a probe every 3 minutes a 5-minute window holds one or two: a median of one
+ * probe and a p99 that is its value; ten probes make a median and a p90 of some meaning, the
+ * p99 of ten is close to their maximum), at most max_samples of them (default and limit 4096, i.e.
  * 64 KiB per target at most; memory grows and shrinks with what the window holds). While the
  * probes come faster than window/max_samples (73 ms for 5 min), the oldest samples are dropped
  * early: the window then covers the last max_samples probes, still exactly. Quantiles are
@@ -57,6 +60,27 @@
  *  - Persisted per key (disk WWN or serial, canary mode, path) in the state directory: a
  *    renamed disk (sdb became sdc) keeps its baseline, a replaced one starts a new warm-up.
  *
+ * Reference (diskpulse_sync_reference_seconds), the as-new figure that never learns a creep:
+ *  - When the warm-up ends, the first baseline is the provisional reference. Observations after
+ *    it are grouped in days of 24 (days of probing, like the baseline's speeds); a day's median
+ *    is its "daily median". The reference is the median of the daily medians so far until 7
+ *    exist, then it is final: the median of the first week, so a disk's first days of heavy
+ *    restore load or up to 3 bad days do not make it, and a daily load cycle is inside every
+ *    daily median. Why not the baseline's first value alone: 6 hours of one time of day. Why not
+ *    a low quantile: the best days of a noisy disk would page on its ordinary ones.
+ *  - Final, it moves only down, and only a lot: when the median of the last 7 daily medians is
+ *    more than 1.5x faster (a firmware fix, an emptied drive, a disk changed under the same
+ *    identity), that median replaces it. Slower is never learnt, however long it lasts.
+ *  - Reset only by a new disk identity (a new record) or canary_reference_reset() on one
+ *    target (the operator's --canary.reset-reference).
+ *  - Drift ratio (diskpulse_sync_drift_ratio) = recent median / reference.
+ *
+ * Trend (diskpulse_sync_trend_factor): the Theil-Sen slope of ln(daily median) against the
+ * daily medians' CLOCK_REALTIME in days, over the last 30 daily medians (the median of the
+ * slopes of every pair at least half a day apart: indifferent to up to 29 % bad days, e.g. a
+ * week of maintenance load, and to spikes), as a factor per 30 days (1.35 = 1 % a day). Exported
+ * with diskpulse_sync_trend_days (the daily medians it rests on) once there are 3.
+ *
  * Degradation ratio (diskpulse_sync_degradation_ratio) = recent median / baseline; absent while
  * the baseline warms up or the window is empty; never NaN or Inf (baseline >= 1 us, samples
  * <= 1e9 s).
@@ -70,16 +94,21 @@
  * State file format (line oriented, ASCII, version header first, '#' comments and blank lines
  * ignored, one record per line, space-separated name=value fields in any order, unknown names
  * ignored for forward compatibility):
- *   diskpulse-canary-baselines 2
+ *   diskpulse-canary-baselines 3
  *   disk=wwn:0x5002538e4 mode=fdatasync path=/var/lib/pg regime=idle baseline=0.00042 (...)
- *   (...) updates=312 updated=1718000000000000 warmup=-
+ *   (...) updates=312 updated=1718000000000000 warmup=- reference=0.0004 refdays=final (...)
+ *   (...) dayobs=0.00041,0.00043 days=1717900000:0.0004,1717986400:0.00041
  * In values a backslash is written twice and every byte outside '!'..'~' as a backslash, 'x'
  * and two hex digits (a space in a path: \x20). baseline is seconds (the shortest of %.15g to
  * %.17g that reads back exactly; 0 while warming up), updates a count, updated CLOCK_REALTIME in
  * microseconds, warmup the comma-separated warm-up observations in seconds or "-", regime
- * "idle" or "busy" (the key is disk, mode, path and regime). disk, mode, path, baseline and
- * updates are required; a record without regime is the idle one. Version 1 (before regimes:
- * the same records without regime, all idle) is read as well; every write is version 2. A line that does not parse or violates a limit is
+ * "idle" or "busy" (the key is disk, mode, path and regime), reference seconds (0: none yet),
+ * refdays "final", "-" or the daily medians of the reference so far, dayobs the running day's
+ * observations or "-", days "-" or the kept daily medians as SECONDS:MEDIAN (CLOCK_REALTIME in
+ * whole seconds). disk, mode, path, baseline and updates are required; a record without regime
+ * is the idle one. Version 1 (before regimes: the same records without regime, all idle) and
+ * version 2 (before the reference) are read as well, their baseline becoming the final
+ * reference (the best as-new figure they hold); every write is version 3. A line that does not parse or violates a limit is
  * skipped and counted, never fatal; a missing header or an unknown version refuses the whole
  * file.
  * Limits: 1024 records (the least recently updated one makes room), disk id 255 bytes, mode 31,
@@ -102,6 +131,11 @@
 #define CANARY_FAMILY_RECENT      "diskpulse_sync_recent_seconds"
 #define CANARY_FAMILY_BASELINE    "diskpulse_sync_baseline_seconds"
 #define CANARY_FAMILY_DEGRADATION "diskpulse_sync_degradation_ratio"
+#define CANARY_FAMILY_REFERENCE   "diskpulse_sync_reference_seconds"
+#define CANARY_FAMILY_DRIFT       "diskpulse_sync_drift_ratio"
+#define CANARY_FAMILY_TREND       "diskpulse_sync_trend_factor"
+#define CANARY_FAMILY_TREND_DAYS  "diskpulse_sync_trend_days"
+#define CANARY_FAMILY_SAMPLES     "diskpulse_sync_recent_samples"
 
 /* ---- Histogram ---- */
 
@@ -130,6 +164,7 @@ void canary_hist_export(const struct canary_hist *h, struct mset *set, const cha
 
 #define CANARY_RECENT_WINDOW      (5 * 60 * USEC_PER_SEC)
 #define CANARY_RECENT_MAX_SAMPLES 4096
+#define CANARY_RECENT_MIN_SAMPLES 10 /* kept past the window's age: quantiles rest on them */
 
 struct canary_sample {
         usec_t t; /* monotonic */
@@ -139,6 +174,7 @@ struct canary_sample {
 struct canary_recent {
         usec_t window;
         size_t max;                 /* most samples held */
+        size_t min;                 /* samples kept however old (min(max, MIN_SAMPLES)) */
         struct canary_sample *ring; /* cap entries, n of them from head on, oldest first */
         size_t cap, head, n;
         uint64_t count;   /* every sample ever added (summary _count) */
@@ -183,6 +219,19 @@ void canary_recent_export(const struct canary_recent *w, struct mset *set, const
 #define CANARY_BASELINE_FLOOR           1e-6
 #define CANARY_PERIOD_KEEP              1024 /* probes kept per period */
 
+/* Reference and trend (see "Reference" above). */
+#define CANARY_DAY_OBS        24  /* hourly observations per day of probing */
+#define CANARY_REF_DAYS       7   /* daily medians the reference is the median of */
+#define CANARY_DAYS_KEPT      30  /* daily medians the trend is fitted to */
+#define CANARY_TREND_MIN_DAYS 3   /* fewer daily medians export no trend */
+#define CANARY_TREND_HORIZON  30  /* the trend factor is per this many days */
+#define CANARY_REF_REFRESH    1.5 /* a week this much faster than the reference replaces it */
+
+struct canary_day {
+        usec_t t; /* CLOCK_REALTIME of the day's last observation in us, whole seconds */
+        double v; /* the day's median, seconds */
+};
+
 /* What is persisted of a baseline. */
 struct canary_baseline_state {
         double value;     /* seconds; 0 while warming up */
@@ -190,10 +239,20 @@ struct canary_baseline_state {
         usec_t updated;   /* CLOCK_REALTIME of the last observation in us; 0 = never */
         unsigned n_warmup;
         double warmup[CANARY_BASELINE_WARMUP]; /* warm-up observations while value == 0 */
+        double reference;                      /* seconds; 0 until the warm-up ends */
+        bool ref_final;     /* made of CANARY_REF_DAYS days (or migrated): no longer refined */
+        unsigned n_refdays; /* daily medians of the reference so far while not final */
+        double refdays[CANARY_REF_DAYS];
+        unsigned n_dayobs; /* observations of the running day */
+        double dayobs[CANARY_DAY_OBS];
+        unsigned n_days; /* daily medians kept, oldest first */
+        struct canary_day days[CANARY_DAYS_KEPT];
 };
 
 struct canary_baseline {
         struct canary_baseline_state st;
+        bool has_trend;      /* from st.days, recomputed when a day closes or on restore */
+        double trend_factor; /* growth of the daily median per CANARY_TREND_HORIZON days */
         bool period_open;
         usec_t period_start;    /* monotonic */
         uint64_t period_n;      /* probes in the period */
@@ -220,6 +279,22 @@ int canary_baseline_observe(struct canary_baseline *b, double median, usec_t rea
 double canary_baseline_next(double b, double m);
 /* Sets *ret to the baseline and returns true once warmed up; false (ret untouched) before. */
 bool canary_baseline_get(const struct canary_baseline *b, double *ret);
+
+/* Sets *ret to the reference once there is one and returns true; false before. */
+bool canary_reference_get(const struct canary_baseline *b, double *ret);
+/* Sets *factor to the trend (growth per CANARY_TREND_HORIZON days) and *days to the daily
+ * medians it rests on, and returns true, once CANARY_TREND_MIN_DAYS daily medians exist. */
+bool canary_trend_get(const struct canary_baseline *b, double *factor, unsigned *days);
+/* The Theil-Sen slope of ln(v) against t in days over n daily medians (pairs less than half a
+ * day apart ignored), as a factor per CANARY_TREND_HORIZON days. Returns 0, or -ENODATA when no
+ * pair qualifies. */
+int canary_trend_fit(const struct canary_day *d, size_t n, double *ret);
+/* Forgets the reference, the days and the trend (an operator's request for one target): the
+ * current baseline becomes the provisional reference (none while warming up) and the next
+ * CANARY_REF_DAYS days refine it as for a new disk. */
+void canary_reference_reset(struct canary_baseline_state *st);
+/* A version 2 state (no reference): its baseline becomes the final reference. */
+void canary_reference_migrate(struct canary_baseline_state *st);
 
 /* Recent median / baseline. Returns 0, or -ENODATA when baseline <= 0 (none) and -EINVAL for a
  * non-finite or negative median (ret untouched); the result is finite. */
@@ -277,7 +352,7 @@ void canary_busy_idle_export(const struct canary_stats *idle, const struct canar
 /* ---- State file records ---- */
 
 #define CANARY_STATE_HEADER  "diskpulse-canary-baselines"
-#define CANARY_STATE_VERSION 2 /* written; 1 (no regimes) is read too */
+#define CANARY_STATE_VERSION 3 /* written; 1 (no regimes) and 2 (no reference) are read too */
 #define CANARY_RECORDS_MAX   1024
 #define CANARY_DISK_ID_MAX   256 /* with the NUL */
 #define CANARY_MODE_MAX      32
@@ -317,8 +392,8 @@ int canary_record_parse_line(const char *line, size_t len, struct canary_record 
 /* Parses a whole state file. Returns 0 with *ret filled (caller frees with
  * canary_records_free(); bad lines, duplicate keys and records past CANARY_RECORDS_MAX counted
  * in ret->bad; an empty file has no records), -EFBIG above CANARY_STATE_MAX_BYTES, -EBADMSG
- * without the header, -EPROTONOSUPPORT for a version other than 1 and 2. ret untouched on
- * failure. */
+ * without the header, -EPROTONOSUPPORT for a version other than 1 to 3. ret untouched on
+ * failure. Records of versions 1 and 2 are migrated: their baseline becomes the final reference. */
 int canary_records_parse(const char *buf, size_t len, struct canary_records *ret);
 /* Renders records as a state file into a malloc'd buffer (caller frees; NUL-terminated, the NUL
  * not counted in *ret_len). Returns 0, or -EINVAL when a record is invalid. Aborts on OOM. */

@@ -36,6 +36,17 @@ static bool same_record(const struct canary_record *a, const struct canary_recor
         for (unsigned i = 0; i < a->st.n_warmup; i++)
                 if (memcmp(&a->st.warmup[i], &b->st.warmup[i], sizeof(double)) != 0)
                         return false;
+        if (memcmp(&a->st.reference, &b->st.reference, sizeof(double)) != 0 ||
+            a->st.ref_final != b->st.ref_final || a->st.n_refdays != b->st.n_refdays ||
+            a->st.n_dayobs != b->st.n_dayobs || a->st.n_days != b->st.n_days)
+                return false;
+        if (memcmp(a->st.refdays, b->st.refdays, a->st.n_refdays * sizeof(double)) != 0 ||
+            memcmp(a->st.dayobs, b->st.dayobs, a->st.n_dayobs * sizeof(double)) != 0)
+                return false;
+        for (unsigned i = 0; i < a->st.n_days; i++)
+                if (a->st.days[i].t != b->st.days[i].t ||
+                    memcmp(&a->st.days[i].v, &b->st.days[i].v, sizeof(double)) != 0)
+                        return false;
         return true;
 }
 
@@ -47,7 +58,7 @@ static void exercise(const struct canary_baseline_state *st)
 
         if (canary_baseline_restore(&b, st) != 0)
                 abort();
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < 2 * CANARY_DAY_OBS; i++) { /* a day closes whatever was restored */
                 double m = i % 2 ? st->value * 3 + 1e-6 : st->value / 3 + 1e-3;
                 if (m > CANARY_MAX_SECONDS)
                         m = CANARY_MAX_SECONDS;
@@ -56,6 +67,11 @@ static void exercise(const struct canary_baseline_state *st)
                 if (canary_baseline_state_check(&b.st) != 0)
                         abort();
                 if (canary_baseline_get(&b, &v) && (!isfinite(v) || v <= 0))
+                        abort();
+                if (canary_reference_get(&b, &v) && (!isfinite(v) || v <= 0))
+                        abort();
+                unsigned days;
+                if (canary_trend_get(&b, &v, &days) && (!isfinite(v) || v < 0 || days < 3))
                         abort();
         }
 }

@@ -720,8 +720,13 @@ static void warm_up(struct canary *c)
         t = render(c);
         assert_line(t, "diskpulse_sync_baseline_seconds{" LI "} 0.002");
         assert_line(t, "diskpulse_sync_baseline_seconds{" LB "} 0.001");
-        /* the window (5 min) is empty 10 min after the last probe: no ratio */
-        assert_no(t, "diskpulse_sync_degradation_ratio{");
+        /* 10 min after the last probe the window (5 min) still holds the last 10 probes: the
+         * ratios rest on them; the reference is the first baseline (the first day not over) */
+        assert_line(t, "diskpulse_sync_degradation_ratio{" LI "} 1");
+        assert_line(t, "diskpulse_sync_degradation_ratio{" LB "} 1");
+        assert_line(t, "diskpulse_sync_reference_seconds{" LI "} 0.002");
+        assert_line(t, "diskpulse_sync_drift_ratio{" LB "} 1");
+        assert_line(t, "diskpulse_sync_recent_samples{" LI "} 10");
         free(t);
 }
 

@@ -408,7 +408,7 @@ static void test_corrupt_file_set_aside(void **state)
                 const char *text, *tag;
         } cases[] = {
             {"not a state file\n\001\002\003 garbage\n", "corrupt"},
-            {"diskpulse-canary-baselines 3\ndisk=wwn:0x5000aaaa mode=fdatasync path=/data "
+            {"diskpulse-canary-baselines 4\ndisk=wwn:0x5000aaaa mode=fdatasync path=/data "
              "baseline=0.004 updates=40\n",
              "unsupported"},
             {"\n\n", NULL}, /* blank: no header, no records: an empty file */
@@ -446,7 +446,7 @@ static void test_corrupt_file_set_aside(void **state)
                 }
                 finish(c);
                 back = get_file(d.fd, CANARY_STATE_FILE);
-                assert_has(back, "diskpulse-canary-baselines 2\n", true);
+                assert_has(back, "diskpulse-canary-baselines 3\n", true);
                 assert_has(back, "disk=wwn:0x5000aaaa mode=fdatasync path=/data ", true);
                 assert_has(back, "baseline=0.004", false);
                 assert_mode(d.fd, CANARY_STATE_FILE, 0600);

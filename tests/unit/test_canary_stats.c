@@ -220,6 +220,8 @@ static void test_recent_expiry(void **state)
         (void)state;
 
         assert_int_equal(canary_recent_init(&w, 300 * SEC, 100), 0);
+        assert_int_equal(w.min, CANARY_RECENT_MIN_SAMPLES);
+        w.min = 0; /* the window's age alone (the newest kept however old: test_recent_min) */
         assert_int_equal(canary_recent_add(&w, 0.001, 1000 * SEC), 0);
         assert_int_equal(canary_recent_add(&w, 0.002, 1100 * SEC), 0);
         assert_int_equal(canary_recent_add(&w, 0.003, 1200 * SEC), 0);
@@ -248,6 +250,45 @@ static void test_recent_expiry(void **state)
         assert_int_equal(w.count, 5);
         assert_close(w.sum, 0.019, 1e-12);
         canary_recent_done(&w);
+}
+
+/* The quantiles rest on at least CANARY_RECENT_MIN_SAMPLES probes whatever the cadence: at one
+ * probe every 10 minutes a 5-minute window would hold one. */
+static void test_recent_min(void **state)
+{
+        struct canary_recent w, few;
+        double m, q[3];
+        static const double qs[3] = {0.5, 0.9, 0.99};
+        (void)state;
+
+        assert_int_equal(canary_recent_init(&w, 300 * SEC, 100), 0);
+        for (int i = 1; i <= 25; i++)
+                assert_int_equal(canary_recent_add(&w, 0.001 * i, (usec_t)i * 600 * SEC), 0);
+        /* 25 probes 10 minutes apart: the last 10 (16..25 ms) are kept, older ones forgotten */
+        assert_int_equal(canary_recent_count(&w, 25 * 600 * SEC), 10);
+        assert_int_equal(w.n, 11); /* the 11th oldest goes at the next add */
+        assert_int_equal(canary_recent_median(&w, 25 * 600 * SEC, &m), 0);
+        assert_close(m, 0.0205, 1e-12);
+        /* hours later, still the same 10 */
+        assert_int_equal(canary_recent_count(&w, 100 * 600 * SEC), 10);
+        assert_int_equal(canary_recent_quantiles(&w, 100 * 600 * SEC, qs, 3, q), 0);
+        assert_close(q[0], 0.0205, 1e-12);
+        assert_close(q[1], 0.0241, 1e-12);
+        assert_close(q[2], 0.02491, 1e-12);
+        /* fast probes: the age decides, more than the minimum are held */
+        for (int i = 0; i < 100; i++)
+                assert_int_equal(canary_recent_add(&w, 0.002, 20000 * SEC + (usec_t)i * SEC), 0);
+        assert_int_equal(canary_recent_count(&w, 20099 * SEC), 100);
+        assert_int_equal(canary_recent_count(&w, 20399 * SEC), 10);
+        canary_recent_done(&w);
+
+        /* a window that may hold fewer than the minimum keeps what it may */
+        assert_int_equal(canary_recent_init(&few, 300 * SEC, 4), 0);
+        assert_int_equal(few.min, 4);
+        for (int i = 1; i <= 6; i++)
+                assert_int_equal(canary_recent_add(&few, 0.001 * i, (usec_t)i * 600 * SEC), 0);
+        assert_int_equal(canary_recent_count(&few, 7200 * SEC), 4);
+        canary_recent_done(&few);
 }
 
 static void test_recent_bounded_memory(void **state)
@@ -308,11 +349,16 @@ static void test_recent_export_empty_and_full(void **state)
         /* empty: no quantile lines (absent, not 0), sum and count 0 */
         assert_string_equal(text,
                             "# HELP diskpulse_sync_recent_seconds Quantiles of the canary probe "
-                            "latency over the recent window (5 minutes unless configured); _sum "
-                            "and _count since start.\n"
+                            "latency over the recent window (the last 5 minutes unless "
+                            "configured, and at least the last 10 probes); _sum and _count since "
+                            "start.\n"
                             "# TYPE diskpulse_sync_recent_seconds summary\n"
                             "diskpulse_sync_recent_seconds_sum{path=\"/x\"} 0\n"
-                            "diskpulse_sync_recent_seconds_count{path=\"/x\"} 0\n");
+                            "diskpulse_sync_recent_seconds_count{path=\"/x\"} 0\n"
+                            "# HELP diskpulse_sync_recent_samples Probes in the recent window, "
+                            "which its quantiles and ratios rest on.\n"
+                            "# TYPE diskpulse_sync_recent_samples gauge\n"
+                            "diskpulse_sync_recent_samples{path=\"/x\"} 0\n");
         free(text);
         mset_free(s);
 
@@ -330,13 +376,24 @@ static void test_recent_export_empty_and_full(void **state)
                                      "0.99\n"
                                      "diskpulse_sync_recent_seconds_sum{path=\"/x\"} 1.75\n"
                                      "diskpulse_sync_recent_seconds_count{path=\"/x\"} 3\n"));
+        assert_non_null(strstr(text, "diskpulse_sync_recent_samples{path=\"/x\"} 3\n"));
         free(text);
         mset_free(s);
-        /* after the window: quantiles gone, sum and count stay (counters) */
+        /* after the window's age: the newest probes stay (fewer than the minimum were taken) */
         s = mset_new();
         canary_recent_export(&w, s, "", 400 * SEC);
         text = render(s);
-        assert_null(strstr(text, "quantile"));
+        assert_non_null(strstr(text, "diskpulse_sync_recent_seconds{quantile=\"0.5\"} 0.5\n"));
+        assert_non_null(strstr(text, "diskpulse_sync_recent_seconds_count 3\n"));
+        assert_non_null(strstr(text, "diskpulse_sync_recent_samples 3\n"));
+        free(text);
+        mset_free(s);
+        /* a window that keeps no minimum empties: quantiles gone, sum and count stay (counters) */
+        w.min = 0;
+        s = mset_new();
+        canary_recent_export(&w, s, "", 400 * SEC);
+        text = render(s);
+        assert_null(strstr(text, "quantile=\""));
         assert_non_null(strstr(text, "diskpulse_sync_recent_seconds_count 3\n"));
         free(text);
         mset_free(s);
@@ -646,12 +703,21 @@ static void test_stats_export(void **state)
         free(text);
         mset_free(set);
 
-        /* 10 minutes without probes: the window is empty, the ratio absent, baseline stays */
+        /* 10 minutes without probes: the ratio rests on the last probes, baseline stays */
+        set = mset_new();
+        labels = target_labels(set);
+        canary_stats_export(&s, set, labels, c.mono + 600 * SEC);
+        assert_int_equal(mset_find(set, CANARY_FAMILY_BASELINE)->n, 1);
+        assert_int_equal(mset_find(set, CANARY_FAMILY_DEGRADATION)->n, 1);
+        mset_free(set);
+        /* a window that keeps no minimum: empty, the ratio absent */
+        s.recent.min = 0;
         set = mset_new();
         labels = target_labels(set);
         canary_stats_export(&s, set, labels, c.mono + 600 * SEC);
         assert_int_equal(mset_find(set, CANARY_FAMILY_BASELINE)->n, 1);
         assert_int_equal(mset_find(set, CANARY_FAMILY_DEGRADATION)->n, 0);
+        assert_int_equal(mset_find(set, CANARY_FAMILY_DRIFT)->n, 0);
         mset_free(set);
 
         assert_int_equal(canary_stats_add(&s, NAN, c.mono, c.real), -EINVAL);
@@ -843,11 +909,12 @@ static void test_records_regimes(void **state)
         r = canary_records_find(&recs, "wwn:1", "fdatasync", "/a", CANARY_REGIME_IDLE);
         assert_non_null(r);
         assert_true(r->st.value == 0.001 && r->st.updates == 7);
-        /* written back as version 2, the regime spelt out */
+        /* written back as version 3, the regime spelt out, the baseline the final reference */
         assert_int_equal(canary_records_format(&recs, &text, &len), 0);
-        assert_string_equal(text, "diskpulse-canary-baselines 2\n"
+        assert_string_equal(text, "diskpulse-canary-baselines 3\n"
                                   "disk=wwn:1 mode=fdatasync path=/a regime=idle baseline=0.001 "
-                                  "updates=7 updated=5 warmup=-\n");
+                                  "updates=7 updated=5 warmup=- reference=0.001 refdays=final "
+                                  "dayobs=- days=-\n");
         free(text);
         canary_records_free(&recs);
 
@@ -905,7 +972,8 @@ static void test_median_and_busy_idle_ratio(void **state)
         v = -1;
         assert_int_equal(canary_busy_idle_ratio(&idle, &busy, 20 * SEC, &v), 0);
         assert_true(fabs(v - 0.0015 / 0.003) < 1e-12);
-        /* the idle window expires first: no ratio */
+        /* the idle window expires first (no minimum kept): no ratio */
+        idle.recent.min = 0;
         assert_int_equal(canary_busy_idle_ratio(&idle, &busy, 20 * SEC + CANARY_RECENT_WINDOW, &v),
                          -ENODATA);
         /* an idle median of 0 (a clock that did not move): no ratio, not Inf */
@@ -916,6 +984,231 @@ static void test_median_and_busy_idle_ratio(void **state)
         canary_stats_done(&z);
         canary_stats_done(&idle);
         canary_stats_done(&busy);
+}
+
+/* ---- Reference and trend ---- */
+
+#define DAY_US (86400 * SEC)
+
+/* Applies hourly observations of value v for `days` days (real time moves an hour each). */
+static void days_of(struct canary_baseline *b, usec_t *real, double v, int days)
+{
+        for (int h = 0; h < days * CANARY_DAY_OBS; h++) {
+                *real += 3600 * SEC;
+                assert_int_equal(canary_baseline_observe(b, v, *real), 0);
+        }
+}
+
+static double reference_of(const struct canary_baseline *b)
+{
+        double r = 0;
+        assert_true(canary_reference_get(b, &r));
+        return r;
+}
+
+/* The as-new figure: the first baseline, then the median of the first 7 daily medians, then
+ * fixed; a creep moves the baseline, never the reference. */
+static void test_reference(void **state)
+{
+        struct canary_baseline b;
+        usec_t real = REAL0;
+        double r;
+        (void)state;
+
+        canary_baseline_init(&b);
+        for (int h = 0; h < CANARY_BASELINE_WARMUP - 1; h++)
+                assert_int_equal(canary_baseline_observe(&b, 0.001, real += 3600 * SEC), 0);
+        assert_false(canary_reference_get(&b, &r));
+        assert_int_equal(canary_baseline_observe(&b, 0.001, real += 3600 * SEC), 0);
+        assert_true(reference_of(&b) == 0.001); /* provisional: the first baseline */
+        assert_int_equal(b.st.n_dayobs, 1);
+        /* the first day closes after 24 observations past the warm-up: its median */
+        for (int h = 0; h < 23; h++)
+                assert_int_equal(canary_baseline_observe(&b, 0.002, real += 3600 * SEC), 0);
+        assert_int_equal(b.st.n_days, 1);
+        assert_true(reference_of(&b) == 0.002);
+        assert_true(b.st.days[0].t == real);
+        /* days of 2, 4, 1, 3, 10, 2, 2 ms: the median of the 7 is 2 ms, then final */
+        days_of(&b, &real, 0.004, 1);
+        assert_close(reference_of(&b), 0.003, 1e-15);
+        days_of(&b, &real, 0.001, 1);
+        days_of(&b, &real, 0.003, 1);
+        days_of(&b, &real, 0.010, 1);
+        days_of(&b, &real, 0.002, 1);
+        assert_false(b.st.ref_final);
+        assert_int_equal(b.st.n_refdays, 6);
+        days_of(&b, &real, 0.002, 1);
+        assert_true(b.st.ref_final);
+        assert_int_equal(b.st.n_refdays, 0);
+        assert_true(reference_of(&b) == 0.002);
+        /* 60 days of a creep of 1 % a day: 1.8x; the reference learns nothing of it */
+        for (int d = 1; d <= 60; d++)
+                days_of(&b, &real, 0.002 * pow(1.01, d), 1);
+        assert_true(reference_of(&b) == 0.002);
+        double base;
+        assert_close(0.002 * pow(1.01, 60) / reference_of(&b), pow(1.01, 60), 1e-12);
+        /* a faster week is taken only when more than 1.5x faster (a firmware fix, a drive
+         * emptied): a week at 1.5 ms is not */
+        days_of(&b, &real, 0.0015, 7);
+        assert_true(reference_of(&b) == 0.002);
+        days_of(&b, &real, 0.001, 3);
+        assert_true(reference_of(&b) == 0.002); /* 4 of the last 7 days still 1.5 ms */
+        days_of(&b, &real, 0.001, 1);
+        assert_true(reference_of(&b) == 0.001);
+
+        /* the operator's reset: the baseline is the provisional reference, 7 days refine it */
+        canary_reference_reset(&b.st);
+        assert_false(b.st.ref_final);
+        assert_int_equal(b.st.n_days, 0);
+        assert_true(canary_baseline_get(&b, &base));
+        assert_true(reference_of(&b) == base);
+        days_of(&b, &real, 0.005, 7);
+        assert_true(b.st.ref_final);
+        assert_true(reference_of(&b) == 0.005);
+
+        /* a reset while warming up: no reference until the warm-up ends */
+        canary_baseline_init(&b);
+        assert_int_equal(canary_baseline_observe(&b, 0.001, real), 0);
+        canary_reference_reset(&b.st);
+        assert_false(canary_reference_get(&b, &r));
+        assert_int_equal(canary_baseline_state_check(&b.st), 0);
+}
+
+/* Theil-Sen in log space: exact on a clean exponential, indifferent to spikes and to a week of
+ * maintenance load, and it needs time between days. */
+static void test_trend(void **state)
+{
+        struct canary_day d[CANARY_DAYS_KEPT];
+        struct canary_baseline b;
+        usec_t real = REAL0;
+        double f;
+        unsigned days;
+        (void)state;
+
+        for (int i = 0; i < CANARY_DAYS_KEPT; i++)
+                d[i] =
+                    (struct canary_day){.t = REAL0 + (usec_t)i * DAY_US, .v = 0.001 * pow(1.01, i)};
+        assert_int_equal(canary_trend_fit(d, CANARY_DAYS_KEPT, &f), 0);
+        assert_close(f, pow(1.01, 30), 1e-9);
+        /* 7 days 5x slower (maintenance) and 3 single 50x spikes: within 2 % */
+        for (int i = 10; i < 17; i++)
+                d[i].v *= 5;
+        d[3].v *= 50;
+        d[22].v *= 50;
+        d[27].v *= 50;
+        assert_int_equal(canary_trend_fit(d, CANARY_DAYS_KEPT, &f), 0);
+        assert_true(fabs(f / pow(1.01, 30) - 1) < 0.02);
+        /* flat: 1 */
+        for (int i = 0; i < CANARY_DAYS_KEPT; i++)
+                d[i].v = 0.004;
+        assert_int_equal(canary_trend_fit(d, CANARY_DAYS_KEPT, &f), 0);
+        assert_true(f == 1);
+        /* days closer than half a day (a clock set back) give no pair */
+        d[1].t = d[0].t;
+        assert_int_equal(canary_trend_fit(d, 2, &f), -ENODATA);
+        assert_int_equal(canary_trend_fit(d, 1, &f), -ENODATA);
+
+        /* through the baseline: none before 3 days, then per day; at most 30 days kept */
+        canary_baseline_init(&b);
+        days_of(&b, &real, 0.001, 1); /* warm-up (6 h) and 18 h */
+        days_of(&b, &real, 0.001, 1);
+        assert_int_equal(b.st.n_days, 1);
+        assert_false(canary_trend_get(&b, &f, &days));
+        for (int i = 1; i <= 40; i++)
+                days_of(&b, &real, 0.001 * pow(1.02, i), 1);
+        assert_int_equal(b.st.n_days, CANARY_DAYS_KEPT);
+        assert_true(canary_trend_get(&b, &f, &days));
+        assert_int_equal(days, CANARY_DAYS_KEPT);
+        /* daily medians straddle two days of input: the fit still sees 2 % a day */
+        assert_close(f, pow(1.02, 30), 1e-6);
+        /* restored from a state: the same trend */
+        struct canary_baseline b2;
+        double f2;
+        assert_int_equal(canary_baseline_restore(&b2, &b.st), 0);
+        assert_true(canary_trend_get(&b2, &f2, &days));
+        assert_true(f2 == f);
+}
+
+/* Version 3 round trip of every field; a version 2 file's baseline becomes the final
+ * reference; bad lists refuse the line. */
+static void test_records_reference(void **state)
+{
+        static const char v2[] = "diskpulse-canary-baselines 2\n"
+                                 "disk=wwn:1 mode=fdatasync path=/a regime=idle baseline=0.003 "
+                                 "updates=900 updated=5 warmup=-\n"
+                                 "disk=wwn:1 mode=fdatasync path=/b regime=idle baseline=0 "
+                                 "updates=2 updated=5 warmup=0.001,0.002\n";
+        static const char *const bad[] = {
+            "refdays=0.001,0.001,0.001,0.001,0.001,0.001,0.001", /* 7: would be final */
+            "refdays=0.001,,0.001",
+            "refdays=0",
+            "dayobs=0.001,x",
+            "days=100:0.001,5",
+            "days=100:",
+            ":0.001",
+            "days=18446744073710:0.001", /* seconds beyond the microsecond clock */
+            "days=1:0.001,2:0.001,3:0.001,4:0.001,5:0.001,6:0.001,7:0.001,8:0.001,9:0.001,"
+            "10:0.001,11:0.001,12:0.001,13:0.001,14:0.001,15:0.001,16:0.001,17:0.001,18:0.001,"
+            "19:0.001,20:0.001,21:0.001,22:0.001,23:0.001,24:0.001,25:0.001,26:0.001,27:0.001,"
+            "28:0.001,29:0.001,30:0.001,31:0.001", /* 31 */
+            "reference=-1",
+            "reference=nan",
+            "refdays=final refdays=final",
+        };
+        struct canary_records recs, back;
+        struct canary_record rec, *r;
+        char *text, line[1024];
+        size_t len;
+        (void)state;
+
+        assert_int_equal(canary_records_parse(v2, sizeof v2 - 1, &recs), 0);
+        assert_int_equal(recs.n, 2);
+        r = canary_records_find(&recs, "wwn:1", "fdatasync", "/a", CANARY_REGIME_IDLE);
+        assert_true(r->st.reference == 0.003 && r->st.ref_final);
+        r = canary_records_find(&recs, "wwn:1", "fdatasync", "/b", CANARY_REGIME_IDLE);
+        assert_true(r->st.reference == 0 && !r->st.ref_final && r->st.n_warmup == 2);
+        canary_records_free(&recs);
+
+        /* every field through format and parse */
+        assert_int_equal(canary_record_init(&rec, "serial:X Y", "fdatasync", "/p q"), 0);
+        rec.st.value = 0.0021;
+        rec.st.updates = 321;
+        rec.st.updated = 1718000000123456;
+        rec.st.reference = 0.0017;
+        rec.st.n_refdays = 2;
+        rec.st.refdays[0] = 0.0016;
+        rec.st.refdays[1] = 0.0018;
+        rec.st.n_dayobs = 3;
+        rec.st.dayobs[0] = 0.002;
+        rec.st.dayobs[1] = 0.0022;
+        rec.st.dayobs[2] = 1.0 / 3;
+        rec.st.n_days = 2;
+        rec.st.days[0] = (struct canary_day){.t = 1717000000 * SEC, .v = 0.0016};
+        rec.st.days[1] = (struct canary_day){.t = 1717086400 * SEC, .v = 0.0018};
+        recs = (struct canary_records){0};
+        assert_int_equal(canary_records_put(&recs, &rec), 0);
+        assert_int_equal(canary_records_format(&recs, &text, &len), 0);
+        assert_non_null(strstr(text, " reference=0.0017 refdays=0.0016,0.0018 "
+                                     "dayobs=0.002,0.0022,0.3333333333333333 "
+                                     "days=1717000000:0.0016,1717086400:0.0018\n"));
+        assert_int_equal(canary_records_parse(text, len, &back), 0);
+        assert_int_equal(back.n, 1);
+        assert_memory_equal(&back.v[0].st, &rec.st, sizeof rec.st);
+        free(text);
+        canary_records_free(&back);
+        canary_records_free(&recs);
+
+        /* a record inconsistent in its lists is refused by put */
+        rec.st.ref_final = true; /* with refdays: inconsistent */
+        recs = (struct canary_records){0};
+        assert_int_equal(canary_records_put(&recs, &rec), -EINVAL);
+        canary_records_free(&recs);
+
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                snprintf(line, sizeof line, "disk=wwn:1 mode=m path=/ baseline=0.001 updates=1 %s",
+                         bad[i]);
+                assert_int_not_equal(canary_record_parse_line(line, strlen(line), &rec), 0);
+        }
 }
 
 static void test_records_header_and_limits(void **state)
@@ -943,7 +1236,7 @@ static void test_records_header_and_limits(void **state)
         assert_int_equal(
             canary_records_parse("disk=wwn:1 mode=m path=/ baseline=0 updates=0\n", 46, &recs),
             -EBADMSG);
-        assert_int_equal(canary_records_parse("diskpulse-canary-baselines 3\n", 29, &recs),
+        assert_int_equal(canary_records_parse("diskpulse-canary-baselines 4\n", 29, &recs),
                          -EPROTONOSUPPORT);
         assert_int_equal(canary_records_parse("diskpulse-canary-baselines 0\n", 29, &recs),
                          -EPROTONOSUPPORT);
@@ -962,12 +1255,29 @@ static void test_records_header_and_limits(void **state)
         longpath[CANARY_PATH_MAX - 1] = 0; /* 1023 bytes: fits */
         assert_int_equal(canary_record_init(&rec, "wwn:1", "fdatasync", longpath), 0);
 
-        /* the longest record, escaped everywhere, parses back */
+        /* the longest record, escaped everywhere, every list full of the longest numbers,
+         * parses back */
+        char longdisk[CANARY_DISK_ID_MAX], longmode[CANARY_MODE_MAX];
         memset(longpath, 0x01, CANARY_PATH_MAX - 1);
-        assert_int_equal(canary_record_init(&rec, "wwn:1", "fdatasync", longpath), 0);
+        memset(longdisk, 0x01, sizeof longdisk - 1);
+        longdisk[sizeof longdisk - 1] = 0;
+        memset(longmode, 0x01, sizeof longmode - 1);
+        longmode[sizeof longmode - 1] = 0;
+        assert_int_equal(canary_record_init(&rec, longdisk, longmode, longpath), 0);
         rec.st.value = 1e9;
         rec.st.updates = UINT64_MAX;
         rec.st.updated = UINT64_MAX;
+        rec.st.reference = 1.2345678901234567e-06;
+        rec.st.n_refdays = CANARY_REF_DAYS - 1;
+        for (unsigned i = 0; i < rec.st.n_refdays; i++)
+                rec.st.refdays[i] = 1.2345678901234567e-06;
+        rec.st.n_dayobs = CANARY_DAY_OBS - 1;
+        for (unsigned i = 0; i < rec.st.n_dayobs; i++)
+                rec.st.dayobs[i] = 1.2345678901234567e-06;
+        rec.st.n_days = CANARY_DAYS_KEPT;
+        for (unsigned i = 0; i < CANARY_DAYS_KEPT; i++)
+                rec.st.days[i] = (struct canary_day){.t = UINT64_MAX / USEC_PER_SEC * USEC_PER_SEC,
+                                                     .v = 1.2345678901234567e-06};
         recs = (struct canary_records){0};
         assert_int_equal(canary_records_put(&recs, &rec), 0);
         char *text;
@@ -978,6 +1288,9 @@ static void test_records_header_and_limits(void **state)
         assert_int_equal(back.n, 1);
         assert_string_equal(back.v[0].path, longpath);
         assert_true(back.v[0].st.updates == UINT64_MAX);
+        assert_memory_equal(&back.v[0].st, &rec.st, sizeof rec.st);
+        printf("longest record line: %zu bytes of %d\n",
+               len - strlen("diskpulse-canary-baselines 3\n") - 1, CANARY_LINE_MAX);
         canary_records_free(&back);
         free(text);
 
@@ -1104,6 +1417,7 @@ int main(void)
             cmocka_unit_test(test_quantile_definition),
             cmocka_unit_test(test_recent_quantiles),
             cmocka_unit_test(test_recent_expiry),
+            cmocka_unit_test(test_recent_min),
             cmocka_unit_test(test_recent_bounded_memory),
             cmocka_unit_test(test_recent_export_empty_and_full),
             cmocka_unit_test(test_baseline_warmup),
@@ -1118,6 +1432,9 @@ int main(void)
             cmocka_unit_test(test_records_garbage),
             cmocka_unit_test(test_records_regimes),
             cmocka_unit_test(test_median_and_busy_idle_ratio),
+            cmocka_unit_test(test_reference),
+            cmocka_unit_test(test_trend),
+            cmocka_unit_test(test_records_reference),
             cmocka_unit_test(test_records_header_and_limits),
             cmocka_unit_test(test_records_keys),
             cmocka_unit_test(test_baseline_restore_checks),
