@@ -14,6 +14,7 @@
 #include <systemd/sd-event.h>
 
 #include "canary.h"
+#include "canary_reset.h"
 #include "canary_stats.h"
 #include "cidr.h"
 #include "devices.h"
@@ -447,6 +448,12 @@ static void open_state_dir(struct daemon *d)
                 log_errno(LOG_LEVEL_WARN, errno,
                           "cannot open the state directory; canary baselines are not kept", "path",
                           d->opts.state_dir, NULL);
+        /* Held while the daemon runs: --canary.reset-reference refuses to edit under it. */
+        else if (canary_state_dir_lock(d->state_fd) < 0)
+                log_errno(LOG_LEVEL_WARN, errno,
+                          "cannot lock the state directory; a reset of a reference while "
+                          "diskpulse runs would not be refused",
+                          "path", d->opts.state_dir, NULL);
 }
 
 static void setup_collectors(struct daemon *d)
@@ -950,6 +957,26 @@ static void daemon_done(struct daemon *d)
         options_free(&d->opts);
 }
 
+/* --canary.reset-reference=PATH: the state file edited for one target, then exit. */
+static int reset_reference(const struct dp_options *o)
+{
+        char err[512];
+        int fd = open(o->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r;
+
+        if (fd < 0) {
+                fprintf(stderr, "diskpulse: cannot open the state directory %s: %s\n", o->state_dir,
+                        strerror(errno));
+                return 1;
+        }
+        r = canary_reset_reference(fd, o->canary_reset_reference, stdout, err, sizeof err);
+        close(fd);
+        if (r <= 0) {
+                fprintf(stderr, "diskpulse: %s\n", err);
+                return 1;
+        }
+        return 0;
+}
+
 /* Flags and config file into *o, checked; what --help, --version and --check-config print.
  * Returns -1 to go on, else the exit status. With capabilities, prestart_run() calls it in a
  * child that has none. */
@@ -976,6 +1003,8 @@ static int front(void *ud, struct dp_options *o)
                 fprintf(stderr, "diskpulse: invalid device filter\n");
                 return 2;
         }
+        if (o->canary_reset_reference)
+                return reset_reference(o);
         if (o->check_config) {
                 struct websec *web = NULL;
 

@@ -103,6 +103,9 @@ static const struct opt_def opts[] = {
     {"log.format", OPT_LOGFMT, OFF(log_format), false, "FORMAT", "logfmt or json (default logfmt)"},
     {"once", OPT_BOOL, OFF(once), true, NULL,
      "collect one round, print the metrics to stdout and exit"},
+    {"canary.reset-reference", OPT_STRING, OFF(canary_reset_reference), true, "PATH",
+     "forget the reference, daily medians and trend of the canary target PATH (every disk, mode "
+     "and regime of it) in the state directory's file and exit; while diskpulse is stopped"},
     {"check-config", OPT_BOOL, OFF(check_config), true, NULL,
      "check flags and config file, print the effective config and exit"},
     {"version", OPT_BOOL, OFF(version), true, NULL, "print the version and exit"},
@@ -826,6 +829,7 @@ void options_free(struct dp_options *o)
         free(o->device_include);
         free(o->device_exclude);
         free(o->state_dir);
+        free(o->canary_reset_reference);
         for (size_t i = 0; i < o->n_canary; i++)
                 free(o->canary[i].path);
         free(o->canary);

@@ -44,6 +44,7 @@ struct dp_options {
         uint64_t canary_size;
         bool collector[COLLECTOR_MAX];
         char *state_dir;
+        char *canary_reset_reference; /* --canary.reset-reference: the one-shot reset's path */
         enum log_level log_level;
         enum log_format log_format;
         bool once, check_config, version, help;

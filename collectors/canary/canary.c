@@ -793,6 +793,13 @@ static void load_records(struct canary *c)
                 r = canary_records_parse(buf, len, &c->records);
         if (r >= 0 && c->records.bad == 0) {
                 (void)statefile_restrict_mode(c->state_dir_fd, CANARY_STATE_FILE);
+                if (c->records.version < CANARY_STATE_VERSION &&
+                    statefile_set_aside(c->state_dir_fd, CANARY_STATE_FILE, "oldversion",
+                                        STATEFILE_ASIDE_KEEP, aside, sizeof aside) == 0)
+                        /* a downgrade reads the copy; every write from now on is the new version */
+                        log_info("canary baselines of an older version migrated: each baseline is "
+                                 "its disk's reference; the old file is kept aside",
+                                 "file", CANARY_STATE_FILE, "set_aside", aside);
                 return;
         }
         if (r < 0 && !state_corrupt(r)) {

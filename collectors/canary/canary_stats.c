@@ -1120,6 +1120,7 @@ int canary_records_parse(const char *buf, size_t len, struct canary_records *ret
                 GROW(out.v, out.cap, out.n + 1);
                 out.v[out.n++] = rec;
         }
+        out.version = version > 0 ? (unsigned)version : CANARY_STATE_VERSION;
         *ret = out;
         return 0;
 }

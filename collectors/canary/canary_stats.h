@@ -373,7 +373,8 @@ struct canary_record {
 struct canary_records {
         struct canary_record *v;
         size_t n, cap;
-        unsigned bad; /* lines skipped by canary_records_parse() */
+        unsigned bad;     /* lines skipped by canary_records_parse() */
+        unsigned version; /* of the file canary_records_parse() read */
 };
 
 /* Writes the persistent disk identity into buf: "wwn:WWN" when wwn is not empty, else

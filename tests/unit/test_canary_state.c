@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "canary.h"
+#include "canary_reset.h"
 #include "canary_stats.h"
 #include "expo.h"
 #include "metrics.h"
@@ -366,6 +367,39 @@ static void test_good_file_used_and_tightened(void **state)
         sdir_free(&d);
 }
 
+/* A version 2 file (before the reference): its baseline becomes the reference, the file is
+ * written back as version 3 and the old one kept aside for a downgrade. */
+static void test_version2_migrated(void **state)
+{
+        static const char v2[] =
+            "diskpulse-canary-baselines 2\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=idle baseline=0.004 updates=40 "
+            "updated=1700000000000000 warmup=-\n";
+        struct sdir d;
+        struct canary *c;
+        char *t, *name, *kept, *back;
+
+        (void)state;
+        sdir_new(&d, "/tmp");
+        put_file(d.fd, CANARY_STATE_FILE, v2, 0600);
+        c = start(d.fd, "wwn:0x5000aaaa", 20); /* 200 minutes of 1 ms probes: 2 hours */
+        t = render(c);
+        assert_has(t, BASELINE_4MS, false); /* learning 1 ms */
+        assert_has(t, "\ndiskpulse_sync_reference_seconds{" L ",regime=\"idle\"} 0.004\n", true);
+        free(t);
+        name = aside_file(d.fd, CANARY_STATE_FILE ".oldversion-", true);
+        kept = get_file(d.fd, name);
+        assert_string_equal(kept, v2);
+        finish(c);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_has(back, "diskpulse-canary-baselines 3\n", true);
+        assert_has(back, " reference=0.004 refdays=final ", true);
+        free(back);
+        free(kept);
+        free(name);
+        sdir_free(&d);
+}
+
 /* One bad line: the other records stay in use and in the file, the whole file is kept aside. */
 static void test_bad_line_keeps_good_records(void **state)
 {
@@ -632,14 +666,77 @@ static void test_full_and_readonly_filesystem(void **state)
         sdir_free(&d);
 }
 
+/* --canary.reset-reference=PATH: every record of PATH reset, the others untouched, refused
+ * while a daemon holds the directory, an unknown path changes nothing. */
+static void test_reset_reference(void **state)
+{
+        static const char text[] =
+            "diskpulse-canary-baselines 3\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=idle baseline=0.004 updates=900 "
+            "updated=5 warmup=- reference=0.002 refdays=final dayobs=0.004 "
+            "days=1717000000:0.0039,1717086400:0.004\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=busy baseline=0.001 updates=900 "
+            "updated=5 warmup=- reference=0.0005 refdays=final dayobs=- days=-\n"
+            "disk=wwn:0x5000bbbb mode=fdatasync path=/logs regime=idle baseline=0.003 "
+            "updates=900 updated=5 warmup=- reference=0.001 refdays=final dayobs=- days=-\n";
+        char err[256], *out = NULL, *back;
+        size_t outlen = 0;
+        struct sdir d;
+        FILE *f;
+        int lockfd;
+        (void)state;
+
+        sdir_new(&d, "/tmp");
+        put_file(d.fd, CANARY_STATE_FILE, text, 0600);
+
+        /* a running daemon's lock: refused, the file unchanged */
+        lockfd = open(d.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(lockfd >= 0);
+        assert_int_equal(canary_state_dir_lock(lockfd), 0);
+        assert_int_equal(canary_reset_reference(d.fd, "/data", stdout, err, sizeof err), -EBUSY);
+        assert_non_null(strstr(err, "stop it, reset, start it again"));
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_string_equal(back, text);
+        free(back);
+        close(lockfd);
+
+        /* an unknown path: 0, nothing written */
+        assert_int_equal(canary_reset_reference(d.fd, "/nowhere", stdout, err, sizeof err), 0);
+        assert_non_null(strstr(err, "no record of the path /nowhere"));
+
+        f = open_memstream(&out, &outlen);
+        assert_non_null(f);
+        assert_int_equal(canary_reset_reference(d.fd, "/data", f, err, sizeof err), 2);
+        fclose(f);
+        assert_non_null(strstr(out, "reset: disk=wwn:0x5000aaaa mode=fdatasync path=/data "
+                                    "regime=idle (reference was 0.002s;"));
+        free(out);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        /* the baseline is the provisional reference, days forgotten, 7 new days to come */
+        assert_non_null(strstr(back, "path=/data regime=idle baseline=0.004 updates=900 updated=5 "
+                                     "warmup=- reference=0.004 refdays=- dayobs=- days=-\n"));
+        assert_non_null(strstr(back, "path=/data regime=busy baseline=0.001 updates=900 updated=5 "
+                                     "warmup=- reference=0.001 refdays=- dayobs=- days=-\n"));
+        assert_non_null(strstr(back, "path=/logs regime=idle baseline=0.003 updates=900 updated=5 "
+                                     "warmup=- reference=0.001 refdays=final dayobs=- days=-\n"));
+        free(back);
+
+        /* no state file */
+        assert_int_equal(unlinkat(d.fd, CANARY_STATE_FILE, 0), 0);
+        assert_int_equal(canary_reset_reference(d.fd, "/data", stdout, err, sizeof err), -ENOENT);
+        sdir_free(&d);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_good_file_used_and_tightened),
+            cmocka_unit_test(test_version2_migrated),
             cmocka_unit_test(test_bad_line_keeps_good_records),
             cmocka_unit_test(test_corrupt_file_set_aside),
             cmocka_unit_test(test_unreadable_file_never_replaced),
             cmocka_unit_test(test_full_and_readonly_filesystem),
+            cmocka_unit_test(test_reset_reference),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
