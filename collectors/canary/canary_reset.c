@@ -44,8 +44,8 @@ int canary_reset_reference(int dirfd, const char *path, FILE *out, char *err, si
         }
         r = statefile_read(dirfd, CANARY_STATE_FILE, CANARY_STATE_MAX_BYTES, &buf, &len);
         if (r < 0)
-                return failf(err, errsz, r, "cannot read the state file %s: %s",
-                             CANARY_STATE_FILE, strerror(-r));
+                return failf(err, errsz, r, "cannot read the state file %s: %s", CANARY_STATE_FILE,
+                             strerror(-r));
         r = canary_records_parse(buf, len, &recs);
         if (r < 0)
                 return failf(err, errsz, r, "the state file %s is not usable: %s",
@@ -59,10 +59,8 @@ int canary_reset_reference(int dirfd, const char *path, FILE *out, char *err, si
                 if (rec->st.reference > 0)
                         snprintf(was, sizeof was, "%gs", rec->st.reference);
                 canary_reference_reset(&rec->st);
-                fprintf(out,
-                        "reset: disk=%s mode=%s path=%s regime=%s (reference was %s; %s)\n",
-                        rec->disk, rec->mode, rec->path,
-                        canary_regime_to_string(rec->regime), was,
+                fprintf(out, "reset: disk=%s mode=%s path=%s regime=%s (reference was %s; %s)\n",
+                        rec->disk, rec->mode, rec->path, canary_regime_to_string(rec->regime), was,
                         rec->st.reference > 0 ? "the current baseline until 7 new days refine it"
                                               : "learnt again after the warm-up");
                 n++;
@@ -77,7 +75,7 @@ int canary_reset_reference(int dirfd, const char *path, FILE *out, char *err, si
                 return failf(err, errsz, r, "cannot format the state file: %s", strerror(-r));
         r = statefile_write_atomic(dirfd, CANARY_STATE_FILE, text, tlen);
         if (r < 0)
-                return failf(err, errsz, r, "cannot write the state file %s: %s",
-                             CANARY_STATE_FILE, strerror(-r));
+                return failf(err, errsz, r, "cannot write the state file %s: %s", CANARY_STATE_FILE,
+                             strerror(-r));
         return n;
 }
