@@ -11,6 +11,7 @@ and reads, from promtool's report, when each sync alert first fires.
   detection_table.py BUILD_DIR                 print the table
   detection_table.py BUILD_DIR --check         also hold the bounds below and the README's table
   detection_table.py BUILD_DIR --write-readme  put the table into README.md
+  detection_table.py BUILD_DIR --only=CASE     one simulator case (flat, step:2:30, ...) alone
 
 Exit 77 (skip) without promtool.
 """
@@ -142,6 +143,8 @@ def first_firing(build, case, days, change, every, tmp):
 def fmt(sec, unit):
     if sec is None:
         return "never"
+    if sec < 0:
+        return "before the change (%.1f h)" % (sec / 3600)
     if unit == "d":
         return f"day {sec / 86400:.0f}"
     return f"{sec / 3600:.1f} h"
@@ -164,10 +167,17 @@ def main():
     if not shutil.which("promtool"):
         print("SKIP: promtool not installed (Debian package prometheus)")
         return 77
+    only = [o.split("=", 1)[1] for o in opts if o.startswith("--only=")]
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, case, days, change, every, _ in CASES:
+            if only and case not in only:
+                continue
             results[name] = first_firing(build, case, days, change, every, tmp)
+    if only:
+        for name, r in results.items():
+            print(name, {a: t for a, t in sorted(r.items())})
+        return 0
     tab = table(results)
     print(tab)
     if "--write-readme" in opts:
