@@ -175,6 +175,7 @@ static struct canary_target_config *canary_config_from(struct daemon *d, const s
             .burst = o->canary_burst,
             .size = (size_t)o->canary_size,
             .timeout = o->canary_timeout,
+            .baseline_period = o->canary_baseline_period,
             .state_dir_fd = d->state_fd,
             .sysfs_fd = d->sysfs_fd,
             .disk_id = canary_disk_identity,

@@ -96,6 +96,10 @@ static const struct opt_def opts[] = {
      "bytes written by each probe; k, M suffixes (default 4096)"},
     {"canary.timeout", OPT_DURATION, OFF(canary_timeout), false, "DUR",
      "a probe running longer is stuck; no new probe starts until it returns (default 30s)"},
+    {"canary.baseline-period", OPT_DURATION, OFF(canary_baseline_period), false, "DUR",
+     "for tests and evaluation only: the baseline's hour lasts DUR (1s to 1h), so its day is "
+     "24 of them and the reference and trend come that much sooner; read at start "
+     "(default 1h)"},
     {"state.directory", OPT_STRING, OFF(state_dir), false, "DIR",
      "persisted state (default $STATE_DIRECTORY or /var/lib/diskpulse)"},
     {"log.level", OPT_LOGLEVEL, OFF(log_level), false, "LEVEL",
@@ -629,6 +633,7 @@ static void set_defaults(struct dp_options *o)
         o->canary_interval = 180 * USEC_PER_SEC;
         o->canary_burst = 16;
         o->canary_timeout = 30 * USEC_PER_SEC;
+        o->canary_baseline_period = 3600 * USEC_PER_SEC;
         o->canary_size = 4096;
         /* systemd's StateDirectory= may list several, separated by ':'; the first is ours. */
         if (sd && *sd && *sd == '/') {
@@ -715,6 +720,12 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         if (o->canary_timeout < 10 * USEC_PER_MSEC || o->canary_timeout > 3600 * USEC_PER_SEC) {
                 fail(err, errsz, "invalid value for canary.timeout: %s (expected 10ms to 1h)",
                      format_duration(o->canary_timeout, a, sizeof a));
+                return -EINVAL;
+        }
+        if (o->canary_baseline_period < USEC_PER_SEC ||
+            o->canary_baseline_period > 3600 * USEC_PER_SEC) {
+                fail(err, errsz, "invalid value for canary.baseline-period: %s (expected 1s to 1h)",
+                     format_duration(o->canary_baseline_period, a, sizeof a));
                 return -EINVAL;
         }
         if (o->canary_size > CANARY_SIZE_MAX) {
@@ -900,6 +911,8 @@ void options_dump(const struct dp_options *o, FILE *out)
         fprintf(out, "canary.burst = %u\n", o->canary_burst);
         fprintf(out, "canary.size = %" PRIu64 "\n", o->canary_size);
         fprintf(out, "canary.timeout = %s\n", format_duration(o->canary_timeout, a, sizeof a));
+        fprintf(out, "canary.baseline-period = %s\n",
+                format_duration(o->canary_baseline_period, a, sizeof a));
         for (size_t i = 0; i < COLLECTOR_MAX; i++)
                 fprintf(out, "collector.%s = %s\n", collector_defs[i].name,
                         o->collector[i] ? "true" : "false");

@@ -40,7 +40,8 @@ struct dp_options {
         struct dp_canary_path *canary; /* --canary.path, repeatable; none given: state dir */
         size_t n_canary;
         usec_t canary_interval, canary_timeout;
-        unsigned canary_burst; /* 0 .. CANARY_BURST_MAX */
+        usec_t canary_baseline_period; /* tests and evaluation only: the baseline's hour */
+        unsigned canary_burst;         /* 0 .. CANARY_BURST_MAX */
         uint64_t canary_size;
         bool collector[COLLECTOR_MAX];
         char *state_dir;

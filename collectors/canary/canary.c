@@ -65,7 +65,7 @@ struct ctarget {
 struct canary {
         atomic_int ref;
         pthread_mutex_t lock; /* targets, interval, size, timeout, burst */
-        usec_t interval, timeout;
+        usec_t interval, timeout, baseline_period;
         size_t size;
         unsigned burst;
         int state_dir_fd, sysfs_fd; /* owned duplicates */
@@ -712,6 +712,8 @@ static struct ctarget *target_new(struct canary *c, const struct canary_target_c
                 if (canary_stats_init(&t->stats[g], CANARY_RECENT_WINDOW,
                                       CANARY_RECENT_MAX_SAMPLES) < 0)
                         abort(); /* constant arguments */
+                else
+                        canary_baseline_set_period(&t->stats[g].baseline, c->baseline_period);
         t->log_rl.interval = 3600 * USEC_PER_SEC;
         return t;
 }
@@ -851,6 +853,7 @@ struct canary *canary_new(const struct canary_config *cfg)
         pthread_mutex_init(&c->lock, NULL);
         pthread_mutex_init(&c->state_lock, NULL);
         apply_values(c, cfg);
+        c->baseline_period = cfg->baseline_period;
         c->state_dir_fd =
             cfg->state_dir_fd >= 0 ? fcntl(cfg->state_dir_fd, F_DUPFD_CLOEXEC, 3) : -1;
         c->sysfs_fd = cfg->sysfs_fd >= 0 ? fcntl(cfg->sysfs_fd, F_DUPFD_CLOEXEC, 3) : -1;

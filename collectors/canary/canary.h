@@ -93,6 +93,7 @@ struct canary_config {
         unsigned burst;               /* back-to-back probes after the spaced one; 0: none */
         size_t size;                  /* bytes per probe */
         usec_t timeout;               /* a probe running longer is "stuck" */
+        usec_t baseline_period;       /* tests: the baselines' "hour"; 0: 1 h; at creation */
         int state_dir_fd;             /* borrowed (duplicated); -1: no persistence */
         int sysfs_fd;                 /* borrowed (duplicated); -1: no device resolution */
         const struct canary_ops *ops; /* borrowed, NULL = real; must outlive every thread */

@@ -255,9 +255,18 @@ void canary_recent_export(const struct canary_recent *w, struct mset *set, const
 
 /* ---- Baseline ---- */
 
+static void trend_update(struct canary_baseline *b);
+
 void canary_baseline_init(struct canary_baseline *b)
 {
         memset(b, 0, sizeof(*b));
+        b->period_len = CANARY_BASELINE_PERIOD;
+}
+
+void canary_baseline_set_period(struct canary_baseline *b, usec_t period)
+{
+        b->period_len = period > 0 ? period : CANARY_BASELINE_PERIOD;
+        trend_update(b);
 }
 
 static bool baseline_value_ok(double v)
@@ -291,13 +300,14 @@ int canary_baseline_state_check(const struct canary_baseline_state *st)
         return 0;
 }
 
-static void trend_update(struct canary_baseline *b);
-
 int canary_baseline_restore(struct canary_baseline *b, const struct canary_baseline_state *st)
 {
         int r = canary_baseline_state_check(st);
+        usec_t period = b->period_len;
 
         canary_baseline_init(b);
+        if (period > 0)
+                b->period_len = period;
         if (r < 0)
                 return r;
         b->st = *st;
@@ -357,7 +367,7 @@ bool canary_trend_get(const struct canary_baseline *b, double *factor, unsigned 
         return true;
 }
 
-int canary_trend_fit(const struct canary_day *d, size_t n, double *ret)
+int canary_trend_fit(const struct canary_day *d, size_t n, usec_t day_len, double *ret)
 {
         double slopes[CANARY_DAYS_KEPT * (CANARY_DAYS_KEPT - 1) / 2], v;
         size_t k = 0;
@@ -366,7 +376,7 @@ int canary_trend_fit(const struct canary_day *d, size_t n, double *ret)
                 n = CANARY_DAYS_KEPT;
         for (size_t i = 0; i < n; i++)
                 for (size_t j = i + 1; j < n; j++) {
-                        double dt = ((double)d[j].t - (double)d[i].t) / (86400.0 * USEC_PER_SEC);
+                        double dt = ((double)d[j].t - (double)d[i].t) / (double)day_len;
                         if (dt < 0.5)
                                 continue; /* a clock set back, or days closing fast */
                         slopes[k++] = (log(d[j].v) - log(d[i].v)) / dt;
@@ -383,7 +393,8 @@ int canary_trend_fit(const struct canary_day *d, size_t n, double *ret)
 static void trend_update(struct canary_baseline *b)
 {
         b->has_trend = b->st.n_days >= CANARY_TREND_MIN_DAYS &&
-                       canary_trend_fit(b->st.days, b->st.n_days, &b->trend_factor) == 0;
+                       canary_trend_fit(b->st.days, b->st.n_days, b->period_len * CANARY_DAY_OBS,
+                                        &b->trend_factor) == 0;
 }
 
 /* A day of observations ends with median d at real: kept for the trend, and the reference
@@ -536,7 +547,7 @@ int canary_baseline_add(struct canary_baseline *b, double seconds, usec_t mono, 
                 period_open(b, mono);
         } else if (mono < b->period_start) {
                 b->period_start = mono; /* a clock that went back: the hour starts again */
-        } else if (mono - b->period_start >= CANARY_BASELINE_PERIOD &&
+        } else if (mono - b->period_start >= b->period_len &&
                    b->period_n >= CANARY_BASELINE_MIN_SAMPLES) {
                 r = canary_baseline_observe(b, period_median(b), real);
                 if (r < 0)

@@ -251,6 +251,7 @@ struct canary_baseline_state {
 
 struct canary_baseline {
         struct canary_baseline_state st;
+        usec_t period_len;   /* CANARY_BASELINE_PERIOD unless canary_baseline_set_period() */
         bool has_trend;      /* from st.days, recomputed when a day closes or on restore */
         double trend_factor; /* growth of the daily median per CANARY_TREND_HORIZON days */
         bool period_open;
@@ -263,6 +264,9 @@ struct canary_baseline {
 
 /* Starts a baseline in warm-up with no period open. */
 void canary_baseline_init(struct canary_baseline *b);
+/* For tests and evaluation only (--canary.baseline-period): the baseline's "hour", and so its
+ * day (24 of them) and the trend's time scale, lasts period (> 0) instead. Kept by restore. */
+void canary_baseline_set_period(struct canary_baseline *b, usec_t period);
 /* Replaces b's persisted part with st (from the state file) and drops the running period.
  * Returns 0, or -EINVAL when st is inconsistent (b then starts afresh as after init). */
 int canary_baseline_restore(struct canary_baseline *b, const struct canary_baseline_state *st);
@@ -285,10 +289,11 @@ bool canary_reference_get(const struct canary_baseline *b, double *ret);
 /* Sets *factor to the trend (growth per CANARY_TREND_HORIZON days) and *days to the daily
  * medians it rests on, and returns true, once CANARY_TREND_MIN_DAYS daily medians exist. */
 bool canary_trend_get(const struct canary_baseline *b, double *factor, unsigned *days);
-/* The Theil-Sen slope of ln(v) against t in days over n daily medians (pairs less than half a
- * day apart ignored), as a factor per CANARY_TREND_HORIZON days. Returns 0, or -ENODATA when no
- * pair qualifies. */
-int canary_trend_fit(const struct canary_day *d, size_t n, double *ret);
+/* The Theil-Sen slope of ln(v) against t in days of day_len microseconds (86400 s; shorter with
+ * canary_baseline_set_period()) over n daily medians (pairs less than half a day apart
+ * ignored), as a factor per CANARY_TREND_HORIZON days. Returns 0, or -ENODATA when no pair
+ * qualifies. */
+int canary_trend_fit(const struct canary_day *d, size_t n, usec_t day_len, double *ret);
 /* Forgets the reference, the days and the trend (an operator's request for one target): the
  * current baseline becomes the provisional reference (none while warming up) and the next
  * CANARY_REF_DAYS days refine it as for a new disk. */

@@ -1088,7 +1088,7 @@ static void test_trend(void **state)
         for (int i = 0; i < CANARY_DAYS_KEPT; i++)
                 d[i] =
                     (struct canary_day){.t = REAL0 + (usec_t)i * DAY_US, .v = 0.001 * pow(1.01, i)};
-        assert_int_equal(canary_trend_fit(d, CANARY_DAYS_KEPT, &f), 0);
+        assert_int_equal(canary_trend_fit(d, CANARY_DAYS_KEPT, DAY_US, &f), 0);
         assert_close(f, pow(1.01, 30), 1e-9);
         /* 7 days 5x slower (maintenance) and 3 single 50x spikes: within 2 % */
         for (int i = 10; i < 17; i++)
@@ -1096,17 +1096,17 @@ static void test_trend(void **state)
         d[3].v *= 50;
         d[22].v *= 50;
         d[27].v *= 50;
-        assert_int_equal(canary_trend_fit(d, CANARY_DAYS_KEPT, &f), 0);
+        assert_int_equal(canary_trend_fit(d, CANARY_DAYS_KEPT, DAY_US, &f), 0);
         assert_true(fabs(f / pow(1.01, 30) - 1) < 0.02);
         /* flat: 1 */
         for (int i = 0; i < CANARY_DAYS_KEPT; i++)
                 d[i].v = 0.004;
-        assert_int_equal(canary_trend_fit(d, CANARY_DAYS_KEPT, &f), 0);
+        assert_int_equal(canary_trend_fit(d, CANARY_DAYS_KEPT, DAY_US, &f), 0);
         assert_true(f == 1);
         /* days closer than half a day (a clock set back) give no pair */
         d[1].t = d[0].t;
-        assert_int_equal(canary_trend_fit(d, 2, &f), -ENODATA);
-        assert_int_equal(canary_trend_fit(d, 1, &f), -ENODATA);
+        assert_int_equal(canary_trend_fit(d, 2, DAY_US, &f), -ENODATA);
+        assert_int_equal(canary_trend_fit(d, 1, DAY_US, &f), -ENODATA);
 
         /* through the baseline: none before 3 days, then per day; at most 30 days kept */
         canary_baseline_init(&b);
@@ -1127,6 +1127,42 @@ static void test_trend(void **state)
         assert_int_equal(canary_baseline_restore(&b2, &b.st), 0);
         assert_true(canary_trend_get(&b2, &f2, &days));
         assert_true(f2 == f);
+}
+
+/* --canary.baseline-period (tests and evaluation): an "hour" of 1 s makes a day of 24 s, and
+ * the trend is per 30 such days; restore keeps the period. */
+static void test_short_period(void **state)
+{
+        struct canary_stats s;
+        struct canary_baseline b2;
+        usec_t t = 0;
+        double f, ref;
+        unsigned days;
+        (void)state;
+
+        assert_int_equal(canary_stats_init(&s, CANARY_RECENT_WINDOW, 64), 0);
+        canary_baseline_set_period(&s.baseline, SEC);
+        /* 10 probes a second: warm-up (6 s) and 7 days of 24 s at 2 ms */
+        for (; t < (6 + 7 * 24 + 1) * SEC; t += SEC / 10)
+                assert_true(canary_stats_add(&s, 0.002, t, REAL0 + t) >= 0);
+        assert_true(s.baseline.st.ref_final);
+        assert_true(canary_reference_get(&s.baseline, &ref) && ref == 0.002);
+        /* 20 days growing 2 % a day */
+        for (int d = 1; d <= 20; d++)
+                for (usec_t end = t + 24 * SEC; t < end; t += SEC / 10)
+                        assert_true(canary_stats_add(&s, 0.002 * pow(1.02, d), t, REAL0 + t) >= 0);
+        assert_true(canary_trend_get(&s.baseline, &f, &days));
+        assert_true(days >= 25);
+        assert_true(fabs(f / pow(1.02, 30) - 1) < 0.05);
+        assert_true(canary_reference_get(&s.baseline, &ref) && ref == 0.002);
+        /* restored into a baseline with the same period: the same trend */
+        canary_baseline_init(&b2);
+        canary_baseline_set_period(&b2, SEC);
+        assert_int_equal(canary_baseline_restore(&b2, &s.baseline.st), 0);
+        assert_true(b2.period_len == SEC);
+        double f2;
+        assert_true(canary_trend_get(&b2, &f2, &days) && f2 == f);
+        canary_stats_done(&s);
 }
 
 /* Version 3 round trip of every field; a version 2 file's baseline becomes the final
@@ -1434,6 +1470,7 @@ int main(void)
             cmocka_unit_test(test_median_and_busy_idle_ratio),
             cmocka_unit_test(test_reference),
             cmocka_unit_test(test_trend),
+            cmocka_unit_test(test_short_period),
             cmocka_unit_test(test_records_reference),
             cmocka_unit_test(test_records_header_and_limits),
             cmocka_unit_test(test_records_keys),
