@@ -1,0 +1,85 @@
+# The slow creep, black box: on ext4 over dm-delay with the baseline's hour shortened to 1 s (--canary.baseline-period=1s, so a day of probing is 24 s), the daemon learns the disk's as-new reference in its first "week" with the drift ratio near 1; then the delay is raised in small steps and the drift ratio climbs past the shipped alert lines (a day's median above 1.5: DiskpulseSyncLatencyDrift, above 2: DiskpulseSyncLatencyDoubled, their expression evaluated here on the scraped series with the day scaled) while the reference stays put and the learnt baseline follows; nothing crosses a line before the first step.
+# timeout: 780
+need dmsetup
+modprobe dm-delay 2>/dev/null || skip "no dm-delay module"
+D=nvme0n1
+SZ=$(blockdev --getsz /dev/$D)
+check "dm-delay 0 ms over $D" dmsetup create creep --table "0 $SZ delay /dev/$D 0 0"
+mkfs.ext4 -q -F /dev/mapper/creep || { fail mkfs "mkfs.ext4 /dev/mapper/creep"; exit 1; }
+mkdir -p /mnt/creep
+check "ext4 mounted on /dev/mapper/creep" mount /dev/mapper/creep /mnt/creep
+# delay MS: every I/O of the mapping (the probe's write and its flush) waits MS more
+delay() {
+	dmsetup suspend creep && dmsetup reload creep --table "0 $SZ delay /dev/$D 0 $1" &&
+		dmsetup resume creep
+}
+daemon_start --no-collector.smart --canary.path=/mnt/creep --canary.interval=100ms \
+	--canary.burst=2 --canary.baseline-period=1s --diskstats.interval=1s || exit 1
+
+SERIES=/tmp/drift.series # uptime and the idle drift ratio, one line per scrape
+: >"$SERIES"
+# sample: one scrape, the idle drift ratio appended to the series when the daemon has one
+sample() {
+	scrape || return 1
+	r=$(canary /mnt/creep drift_ratio 'regime="idle"')
+	[ -n "$r" ] && echo "$(now) $r" >>"$SERIES"
+	return 0
+}
+# day_median: the median of the drift ratio over the last "day" (24 s): the shipped alerts'
+# quantile_over_time(0.5, diskpulse_sync_drift_ratio[1d]) with the day scaled
+day_median() {
+	awk -v t="$(now)" '$1 > t - 24 { print $2 }' "$SERIES" | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; h = (NR - 1) * 0.5; i = int(h);
+			print v[i + 1] + (h - i) * (v[i + 2 > NR ? NR : i + 2] - v[i + 1]) }'
+}
+# sample_until SECONDS CONDITION...: scrapes every second until CONDITION holds
+sample_until() {
+	_end=$(awk -v t="$(now)" -v s="$1" 'BEGIN { print t + s }')
+	shift
+	while awk -v t="$(now)" -v e="$_end" 'BEGIN { exit !(t < e) }'; do
+		sample && "$@" && return 0
+		sleep 1
+	done
+	return 1
+}
+final_reference() { [ "$(canary /mnt/creep trend_days 'regime="idle"')" ] &&
+	num_cmp "$(canary /mnt/creep trend_days 'regime="idle"')" '>=' 8; }
+
+# 1. The first "week": 6 s of warm-up and 7 days of 24 s, then a day more.
+check "the reference is made (8 daily medians)" sample_until 420 final_reference
+ref=$(canary /mnt/creep reference_seconds 'regime="idle"')
+base=$(canary /mnt/creep baseline_seconds 'regime="idle"')
+note "reference $ref s, baseline $base s after the first week"
+expect "reference is a fsync's cost" "$ref" '>' 0
+max_before=$(awk 'BEGIN { m = 0 } { if ($2 > m) m = $2 } END { print m }' "$SERIES")
+med_before=$(day_median)
+note "drift ratio before the first step: highest sample $max_before, day median $med_before"
+expect "no day median over 1.5 before the first step" "$med_before" '<' 1.5
+expect "the drift ratio near 1 while the disk is as new" "$med_before" '<' 1.25
+expect "the drift ratio near 1 while the disk is as new" "$med_before" '>' 0.8
+
+# 2. Small steps, a day and a half each (2 ms more per probe each: a write and a flush).
+for ms in 1 2 3; do
+	check "delay raised to $ms ms" delay $ms
+	sample_until 36 false
+	note "delay $ms ms: day median of the drift ratio $(day_median)"
+done
+# 3. The recent window (5 minutes) fills with the slower probes: the lines are crossed.
+over() { m=$(day_median) && num_cmp "$m" '>' "$1"; }
+check "DiskpulseSyncLatencyDrift's line: a day's median over 1.5" sample_until 300 over 1.5
+check "DiskpulseSyncLatencyDoubled's line: a day's median over 2" sample_until 300 over 2
+after=$(canary /mnt/creep reference_seconds 'regime="idle"')
+base2=$(canary /mnt/creep baseline_seconds 'regime="idle"')
+note "reference $after s, baseline $base2 s after the steps; day median $(day_median)"
+expect "the reference did not learn the slowdown" "$after" '==' "$ref"
+expect "the baseline did (it follows drift)" "$base2" '>' "$base"
+check "daemon exits 0" daemon_stop
+rec=$(grep ' path=/mnt/creep regime=idle ' /tmp/state/canary-baselines 2>/dev/null)
+if [ -n "$rec" ]; then
+	check "the state file holds the final reference and the daily medians" \
+		eval 'echo "$rec" | grep -q " refdays=final .* days=[0-9]*:"'
+else
+	note "no persisted record (the mapping has no disk identity): the reference lived in memory"
+fi
+umount /mnt/creep
+dmsetup remove creep
