@@ -382,6 +382,7 @@ static void update_key(struct ctarget *t, const struct canary_backing *b)
                 }
                 if (rec[g] && canary_baseline_restore(bl, &rec[g]->st) < 0)
                         canary_baseline_init(bl);
+                canary_baseline_set_period(bl, c->baseline_period); /* init resets it */
         }
         /* A disk the file does not know yet is recorded by the next save of this thread, not
          * left to the shutdown (which writes only what no save has written). */

@@ -137,8 +137,11 @@ def first_firing(build, case, days, change, every, tmp):
         first[a] = min(first.get(a, t), t)
     if p.returncode != 0 and not first:
         raise RuntimeError("promtool failed:\n" + text[-3000:])
-    # the drift ratio after the change, for the replacement case (a new reference: about 1)
-    return {a: (t - change * 86400) for a, t in first.items()}
+    out = {a: (t - change * 86400) for a, t in first.items()}
+    # the median drift ratio of the last day: about 1 after a replacement (a new reference)
+    last = sorted(float(v) for v in cols[0][-144:] if v != "_")
+    out["last day's drift"] = last[len(last) // 2] if last else None
+    return out
 
 
 def fmt(sec, unit):
@@ -177,7 +180,7 @@ def main():
             results[name] = first_firing(build, case, days, change, every, tmp)
     if only:
         for name, r in results.items():
-            print(name, {a: t for a, t in sorted(r.items())})
+            print(name, {a: t for a, t in sorted(r.items(), key=str)})
         return 0
     tab = table(results)
     print(tab)
@@ -189,9 +192,14 @@ def main():
     if "--check" not in opts:
         return 0
     failed = 0
+    drift = results["replaced by a 2x faster disk"].get("last day's drift")
+    ok = drift is not None and 0.8 <= drift <= 1.25
+    print(f"{'ok' if ok else 'FAIL'}: a replaced disk gets a reference of its own: the drift ratio "
+          f"ends at {drift} (about 1; against the old disk's reference it would be 0.5)")
+    failed += not ok
     for name, alert, most in BOUNDS:
         unit = next(c[5] for c in CASES if c[0] == name)
-        r = results[name]
+        r = {a: t for a, t in results[name].items() if a in ALERTS}
         got = min(r.values()) if alert is None and r else r.get(alert)
         scale = 86400 if unit == "d" else 3600
         if most is None:
