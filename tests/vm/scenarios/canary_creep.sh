@@ -1,5 +1,5 @@
 # The slow creep, black box: on ext4 over dm-delay with the baseline's hour shortened to 1 s (--canary.baseline-period=1s, so a day of probing is 24 s), the daemon learns the disk's as-new reference in its first "week" with the drift ratio near 1; then the delay is raised in small steps and the drift ratio climbs past the shipped alert lines (a day's median above 1.5: DiskpulseSyncLatencyDrift, above 2: DiskpulseSyncLatencyDoubled, their expression evaluated here on the scraped series with the day scaled) while the reference stays put and the learnt baseline follows; nothing crosses a line before the first step.
-# timeout: 780
+# timeout: 1200
 need dmsetup
 modprobe dm-delay 2>/dev/null || skip "no dm-delay module"
 D=nvme0n1
@@ -46,7 +46,7 @@ final_reference() { [ "$(canary /mnt/creep trend_days 'regime="idle"')" ] &&
 	num_cmp "$(canary /mnt/creep trend_days 'regime="idle"')" '>=' 8; }
 
 # 1. The first "week": 6 s of warm-up and 7 days of 24 s, then a day more.
-check "the reference is made (8 daily medians)" sample_until 420 final_reference
+check "the reference is made (8 daily medians)" sample_until 600 final_reference
 ref=$(canary /mnt/creep reference_seconds 'regime="idle"')
 base=$(canary /mnt/creep baseline_seconds 'regime="idle"')
 note "reference $ref s, baseline $base s after the first week"
