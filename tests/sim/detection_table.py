@@ -28,6 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RULES = os.path.join(ROOT, "etc", "prometheus", "diskpulse.rules.yml")
 README = os.path.join(ROOT, "README.md")
+sys.path.insert(0, os.path.join(ROOT, "tests", "rules"))
+from check_cadence import rle  # noqa: E402  promtool's expanding notation
 BEGIN = "<!-- detection table: python3 tests/sim/detection_table.py BUILD --write-readme -->"
 END = "<!-- end of detection table -->"
 STEP = 600
@@ -71,17 +73,6 @@ def duration(s):
     for n, u in re.findall(r"(\d+)(ms|y|w|d|h|m|s)", s):
         total += int(n) * units[u]
     return total
-
-
-def rle(values):
-    parts, i = [], 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[i]:
-            j += 1
-        parts.append(values[i] if j == i else f"{values[i]}x{j - i}")
-        i = j + 1
-    return " ".join(parts)
 
 
 def simulate(build, case, days):
