@@ -838,6 +838,24 @@ static bool name_ok(const char *s, size_t len)
         return true;
 }
 
+#define LIST_ITEM_MAX 64
+
+/* The next item of a comma-separated list at *p, copied into item (LIST_ITEM_MAX bytes); *p
+ * moves past it, to NULL after the last. Returns 0, -EINVAL for an empty item, -ERANGE for a
+ * longer one. */
+static int list_next(const char **p, char *item)
+{
+        const char *comma = strchr(*p, ',');
+        size_t l = comma ? (size_t)(comma - *p) : strlen(*p);
+
+        if (l == 0 || l >= LIST_ITEM_MAX)
+                return l == 0 ? -EINVAL : -ERANGE;
+        memcpy(item, *p, l);
+        item[l] = 0;
+        *p = comma ? comma + 1 : NULL;
+        return 0;
+}
+
 /* "-" or up to max comma-separated latencies in seconds (each within the baseline's range) into
  * v; *n set on success. */
 static int parse_list(const char *s, double *v, unsigned max, unsigned *n)
@@ -848,27 +866,20 @@ static int parse_list(const char *s, double *v, unsigned max, unsigned *n)
                 *n = 0;
                 return 0;
         }
-        for (const char *p = s;;) {
-                const char *comma = strchr(p, ',');
-                size_t l = comma ? (size_t)(comma - p) : strlen(p);
-                char num[64];
-                int r;
+        for (const char *p = s; p;) {
+                char num[LIST_ITEM_MAX];
+                int r = list_next(&p, num);
 
-                if (l == 0 || l >= sizeof num)
-                        return l == 0 ? -EINVAL : -ERANGE;
+                if (r < 0)
+                        return r;
                 if (k >= max)
                         return -EINVAL;
-                memcpy(num, p, l);
-                num[l] = 0;
                 r = parse_double(num, &v[k]);
                 if (r < 0)
                         return r;
                 if (!baseline_value_ok(v[k]))
                         return -ERANGE;
                 k++;
-                if (!comma)
-                        break;
-                p = comma + 1;
         }
         *n = k;
         return 0;
@@ -883,23 +894,19 @@ static int parse_days(const char *s, struct canary_baseline_state *st)
                 st->n_days = 0;
                 return 0;
         }
-        for (const char *p = s;;) {
-                const char *comma = strchr(p, ','), *colon;
-                size_t l = comma ? (size_t)(comma - p) : strlen(p);
-                char num[64];
+        for (const char *p = s; p;) {
+                char num[LIST_ITEM_MAX], *colon;
                 uint64_t t;
-                int r;
+                int r = list_next(&p, num);
 
-                if (l == 0 || l >= sizeof num)
-                        return l == 0 ? -EINVAL : -ERANGE;
+                if (r < 0)
+                        return r;
                 if (k >= CANARY_DAYS_KEPT)
                         return -EINVAL;
-                memcpy(num, p, l);
-                num[l] = 0;
                 colon = strchr(num, ':');
                 if (!colon)
                         return -EINVAL;
-                num[colon - num] = 0;
+                *colon = 0;
                 r = parse_u64(num, &t);
                 if (r < 0)
                         return r;
@@ -912,9 +919,6 @@ static int parse_days(const char *s, struct canary_baseline_state *st)
                         return -ERANGE;
                 st->days[k].t = (usec_t)t * USEC_PER_SEC;
                 k++;
-                if (!comma)
-                        break;
-                p = comma + 1;
         }
         st->n_days = k;
         return 0;
