@@ -10,8 +10,11 @@ check "ext4 on $A mounted nobarrier" mount -o nobarrier /dev/$A /mnt/nb
 check "ext4 on $B mounted with barriers" mount /dev/$B /mnt/b
 daemon_start --no-collector.smart --canary.path=/mnt/nb --canary.path=/mnt/b --canary.interval=300ms \
 	--diskstats.interval=300ms || exit 1
-both() { canary_probes_at_least /mnt/nb 15 && canary_probes_at_least /mnt/b 15; }
-check "15 probes on each" wait_for 60 both
+# A cycle is one spaced probe and a burst of 16 (--canary.burst); its flushes are counted when the
+# cycle ends, so probes_total passes 15 inside the first cycle, before any flush is counted. Three
+# whole cycles: probe 51 returns in the third, so the first two have their flush counts.
+both() { canary_probes_at_least /mnt/nb 51 && canary_probes_at_least /mnt/b 51; }
+check "3 probe cycles on each" wait_for 60 both
 check_metric 'diskpulse_sync_flush_ratio{path="/mnt/nb",device="sda",mode="fdatasync"}' == 0
 check_metric 'diskpulse_sync_flush_ratio{path="/mnt/b",device="nvme0n1",mode="fdatasync"}' '>=' 0.9
 check_metric 'diskpulse_disk_write_cache_info{device="sda",mode="write back"}' == 1
