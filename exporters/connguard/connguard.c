@@ -9,7 +9,10 @@
  * which makes libmicrohttpd's next read fail and the connection go. Whether a kept-alive
  * connection has begun its next request is read from the kernel (tcp_info's bytes_received,
  * Linux 4.6+), so a request trickled in a byte at a time is timed from its first byte, and so is
- * whether a client has hung up before libmicrohttpd has seen it.
+ * whether a client has hung up before libmicrohttpd has seen it. Hang-ups come from the kernel
+ * too: each socket is watched for them (EPOLLRDHUP, edge-triggered) in an epoll set of the
+ * guard's own, so making room at a limit looks only at connections whose peer has gone instead
+ * of asking the kernel about every open one for every newcomer.
  *
  * One lock guards the table; libmicrohttpd's thread takes it in its callbacks, the guard's
  * thread while admitting and sweeping. A socket's fd is only touched while its connection is in
@@ -33,6 +36,12 @@
 #include "addrmap.h"
 #include "log.h"
 
+/* epoll data of the guard's own descriptors (a listening socket's is its index); a socket in the
+ * hang-up watch has HUP_TAG | seq << 32 | fd. */
+#define STOP_TAG     UINT64_MAX
+#define HUP_TAG      (UINT64_C(1) << 62)
+#define HUP_SET      (UINT64_MAX - 1)
+#define HUP_SEQ_MASK ((uint32_t)((HUP_TAG - 1) >> 32))
 /* How often deadlines are checked: the precision of every timeout. */
 #define SWEEP_INTERVAL (250 * USEC_PER_MSEC)
 /* A connection handed to libmicrohttpd that it never started (it failed to set one up, and
@@ -68,6 +77,8 @@
  * THROTTLE_MAX of that without a break, newcomers are accepted and refused again. */
 #define THROTTLE_PAUSE (1 * USEC_PER_MSEC)
 #define THROTTLE_MAX   (100 * USEC_PER_MSEC)
+/* Connections at most in the waiting room (see enum verdict); beyond, refused at once. */
+#define WAITING_MAX 16
 /* Summary of refusals and closes in the log, at most this often. */
 #define LOG_INTERVAL (60 * USEC_PER_SEC)
 
@@ -89,8 +100,18 @@ struct gconn {
         uint64_t rx_mark;   /* bytes received by the end of the last response */
         uint64_t ack_mark;  /* bytes the peer had acknowledged at stall_since */
         usec_t stall_since; /* data waits for the peer since (no progress); 0: none waits */
+        bool hup;           /* its peer has hung up or reset it (the hang-up watch said so) */
+        uint32_t seq;       /* tells its hang-up events from those of an earlier socket */
         struct netaddr addr;
         struct addrkey key;
+};
+
+/* A connection accepted and neither admitted nor refused yet. */
+struct waiting {
+        int fd;
+        socklen_t len;
+        usec_t since; /* accepted */
+        struct sockaddr_storage ss;
 };
 
 struct connguard {
@@ -101,6 +122,10 @@ struct connguard {
         int *fds;
         size_t nfds;
         int epfd, stopfd;
+        int hupfd;    /* the hang-up watch: every admitted socket, EPOLLRDHUP | EPOLLET */
+        uint32_t seq; /* of the last admitted connection */
+        struct waiting waiting[WAITING_MAX]; /* the waiting room (see enum verdict); the guard's */
+        size_t nwaiting;                     /* thread only */
         pthread_t thread;
         bool running;
         bool paused;
@@ -148,6 +173,19 @@ static uint64_t rx_bytes(int fd)
         return tcp_view(fd, &ti) ? ti.tcpi_bytes_received : 0;
 }
 
+/* Bytes of a next request received since mark (the bytes received at the end of the last
+ * response). tcp_info counts the peer's FIN as a byte received (it takes a sequence number), so
+ * once the connection is no longer established one byte is not request data: a client that
+ * hangs up between requests has begun none. */
+static uint64_t request_bytes(const struct tcp_info *ti, uint64_t mark)
+{
+        uint64_t rx = ti->tcpi_bytes_received;
+
+        if (ti->tcpi_state != TCPI_STATE_ESTABLISHED && rx > mark)
+                rx--;
+        return rx > mark ? rx - mark : 0;
+}
+
 /* Closes a refused socket with a reset: nothing is sent, and no state stays behind. */
 static void refuse(int fd)
 {
@@ -181,7 +219,7 @@ struct connguard *connguard_new(const struct connguard_config *cfg)
 
         pthread_mutex_init(&g->lock, NULL);
         copy_config(g, cfg);
-        g->epfd = g->stopfd = -1;
+        g->epfd = g->stopfd = g->hupfd = -1;
         {
                 uint64_t seed;
                 if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed)
@@ -343,11 +381,34 @@ static struct gconn *pick_victim(struct connguard *g, usec_t now, usec_t min_age
         return best;
 }
 
+/* Caller holds the lock. Marks the connections the hang-up watch reports (all it has queued:
+ * the kernel queues a socket's hang-up when its FIN or reset arrives, so a client that hangs up
+ * and connects again is seen gone before its new connection is accepted). */
+static void take_hangups(struct connguard *g)
+{
+        struct epoll_event ev[64];
+        int n;
+
+        if (g->hupfd < 0)
+                return;
+        do {
+                n = epoll_wait(g->hupfd, ev, ARRAY_SIZE(ev), 0);
+                for (int i = 0; i < n; i++) {
+                        uint64_t tag = ev[i].data.u64;
+                        size_t fd = (uint32_t)tag;
+                        struct gconn *c = fd < g->nbyfd ? g->byfd[fd] : NULL;
+
+                        if (c && c->seq == ((uint32_t)(tag >> 32) & HUP_SEQ_MASK))
+                                c->hup = true;
+                }
+        } while (n == (int)ARRAY_SIZE(ev));
+}
+
 /* Caller holds the lock. Shuts the connections between requests, from key's address when key
  * is not NULL, that are closing already (the client has hung up, or the response said
- * "Connection: close") and that libmicrohttpd has still to close (a scraper that connects again
- * right after its response finds its old connection still counted); true if there was one.
- * They are gone already: not evictions. */
+ * "Connection: close": the hang-up watch or the sweep has seen it) and that libmicrohttpd has
+ * still to close (a scraper that connects again right after its response finds its old
+ * connection still counted); true if there was one. They are gone already: not evictions. */
 static bool reap_hung_up(struct connguard *g, const struct addrkey *key)
 {
         bool any = false;
@@ -356,9 +417,9 @@ static bool reap_hung_up(struct connguard *g, const struct addrkey *key)
                 struct gconn *c = g->byfd[fd];
                 struct tcp_info ti;
 
-                if (!c || !c->started || c->closing || c->phase != PHASE_IDLE ||
+                if (!c || !c->hup || !c->started || c->closing || c->phase != PHASE_IDLE ||
                     (key && !(c->keyed && addrkey_equal(c->key, *key))) || !tcp_view(c->fd, &ti) ||
-                    ti.tcpi_state == TCPI_STATE_ESTABLISHED || ti.tcpi_bytes_received != c->rx_mark)
+                    ti.tcpi_state == TCPI_STATE_ESTABLISHED || request_bytes(&ti, c->rx_mark) > 0)
                         continue;
                 shut(g, c, NULL);
                 any = true;
@@ -366,17 +427,18 @@ static bool reap_hung_up(struct connguard *g, const struct addrkey *key)
         return any;
 }
 
-/* Caller holds the lock. Whether a connection being answered is about to go by itself: it is
- * closing, and if only the client has hung up, nothing is left to send (the response is out;
- * libmicrohttpd has still to report it sent and close it). */
-static bool closing_soon(struct connguard *g)
+/* Caller holds the lock. Whether a connection being answered, from key's address when key is not
+ * NULL, is about to go by itself: it is closing, and if only the client has hung up, nothing is
+ * left to send (the response is out; libmicrohttpd has still to report it sent and close it). */
+static bool closing_soon(struct connguard *g, const struct addrkey *key)
 {
         for (size_t fd = 0; fd < g->nbyfd; fd++) {
                 struct gconn *c = g->byfd[fd];
                 struct tcp_info ti;
 
                 if (c && c->started && !c->closing && c->phase == PHASE_HANDLING &&
-                    tcp_view(c->fd, &ti) && ti.tcpi_state != TCPI_STATE_ESTABLISHED &&
+                    (!key || (c->keyed && addrkey_equal(c->key, *key))) && tcp_view(c->fd, &ti) &&
+                    ti.tcpi_state != TCPI_STATE_ESTABLISHED &&
                     (ti.tcpi_state != TCPI_STATE_CLOSE_WAIT ||
                      (ti.tcpi_notsent_bytes == 0 && ti.tcpi_unacked == 0)))
                         return true;
@@ -384,7 +446,22 @@ static bool closing_soon(struct connguard *g)
         return false;
 }
 
-enum verdict { ADMIT, REFUSE_NETWORK, REFUSE_ADDRESS, REFUSE_LIMIT };
+/* Puts a socket not yet handed over into the hang-up watch; closing it takes it out. If that
+ * fails, the sweep still sees the hang-up (at its pace). */
+static void watch_hangup(struct connguard *g, int fd, uint32_t seq)
+{
+        struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLET,
+                                 .data.u64 = HUP_TAG | (uint64_t)seq << 32 | (uint32_t)fd};
+
+        if (g->hupfd >= 0)
+                (void)epoll_ctl(g->hupfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+/* WAIT_*: over a limit, but a connection that would make room is about to go (a client that
+ * hangs up after its response and connects again at once can be quicker than libmicrohttpd's
+ * report that the response is sent): asked again in a moment, refused for the limit if still
+ * over it after THROTTLE_MAX. */
+enum verdict { ADMIT, REFUSE_NETWORK, REFUSE_ADDRESS, REFUSE_LIMIT, WAIT_ADDRESS, WAIT_LIMIT };
 
 /* Caller holds the lock. On ADMIT, *ret is the new pending record in the table. */
 static enum verdict admit(struct connguard *g, int fd, const struct sockaddr *sa, socklen_t len,
@@ -405,17 +482,21 @@ static enum verdict admit(struct connguard *g, int fd, const struct sockaddr *sa
                  * longest (a client that reconnects is not locked out by its stale ones). */
                 k = netaddr_key(&a);
                 load = addrmap_get(&g->addrs, k);
+                if (load >= g->cfg.max_per_address)
+                        take_hangups(g);
                 if (load >= g->cfg.max_per_address && !reap_hung_up(g, &k)) {
                         struct gconn *victim = pick_victim(g, now, EVICT_MIN_AGE, &k, 0);
                         if (!victim)
-                                return REFUSE_ADDRESS;
+                                return closing_soon(g, &k) ? WAIT_ADDRESS : REFUSE_ADDRESS;
                         shut(g, victim, &g->st.evicted);
                 }
         } else {
                 load = g->unkeyed;
         }
-        if (g->live - g->closing >= g->cfg.max_connections)
+        if (g->live - g->closing >= g->cfg.max_connections) {
+                take_hangups(g);
                 (void)reap_hung_up(g, NULL); /* connections already gone make room first */
+        }
         if (g->live - g->closing >= g->cfg.max_connections) {
                 /* Full: an address holding more connections than this one's gives one up, so
                  * that flooding from some addresses cannot lock out the others; failing that,
@@ -424,22 +505,30 @@ static enum verdict admit(struct connguard *g, int fd, const struct sockaddr *sa
                 if (!victim)
                         victim = pick_victim(g, now, EVICT_MIN_AGE, NULL, 0);
                 if (!victim)
-                        return REFUSE_LIMIT;
+                        return closing_soon(g, NULL) ? WAIT_LIMIT : REFUSE_LIMIT;
                 shut(g, victim, &g->st.evicted);
         }
         *ret = gconn_new(g, fd, &a, ip, now);
+        (*ret)->seq = ++g->seq & HUP_SEQ_MASK;
         g->pending++;
         table_put(g, *ret);
         return ADMIT;
 }
 
-static void handle_new(struct connguard *g, int fd, const struct sockaddr *sa, socklen_t len)
+/* A connection accepted at since: admitted, refused, or (WAIT_*) kept in the waiting room to be
+ * asked again in a moment, for at most THROTTLE_MAX. */
+static void handle_new(struct connguard *g, int fd, const struct sockaddr *sa, socklen_t len,
+                       usec_t since)
 {
         struct gconn *c = NULL;
+        usec_t now = now_monotonic();
         enum verdict v;
 
         pthread_mutex_lock(&g->lock);
-        v = admit(g, fd, sa, len, now_monotonic(), &c);
+        v = admit(g, fd, sa, len, now, &c);
+        if ((v == WAIT_ADDRESS || v == WAIT_LIMIT) &&
+            (now - since >= THROTTLE_MAX || g->nwaiting == WAITING_MAX))
+                v = v == WAIT_ADDRESS ? REFUSE_ADDRESS : REFUSE_LIMIT;
         switch (v) {
         case ADMIT:
                 g->st.accepted++;
@@ -453,12 +542,24 @@ static void handle_new(struct connguard *g, int fd, const struct sockaddr *sa, s
         case REFUSE_LIMIT:
                 g->st.refused_limit++;
                 break;
+        case WAIT_ADDRESS:
+        case WAIT_LIMIT:
+                break;
         }
         pthread_mutex_unlock(&g->lock);
+        if (v == WAIT_ADDRESS || v == WAIT_LIMIT) {
+                struct waiting *w = &g->waiting[g->nwaiting++];
+                w->fd = fd;
+                w->len = len < (socklen_t)sizeof w->ss ? len : (socklen_t)sizeof w->ss;
+                memcpy(&w->ss, sa, w->len);
+                w->since = since;
+                return;
+        }
         if (v != ADMIT) {
                 refuse(fd);
                 return;
         }
+        watch_hangup(g, fd, c->seq);
         /* libmicrohttpd closes the socket when it says no. */
         if (MHD_add_connection(g->mhd, fd, sa, len) != MHD_YES) {
                 int e = errno;
@@ -493,7 +594,7 @@ static bool throttle(struct connguard *g, usec_t now)
         busy = g->pending >= PENDING_LIMIT ||
                (g->closing > 0 &&
                 g->live >= g->cfg.max_connections + EVICT_SLACK(g->cfg.max_connections)) ||
-               (g->live - g->closing >= g->cfg.max_connections && closing_soon(g));
+               (g->live - g->closing >= g->cfg.max_connections && closing_soon(g, NULL));
         pthread_mutex_unlock(&g->lock);
         if (!busy) {
                 g->throttled_since = 0;
@@ -522,7 +623,7 @@ static void accept_some(struct connguard *g, int lfd)
                 fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
                 if (fd >= 0) {
-                        handle_new(g, fd, (struct sockaddr *)&ss, len);
+                        handle_new(g, fd, (struct sockaddr *)&ss, len, now_monotonic());
                         continue;
                 }
                 switch (errno) {
@@ -551,6 +652,18 @@ static void accept_some(struct connguard *g, int lfd)
                         return;
                 }
         }
+}
+
+/* Asks again about the connections in the waiting room. The guard's thread. */
+static void retry_waiting(struct connguard *g)
+{
+        struct waiting w[WAITING_MAX];
+        size_t n = g->nwaiting;
+
+        memcpy(w, g->waiting, n * sizeof *w);
+        g->nwaiting = 0;
+        for (size_t i = 0; i < n; i++)
+                handle_new(g, w[i].fd, (struct sockaddr *)&w[i].ss, w[i].len, w[i].since);
 }
 
 /* Caller holds the lock. Deadlines of every connection; pending records never started. */
@@ -591,8 +704,14 @@ static void sweep(struct connguard *g, usec_t now)
                         }
                 }
                 if (c->phase == PHASE_IDLE) {
-                        uint64_t rx = rx_bytes(c->fd);
-                        if (rx > c->rx_mark) {
+                        struct tcp_info ti;
+                        uint64_t rx = 0;
+                        if (tcp_view(c->fd, &ti)) {
+                                rx = request_bytes(&ti, c->rx_mark);
+                                if (ti.tcpi_state != TCPI_STATE_ESTABLISHED)
+                                        c->hup = true; /* in case the watch missed it */
+                        }
+                        if (rx > 0) {
                                 /* The next request began since the last look. */
                                 c->phase = PHASE_HEADERS;
                                 c->since = c->since > g->last_sweep ? c->since : g->last_sweep;
@@ -659,14 +778,24 @@ static void *guard_main(void *arg)
 
                 if (g->paused && g->paused_until < next)
                         next = g->paused_until;
+                if (g->nwaiting > 0 && now + THROTTLE_PAUSE < next)
+                        next = now + THROTTLE_PAUSE;
                 ms = next > now ? (int)((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC) : 0;
                 int n = epoll_wait(g->epfd, ev, ARRAY_SIZE(ev), ms);
 
                 for (int i = 0; i < n; i++) {
-                        if (ev[i].data.u64 == UINT64_MAX)
+                        if (ev[i].data.u64 == STOP_TAG)
                                 return NULL;
+                        if (ev[i].data.u64 == HUP_SET) {
+                                pthread_mutex_lock(&g->lock);
+                                take_hangups(g);
+                                pthread_mutex_unlock(&g->lock);
+                                continue;
+                        }
                         accept_some(g, g->fds[ev[i].data.u64]);
                 }
+                if (g->nwaiting > 0)
+                        retry_waiting(g);
                 now = now_monotonic();
                 if (now - g->last_sweep >= SWEEP_INTERVAL) {
                         pthread_mutex_lock(&g->lock);
@@ -682,7 +811,8 @@ static void *guard_main(void *arg)
 
 int connguard_start(struct connguard *g, struct MHD_Daemon *d, const int *fds, size_t n)
 {
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = STOP_TAG};
+        struct epoll_event hev = {.events = EPOLLIN, .data.u64 = HUP_SET};
         int r;
 
         g->fds = xcalloc(n ? n : 1, sizeof(int));
@@ -691,7 +821,10 @@ int connguard_start(struct connguard *g, struct MHD_Daemon *d, const int *fds, s
         g->mhd = d;
         g->epfd = epoll_create1(EPOLL_CLOEXEC);
         g->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (g->epfd < 0 || g->stopfd < 0 || epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->stopfd, &ev) < 0)
+        g->hupfd = epoll_create1(EPOLL_CLOEXEC);
+        if (g->epfd < 0 || g->stopfd < 0 || g->hupfd < 0 ||
+            epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->stopfd, &ev) < 0 ||
+            epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->hupfd, &hev) < 0)
                 return -errno;
         for (size_t i = 0; i < n; i++) {
                 int fl = fcntl(fds[i], F_GETFL);
@@ -717,6 +850,9 @@ void connguard_stop(struct connguard *g)
                 pthread_join(g->thread, NULL);
                 g->running = false;
         }
+        for (size_t i = 0; i < g->nwaiting; i++)
+                refuse(g->waiting[i].fd);
+        g->nwaiting = 0;
         for (size_t i = 0; i < g->nfds; i++)
                 close(g->fds[i]);
         g->nfds = 0;
@@ -724,7 +860,11 @@ void connguard_stop(struct connguard *g)
                 close(g->epfd);
         if (g->stopfd >= 0)
                 close(g->stopfd);
-        g->epfd = g->stopfd = -1;
+        pthread_mutex_lock(&g->lock);
+        if (g->hupfd >= 0)
+                close(g->hupfd);
+        g->epfd = g->stopfd = g->hupfd = -1;
+        pthread_mutex_unlock(&g->lock);
 }
 
 struct connguard *connguard_free(struct connguard *g)

@@ -431,6 +431,48 @@ def per_address_limit():
                  "diskpulse_http_connections_refused_total{reason=\"address_limit\"} is 1")
 
 
+def reconnect_at_limit(rounds=200):
+    """A client at a limit that hangs up after its response and connects again at once (what a
+    scraper does when it does not keep connections alive) is served every time: its old
+    connection, gone on the client's side but not yet closed by the server, makes room without
+    counting as a refusal or an eviction. Per address (1 each) and in total (1 in all)."""
+    for flags, what in ((("--web.max-connections-per-address=1",), "per-address limit 1"),
+                        (("--web.max-connections=1",), "total limit 1")):
+        with dp.Daemon(BIN, "--no-collector.smart", "--no-collector.canary", *flags) as d:
+            served = 0
+            t0 = time.monotonic()
+            for _ in range(rounds):
+                s = connect(d.port, "127.0.0.2")
+                try:
+                    s.sendall(GET)
+                    served += flood.read_response(s, time.monotonic() + 5)[0] == 200
+                except OSError:
+                    pass
+                s.close()
+            took = time.monotonic() - t0
+            # pages are made ahead: wait for one that has seen every connection
+            page = {}
+
+            def fresh():
+                page["m"] = dp.parse(dp.http_get(d.url + "/metrics")[2].decode())
+                seen = dp.value(page["m"], "diskpulse_http_connections_accepted_total") or 0
+                seen += sum(dp.value(page["m"], "diskpulse_http_connections_refused_total", reason=r) or 0
+                            for r in ("address_limit", "total_limit"))
+                return seen >= rounds
+
+            dp.wait_until(fresh, 10)
+            m = page["m"]
+            refused = sum(dp.value(m, "diskpulse_http_connections_refused_total", reason=r) or 0
+                          for r in ("address_limit", "total_limit"))
+            evicted = dp.value(m, "diskpulse_http_connections_closed_total", reason="evicted") or 0
+            print("reconnect at the %s: %d of %d served in %.1f s, refused %d, evicted %d" % (
+                what, served, rounds, took, refused, evicted))
+            dp.check(served == rounds, "reconnect at the %s: every connection served (%d of %d)" % (
+                what, served, rounds))
+            dp.check(refused == 0 and evicted == 0,
+                     "reconnect at the %s: none refused (%d) or evicted (%d)" % (what, refused, evicted))
+
+
 def allow_list():
     port = dp.free_port()
     conf = "/tmp/diskpulse-allow-%d.conf" % os.getpid()
@@ -732,6 +774,7 @@ request_bodies_and_sizes()
 keep_alive()
 connection_limit()
 per_address_limit()
+reconnect_at_limit()
 allow_list()
 deadlines()
 fd_limit()
