@@ -28,6 +28,9 @@ import yaml
 import dp
 import grafana_queries
 
+sys.path.insert(0, os.path.join(dp.HERE, "..", "rules"))
+from promtime import scale_durations  # noqa: E402
+
 ROOT = os.path.join(dp.HERE, "..", "..")
 PROMDIR = os.path.join(ROOT, "etc", "prometheus")
 DASHBOARD = os.path.join(ROOT, "etc", "grafana", "diskpulse.json")
@@ -67,8 +70,11 @@ def sample_names(text):
             if line and not line.startswith("#")}
 
 
-def write_config(tmp, port):
-    """The shipped example config, aimed at the test daemon, every interval 1 s."""
+def write_config(tmp, port, time_scale=1, scaled_groups=()):
+    """The shipped example config, aimed at the daemon on 127.0.0.1:port, every interval 1 s.
+    With time_scale, the durations of the rules of scaled_groups are divided by it (the daemon's
+    --canary.baseline-period=1s makes an hour of its baselines one second: time_scale 3600 makes
+    a rule's day 24 s for those rules); the other rules keep wall-clock time."""
     conf = yaml.safe_load(open(os.path.join(PROMDIR, "prometheus.yml")))
     conf["global"]["scrape_interval"] = "1s"
     conf["global"]["evaluation_interval"] = "1s"
@@ -80,8 +86,16 @@ def write_config(tmp, port):
     # The rules as shipped, but every group at the 1 s global interval: a group of slow rules
     # (interval: 10m) would not be evaluated within the test's minute.
     rules = yaml.safe_load(open(os.path.join(PROMDIR, "diskpulse.rules.yml")))
+    missing = set(scaled_groups) - {g["name"] for g in rules["groups"]}
+    if missing:
+        raise RuntimeError("no rule group %s to scale" % sorted(missing))
     for g in rules["groups"]:
         g.pop("interval", None)
+        if g["name"] in scaled_groups:
+            for r in g["rules"]:
+                r["expr"] = scale_durations(r["expr"], time_scale)
+                if "for" in r:
+                    r["for"] = scale_durations(r["for"], time_scale)
     with open(os.path.join(tmp, "diskpulse.rules.yml"), "w") as f:
         yaml.safe_dump(rules, f)
     path = os.path.join(tmp, "prometheus.yml")

@@ -30,6 +30,7 @@ RULES = os.path.join(ROOT, "etc", "prometheus", "diskpulse.rules.yml")
 README = os.path.join(ROOT, "README.md")
 sys.path.insert(0, os.path.join(ROOT, "tests", "rules"))
 from check_cadence import rle  # noqa: E402  promtool's expanding notation
+from promtime import seconds  # noqa: E402
 BEGIN = "<!-- detection table: python3 tests/sim/detection_table.py BUILD --write-readme -->"
 END = "<!-- end of detection table -->"
 STEP = 600
@@ -64,15 +65,6 @@ BOUNDS = [
     ("step 2x", "DiskpulseSyncLatencyDrift", 24),
     ("step 3x", "DiskpulseSyncLatencyDoubled", 24),
 ]
-
-
-def duration(s):
-    """Prometheus's duration text (1y2w3d4h5m6s) in seconds."""
-    units = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
-    total = 0
-    for n, u in re.findall(r"(\d+)(ms|y|w|d|h|m|s)", s):
-        total += int(n) * units[u]
-    return total
 
 
 def simulate(build, case, days):
@@ -124,7 +116,7 @@ def first_firing(build, case, days, change, every, tmp):
     text = p.stdout + p.stderr
     first = {}
     for m in re.finditer(r'expr: "count\(ALERTS\{alertname=\\"(\w+)\\".*?time: (\S+?),', text):
-        a, t = m.group(1), duration(m.group(2))
+        a, t = m.group(1), seconds(m.group(2))
         first[a] = min(first.get(a, t), t)
     if p.returncode != 0 and not first:
         raise RuntimeError("promtool failed:\n" + text[-3000:])

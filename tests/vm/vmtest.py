@@ -34,7 +34,7 @@ BASE_MODULES = ["crc32c_generic", "crct10dif_generic", "crc64_rocksoft_generic",
                 "nvme", "ahci", "sd_mod", "ext4"]
 # Shipped for scenarios to modprobe.
 EXTRA_MODULES = ["scsi_debug", "null_blk", "dm-mod", "dm-delay", "dm-flakey", "loop", "sg",
-                 "virtio_pci", "virtio_blk"]
+                 "virtio_pci", "virtio_blk", "virtio_net"]
 TOOLS = ["smartctl", "mkfs.ext4", "e2fsck", "dmsetup", "sdparm", "ioping"]
 UDEV_RULES = ["50-udev-default.rules", "60-block.rules", "60-persistent-storage.rules",
               "60-persistent-storage-dm.rules", "55-dm.rules", "95-dm-notify.rules"]
@@ -237,11 +237,15 @@ def build(out, daemon=None):
 
 
 def parse_scenario(path):
-    """Header comments: `# qemu: ARGS`, `# disk: ID SIZE`, `# timeout: SEC`, `# append: ARGS`, `# defaults: no`."""
-    spec = {"qemu": [], "disk": [], "timeout": DEFAULT_TIMEOUT, "append": "", "defaults": True}
+    """Header comments: `# qemu: ARGS`, `# disk: ID SIZE`, `# timeout: SEC`, `# append: ARGS`, `# defaults: no`,
+    `# prometheus: SCALE GROUP...` (a Prometheus on the host scrapes the guest's daemon, port 9477
+    forwarded from the host, with the shipped rules; the durations of the rule groups named divided
+    by SCALE; the guest queries it with `prom`)."""
+    spec = {"qemu": [], "disk": [], "timeout": DEFAULT_TIMEOUT, "append": "", "defaults": True,
+            "prometheus": None}
     with open(path) as f:
         for line in f:
-            m = re.match(r"#\s*(qemu|disk|timeout|append|defaults):\s*(.*?)\s*$", line)
+            m = re.match(r"#\s*(qemu|disk|timeout|append|defaults|prometheus):\s*(.*?)\s*$", line)
             if not m:
                 continue
             key, val = m.groups()
@@ -255,6 +259,11 @@ def parse_scenario(path):
                 spec["timeout"] = int(val)
             elif key == "append":
                 spec["append"] += " " + val
+            elif key == "prometheus":
+                words = val.split()
+                if not words or not re.fullmatch(r"\d+", words[0]):
+                    raise SystemExit(f"vmtest: {path}: want '# prometheus: SCALE GROUP...', got {line.strip()!r}")
+                spec["prometheus"] = (int(words[0]), words[1:])
             else:
                 spec["defaults"] = val.lower() not in ("no", "false", "0")
     return spec
@@ -348,6 +357,8 @@ def run(args):
     name = os.path.splitext(os.path.basename(args.scenario))[0]
     spec = parse_scenario(args.scenario)
     timeout = args.timeout or spec["timeout"]
+    if spec["prometheus"] and not shutil.which("prometheus"):
+        skip("prometheus is not installed (Debian package prometheus): the scenario needs a live one")
     work = tempfile.mkdtemp(prefix=f"vmtest-{name}-")
     try:
         return run_in(args, name, spec, timeout, work)
@@ -405,6 +416,21 @@ def run_in(args, name, spec, timeout, work):
         i = qemu.index("-append") + 1
         qemu[i] += " vmtest.root=vda"
 
+    prom = None
+    if spec["prometheus"]:
+        # A Prometheus on the host scrapes the guest's daemon through a forwarded port.
+        sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+        import dp
+        import test_prometheus
+        port = dp.free_port()
+        scale, groups = spec["prometheus"]
+        config = test_prometheus.write_config(work, port, scale, groups)
+        prom = test_prometheus.Prometheus(config, work)
+        say(f"prometheus on {prom.url} scrapes the guest's daemon on 127.0.0.1:{port}")
+        qemu += ["-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:9477",
+                 "-device", "virtio-net-pci,netdev=net0,romfile="]
+        qemu[qemu.index("-append") + 1] += " vmtest.net=1"
+
     servers = {}
     for chan in ("ctl", "qmp"):
         servers[chan] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -458,6 +484,11 @@ def run_in(args, name, spec, timeout, work):
                     ev_name, _, ev_timeout = rest.partition(" ")
                     ev_timeout = float(ev_timeout) if re.fullmatch(r"\d+(\.\d*)?", ev_timeout) else 10
                     reply = json.dumps(qmp.wait_event(ev_name, ev_timeout))
+                elif verb == "prom":
+                    try:
+                        reply = json.dumps(test_prometheus.query(prom.url, rest), separators=(",", ":"))
+                    except (RuntimeError, OSError, ValueError, AttributeError) as e:
+                        reply = json.dumps({"error": str(e)})
                 elif verb in ("ok", "fail", "skip"):
                     check, _, why = rest.partition("\t")
                     results.append((verb, check, why))
@@ -476,6 +507,8 @@ def run_in(args, name, spec, timeout, work):
         qemu_err.close()
         for server in servers.values():
             server.close()
+        if prom:
+            prom.stop()
         stop.set()
         if follower.is_alive():
             follower.join()
@@ -498,6 +531,8 @@ def run_in(args, name, spec, timeout, work):
             err = tail(f"{work}/qemu.stderr", 20)
             if err:
                 print(f"----- qemu stderr -----\n{err}", end="")
+            if prom:
+                print(f"----- prometheus log (last 20 lines) -----\n{tail(f'{work}/prometheus.log', 20)}", end="")
             print("-----")
         say(f"{name}: FAIL ({len(oks)} ok, {len(fails)} failed; {timing})")
         for _, check, why in fails:

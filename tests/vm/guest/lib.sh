@@ -5,6 +5,7 @@ VM_CHAN=/dev/ttyS1          # second serial port, served by vmtest.py on the hos
 VM_STATE=/tmp/vmtest
 DAEMON=/bin/diskpulse
 DAEMON_ADDR=127.0.0.1:9477
+DAEMON_LISTEN=$DAEMON_ADDR  # all addresses once the network is up (the host forwards to it)
 DAEMON_LOG=/tmp/diskpulse.log
 DAEMON_PID=
 METRICS=/tmp/metrics        # the last scrape
@@ -104,6 +105,36 @@ hmp() {
 	sed -e 's/^{"return": "//' -e 's/"}$//' -e 's/\\r\\n/\n/g' -e 's/\\"/"/g' "$VM_STATE/hmp"
 }
 
+# --- the network and the host's Prometheus (scenario header "# prometheus:") ------------------
+
+# net_up: QEMU's user network on eth0 (10.0.2.15); the host forwards a port of its own to the
+# daemon's 9477 there, and its Prometheus scrapes that.
+net_up() {
+	modprobe virtio_pci && modprobe virtio_net && wait_for 10 test -e /sys/class/net/eth0 &&
+		ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 &&
+		ip route add default via 10.0.2.2 && DAEMON_LISTEN=0.0.0.0:9477
+}
+# prom EXPR: an instant query of the host's Prometheus; prints the result vector as JSON ([]
+# when empty, {"error": ...} when the query failed).
+prom() {
+	vm_send prom "$1"
+	printf '%s\n' "$VM_REPLY"
+}
+# prom_has EXPR: the query returns at least one series.
+prom_has() {
+	case $(prom "$1") in '['*'"metric"'*) return 0 ;; esac
+	return 1
+}
+# firing ALERTNAME [MATCHERS]: the alert fires in the host's Prometheus (MATCHERS: more label
+# matchers, comma-separated, e.g. path="/mnt/x").
+firing() { prom_has "ALERTS{alertstate=\"firing\",alertname=\"$1\"${2:+,$2}}"; }
+# alerts_seen [RANGE]: the alert names that were pending or firing within RANGE (default 1h).
+alerts_seen() {
+	prom "count by (alertname, alertstate) (count_over_time(ALERTS[${1:-1h}]))" |
+		grep -o '"alertname":"[^"]*","alertstate":"[^"]*"' | sed 's/"alertname":"\([^"]*\)","alertstate":"\([^"]*\)"/\1 (\2)/' |
+		sort -u | tr '\n' ' '
+}
+
 # --- devices ---------------------------------------------------------------------------------
 
 block_present() { [ -e "/sys/block/$1" ]; }
@@ -136,7 +167,7 @@ daemon_start() {
 	[ -x "$DAEMON" ] || skip "no diskpulse binary in the initramfs (build it with --daemon)"
 	mkdir -p /tmp/state
 	echo "+ $DAEMON $*" >>"$DAEMON_LOG"
-	"$DAEMON" --state.directory=/tmp/state --web.listen-address="$DAEMON_ADDR" "$@" >>"$DAEMON_LOG" 2>&1 3>&- &
+	"$DAEMON" --state.directory=/tmp/state --web.listen-address="$DAEMON_LISTEN" "$@" >>"$DAEMON_LOG" 2>&1 3>&- &
 	DAEMON_PID=$!
 	if wait_for 30 _daemon_up; then
 		ok daemon-start

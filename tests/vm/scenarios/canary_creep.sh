@@ -1,5 +1,6 @@
-# The slow creep, black box: on ext4 over dm-delay with the baseline's hour shortened to 1 s (--canary.baseline-period=1s, so a day of probing is 24 s), the daemon learns the disk's as-new reference in its first "week" with the drift ratio near 1; then the delay is raised in small steps and the drift ratio climbs past the shipped alert lines (a day's median above 1.5: DiskpulseSyncLatencyDrift, above 2: DiskpulseSyncLatencyDoubled, their expression evaluated here on the scraped series with the day scaled) while the reference stays put and the learnt baseline follows; nothing crosses a line before the first step.
+# The slow creep, black box: on ext4 over dm-delay with the baseline's hour shortened to 1 s (--canary.baseline-period=1s, so a day of probing is 24 s), the daemon learns the disk's as-new reference in its first "week" with the drift ratio near 1; then the delay is raised in small steps and the drift ratio climbs past the shipped alert lines (a day's median above 1.5: DiskpulseSyncLatencyDrift, above 2: DiskpulseSyncLatencyDoubled, their expression evaluated here on the scraped series with the day scaled) while the reference stays put and the learnt baseline follows; nothing crosses a line before the first step. A live Prometheus on the host scrapes the daemon with the shipped rules (the slow group's durations scaled like the daemon's day: 1 h is 1 s): nothing fires there before the first step, then the shipped DiskpulseSyncLatencyDrift and DiskpulseSyncLatencyDoubled fire for this target.
 # timeout: 1200
+# prometheus: 3600 diskpulse.alerts.slow
 need dmsetup
 modprobe dm-delay 2>/dev/null || skip "no dm-delay module"
 D=nvme0n1
@@ -15,6 +16,7 @@ delay() {
 }
 daemon_start --no-collector.smart --canary.path=/mnt/creep --canary.interval=100ms \
 	--canary.burst=2 --canary.baseline-period=1s --diskstats.interval=1s || exit 1
+check "the host's Prometheus scrapes the daemon" wait_for 60 prom_has 'up{job="diskpulse"} == 1'
 
 SERIES=/tmp/drift.series # uptime and the idle drift ratio, one line per scrape
 : >"$SERIES"
@@ -57,6 +59,11 @@ note "drift ratio before the first step: highest sample $max_before, day median 
 expect "no day median over 1.5 before the first step" "$med_before" '<' 1.5
 expect "the drift ratio near 1 while the disk is as new" "$med_before" '<' 1.25
 expect "the drift ratio near 1 while the disk is as new" "$med_before" '>' 0.8
+note "alerts pending or firing in Prometheus so far: $(alerts_seen)"
+check "Prometheus: no alert fired before the first step" \
+	eval '! prom_has "count_over_time(ALERTS{alertstate=\"firing\"}[1h])"'
+check "Prometheus: the drift ratio stored for this target" \
+	prom_has 'diskpulse_sync_drift_ratio{path="/mnt/creep",regime="idle"}'
 
 # 2. Small steps, a day and a half each (2 ms more per probe each: a write and a flush).
 for ms in 1 2 3; do
@@ -68,6 +75,12 @@ done
 over() { m=$(day_median) && num_cmp "$m" '>' "$1"; }
 check "DiskpulseSyncLatencyDrift's line: a day's median over 1.5" sample_until 300 over 1.5
 check "DiskpulseSyncLatencyDoubled's line: a day's median over 2" sample_until 300 over 2
+T='path="/mnt/creep",regime="idle"'
+check "Prometheus: the shipped DiskpulseSyncLatencyDrift fires for this target" \
+	sample_until 120 firing DiskpulseSyncLatencyDrift "$T"
+check "Prometheus: the shipped DiskpulseSyncLatencyDoubled fires for this target" \
+	sample_until 120 firing DiskpulseSyncLatencyDoubled "$T"
+note "alerts pending or firing in Prometheus: $(alerts_seen)"
 after=$(canary /mnt/creep reference_seconds 'regime="idle"')
 base2=$(canary /mnt/creep baseline_seconds 'regime="idle"')
 note "reference $after s, baseline $base2 s after the steps; day median $(day_median)"
