@@ -47,6 +47,8 @@ struct ctarget {
         size_t n_errs, cap_errs;
         struct canary_stats stats[_CANARY_REGIME_MAX];
         char device[CANARY_NAME_MAX];
+        char disks[CANARY_DISKS_MAX][CANARY_NAME_MAX]; /* the whole disks below device */
+        size_t n_disks;
         struct fsample flush[CANARY_FLUSH_WINDOW_MAX];
         size_t fhead, fn;
         bool has_key;
@@ -402,10 +404,14 @@ static bool resolve(struct ctarget *t, struct canary_backing *b)
         int r = c->sysfs_fd < 0 ? -ENOENT : c->ops.resolve(c->ops.ud, c->sysfs_fd, t->path, b);
 
         pthread_mutex_lock(&t->lock);
-        if (r < 0)
+        t->n_disks = 0;
+        if (r < 0) {
                 t->device[0] = 0;
-        else
+        } else {
                 strscpy(t->device, b->device, sizeof t->device);
+                for (size_t i = 0; i < b->n_disks && i < CANARY_DISKS_MAX; i++)
+                        strscpy(t->disks[t->n_disks++], b->disks[i].name, CANARY_NAME_MAX);
+        }
         pthread_mutex_unlock(&t->lock);
         if (r < 0 && (!t->resolve_logged || t->last_resolve_error != r)) {
                 t->resolve_logged = true;
@@ -1131,6 +1137,16 @@ static void export_target(struct canary *c, struct ctarget *t, struct mset *out,
         if (nf > 0)
                 mfamily_add_raw(out, f, "", labels, NULL, NULL, false, 0,
                                 (double)flushes / (double)nf);
+        f = mset_family(out, "diskpulse_sync_backing_disk_info",
+                        "The whole disks that receive the canary's writes and flushes: the device "
+                        "itself, or the disks below a dm or md device (its slaves, recursively; a "
+                        "partition as its disk).",
+                        MT_GAUGE);
+        for (size_t i = 0; i < t->n_disks; i++)
+                mfamily_add_raw(out, f, "",
+                                mset_labels(out, "path", t->path, "device", t->device, "mode", mode,
+                                            "disk", t->disks[i], NULL),
+                                NULL, NULL, false, 0, 1);
         f = mset_family(out, "diskpulse_sync_probes_total",
                         "Canary probes that returned (successful or not), of both regimes.",
                         MT_COUNTER);

@@ -44,9 +44,10 @@ struct fake {
         unsigned opens, open_ok, closes, probes_started, probes_done, sleeps;
         uint64_t flush;
         bool flush_advance, flush_nodata;
-        const char *device; /* NULL: resolve fails with -ENODEV */
-        const char *id;     /* disk id; NULL: unknown */
-        int dir_err[8];     /* queued results of check_dir() (then 0) */
+        const char *device;   /* NULL: resolve fails with -ENODEV */
+        const char *below[3]; /* the disks below device (a dm or md device); none: device */
+        const char *id;       /* disk id; NULL: unknown */
+        int dir_err[8];       /* queued results of check_dir() (then 0) */
         size_t n_dir_err, dir_err_i;
         unsigned dir_checks;
 };
@@ -168,13 +169,17 @@ static int f_resolve(void *ud, int sysfs_fd, const char *dir, struct canary_back
         strcpy(ret->device, fk.device);
         ret->n_disks = 1;
         strcpy(ret->disks[0].name, fk.device);
+        for (size_t i = 0; i < 3 && fk.below[i]; i++) {
+                ret->n_disks = i + 1;
+                strcpy(ret->disks[i].name, fk.below[i]);
+        }
         return 0;
 }
 
 static int f_disk_id(void *ud, const char *device, char *buf, size_t size)
 {
         (void)ud;
-        assert_string_equal(device, "sda");
+        assert_true(strcmp(device, "sda") == 0 || strcmp(device, "md0") == 0);
         if (!fk.id)
                 return -ENOENT;
         snprintf(buf, size, "%s", fk.id);
@@ -675,6 +680,26 @@ static void test_flush_ratio(void **state)
         WAIT_FOR(fk.sleeps >= 3);
         t = render(c);
         assert_line(t, "diskpulse_sync_flush_ratio{" L "} 0");
+        assert_line(t, "diskpulse_sync_backing_disk_info{" L ",disk=\"sda\"} 1");
+        free(t);
+        finish(c);
+
+        /* an md device over two disks: both named, and the ratio still there */
+        fake_reset();
+        fk.device = "md0";
+        fk.below[0] = "sda";
+        fk.below[1] = "sdb";
+        fk.limit = 3;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.sleeps >= 3);
+        t = render(c);
+#define LM "path=\"/data\",device=\"md0\",mode=\"fdatasync\""
+        assert_line(t, "diskpulse_sync_backing_disk_info{" LM ",disk=\"sda\"} 1");
+        assert_line(t, "diskpulse_sync_backing_disk_info{" LM ",disk=\"sdb\"} 1");
+        assert_no(t, "diskpulse_sync_backing_disk_info{" L);
+        assert_line(t, "diskpulse_sync_flush_ratio{" LM "} 1");
+#undef LM
         free(t);
         finish(c);
 
@@ -701,6 +726,7 @@ static void test_flush_ratio(void **state)
         t = render(c);
         assert_line(t, "diskpulse_sync_target_up{path=\"/data\",device=\"\",mode=\"fdatasync\"} 1");
         assert_no(t, "diskpulse_sync_flush_ratio{");
+        assert_no(t, "diskpulse_sync_backing_disk_info{");
         free(t);
         finish(c);
 }
