@@ -70,11 +70,12 @@ def sample_names(text):
             if line and not line.startswith("#")}
 
 
-def write_config(tmp, port, time_scale=1, scaled_groups=()):
+def write_config(tmp, port, time_scale=1, scaled_groups=(), alertmanager=None):
     """The shipped example config, aimed at the daemon on 127.0.0.1:port, every interval 1 s.
     With time_scale, the durations of the rules of scaled_groups are divided by it (the daemon's
     --canary.baseline-period=1s makes an hour of its baselines one second: time_scale 3600 makes
-    a rule's day 24 s for those rules); the other rules keep wall-clock time."""
+    a rule's day 24 s for those rules); the other rules keep wall-clock time. With alertmanager
+    (a port on 127.0.0.1), alerts are sent there."""
     conf = yaml.safe_load(open(os.path.join(PROMDIR, "prometheus.yml")))
     conf["global"]["scrape_interval"] = "1s"
     conf["global"]["evaluation_interval"] = "1s"
@@ -83,6 +84,8 @@ def write_config(tmp, port, time_scale=1, scaled_groups=()):
     jobs[0]["scrape_interval"] = "1s"
     jobs[0]["scrape_timeout"] = "1s"
     jobs[0]["static_configs"] = [{"targets": ["127.0.0.1:%d" % port]}]
+    if alertmanager:
+        conf["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": ["127.0.0.1:%d" % alertmanager]}]}]}
     # The rules as shipped, but every group at the 1 s global interval: a group of slow rules
     # (interval: 10m) would not be evaluated within the test's minute.
     rules = yaml.safe_load(open(os.path.join(PROMDIR, "diskpulse.rules.yml")))

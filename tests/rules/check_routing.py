@@ -100,36 +100,71 @@ def post_alerts(am_port):
         return r.status
 
 
-def main():
-    am = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-    if not am:
-        print("SKIP: Alertmanager is not installed (Debian package prometheus-alertmanager)")
-        return 77
-    tmp = tempfile.mkdtemp(prefix="diskpulse-am-")
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    port, cport = free_port(), free_port()
-    conf = os.path.join(tmp, "am.yml")
-    with open(conf, "w") as f:
-        yaml.safe_dump(config(srv.server_address[1]), f)
-    log = open(os.path.join(tmp, "am.log"), "w+")
-    p = subprocess.Popen([am, "--config.file=" + conf, "--storage.path=" + tmp,
-                          "--web.listen-address=127.0.0.1:%d" % port,
-                          "--cluster.listen-address=", "--log.level=warn"], stdout=log, stderr=subprocess.STDOUT)
-    try:
+def alertmanager_binary():
+    return shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+
+
+class Alertmanager:
+    """Debian's Alertmanager in tmp with the shipped routing (config()), its receivers pointed at
+    a Receiver of its own: .port, .got (the notifications, (path, body)), .stop(). Raises
+    RuntimeError when it does not become ready."""
+
+    def __init__(self, tmp):
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+        self.got = Receiver.got
+        self.port = free_port()
+        conf = os.path.join(tmp, "am.yml")
+        with open(conf, "w") as f:
+            yaml.safe_dump(config(self.srv.server_address[1]), f)
+        self.log = open(os.path.join(tmp, "am.log"), "w+")
+        self.proc = subprocess.Popen([alertmanager_binary(), "--config.file=" + conf, "--storage.path=" + tmp,
+                                      "--web.listen-address=127.0.0.1:%d" % self.port,
+                                      "--cluster.listen-address=", "--log.level=warn"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
         while True:
             try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/-/ready" % port, timeout=1) as r:
+                with urllib.request.urlopen("http://127.0.0.1:%d/-/ready" % self.port, timeout=1) as r:
                     if r.status == 200:
                         break
             except OSError:
                 pass
-            if time.monotonic() > deadline or p.poll() is not None:
-                log.seek(0)
-                print("Alertmanager did not start:\n" + log.read()[-2000:])
-                return 1
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError("Alertmanager did not start:\n" + self.output()[-2000:])
             time.sleep(0.2)
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def main():
+    if not alertmanager_binary():
+        print("SKIP: Alertmanager is not installed (Debian package prometheus-alertmanager)")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="diskpulse-am-")
+    try:
+        am = Alertmanager(tmp)
+    except RuntimeError as e:
+        print(e)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return 1
+    port = am.port
+    try:
         check(post_alerts(port) == 200, "Alertmanager took the %d alerts" % len(ALERTS))
         # group_wait is 1 s; inhibitions apply when a group is flushed. Wait well past it.
         time.sleep(6)
@@ -153,12 +188,7 @@ def main():
         check(not db3, "the canary's ENOSPC under a full filesystem is inhibited (%s)" % db3)
         check(len(got) == 2, "two notifications in all (%d)" % len(got))
     finally:
-        p.terminate()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-        srv.shutdown()
+        am.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d failed" % len(failures) if failures else "all routing checks passed")
     return 1 if failures else 0

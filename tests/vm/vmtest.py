@@ -240,12 +240,14 @@ def parse_scenario(path):
     """Header comments: `# qemu: ARGS`, `# disk: ID SIZE`, `# timeout: SEC`, `# append: ARGS`, `# defaults: no`,
     `# prometheus: SCALE GROUP...` (a Prometheus on the host scrapes the guest's daemon, port 9477
     forwarded from the host, with the shipped rules; the durations of the rule groups named divided
-    by SCALE; the guest queries it with `prom`)."""
+    by SCALE; the guest queries it with `prom`), `# alertmanager: yes` (that Prometheus sends its
+    alerts to an Alertmanager on the host with the shipped routing, whose receivers post to the
+    harness; the guest reads what arrived with `notifications`)."""
     spec = {"qemu": [], "disk": [], "timeout": DEFAULT_TIMEOUT, "append": "", "defaults": True,
-            "prometheus": None}
+            "prometheus": None, "alertmanager": False}
     with open(path) as f:
         for line in f:
-            m = re.match(r"#\s*(qemu|disk|timeout|append|defaults|prometheus):\s*(.*?)\s*$", line)
+            m = re.match(r"#\s*(qemu|disk|timeout|append|defaults|prometheus|alertmanager):\s*(.*?)\s*$", line)
             if not m:
                 continue
             key, val = m.groups()
@@ -259,6 +261,8 @@ def parse_scenario(path):
                 spec["timeout"] = int(val)
             elif key == "append":
                 spec["append"] += " " + val
+            elif key == "alertmanager":
+                spec["alertmanager"] = val.lower() in ("yes", "true", "1")
             elif key == "prometheus":
                 words = val.split()
                 if not words or not re.fullmatch(r"\d+", words[0]):
@@ -359,6 +363,13 @@ def run(args):
     timeout = args.timeout or spec["timeout"]
     if spec["prometheus"] and not shutil.which("prometheus"):
         skip("prometheus is not installed (Debian package prometheus): the scenario needs a live one")
+    if spec["alertmanager"]:
+        sys.path.insert(0, os.path.join(HERE, "..", "rules"))
+        import check_routing
+        if not spec["prometheus"]:
+            raise SystemExit(f"vmtest: {args.scenario}: '# alertmanager:' needs '# prometheus:'")
+        if not check_routing.alertmanager_binary():
+            skip("Alertmanager is not installed (Debian package prometheus-alertmanager): the scenario needs one")
     work = tempfile.mkdtemp(prefix=f"vmtest-{name}-")
     try:
         return run_in(args, name, spec, timeout, work)
@@ -416,7 +427,13 @@ def run_in(args, name, spec, timeout, work):
         i = qemu.index("-append") + 1
         qemu[i] += " vmtest.root=vda"
 
-    prom = None
+    prom = am = None
+    if spec["alertmanager"]:
+        sys.path.insert(0, os.path.join(HERE, "..", "rules"))
+        import check_routing
+        os.makedirs(f"{work}/am")
+        am = check_routing.Alertmanager(f"{work}/am")
+        say(f"alertmanager on 127.0.0.1:{am.port}, the shipped routing, receivers posting here")
     if spec["prometheus"]:
         # A Prometheus on the host scrapes the guest's daemon through a forwarded port.
         sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -424,7 +441,7 @@ def run_in(args, name, spec, timeout, work):
         import test_prometheus
         port = dp.free_port()
         scale, groups = spec["prometheus"]
-        config = test_prometheus.write_config(work, port, scale, groups)
+        config = test_prometheus.write_config(work, port, scale, groups, am.port if am else None)
         prom = test_prometheus.Prometheus(config, work)
         say(f"prometheus on {prom.url} scrapes the guest's daemon on 127.0.0.1:{port}")
         qemu += ["-netdev", f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{port}-:9477",
@@ -489,6 +506,11 @@ def run_in(args, name, spec, timeout, work):
                         reply = json.dumps(test_prometheus.query(prom.url, rest), separators=(",", ":"))
                     except (RuntimeError, OSError, ValueError, AttributeError) as e:
                         reply = json.dumps({"error": str(e)})
+                elif verb == "notifications":
+                    # what reached the receivers, for a shell: "RECEIVER STATUS ALERT@DEVICE,...;..."
+                    reply = ";".join("%s %s %s" % (path.strip("/"), body.get("status"), ",".join(
+                        "%s@%s" % (a["labels"].get("alertname"), a["labels"].get("device", ""))
+                        for a in body.get("alerts", []))) for path, body in (list(am.got) if am else [])) or "none"
                 elif verb in ("ok", "fail", "skip"):
                     check, _, why = rest.partition("\t")
                     results.append((verb, check, why))
@@ -509,6 +531,8 @@ def run_in(args, name, spec, timeout, work):
             server.close()
         if prom:
             prom.stop()
+        if am:
+            am.stop()
         stop.set()
         if follower.is_alive():
             follower.join()
@@ -533,6 +557,8 @@ def run_in(args, name, spec, timeout, work):
                 print(f"----- qemu stderr -----\n{err}", end="")
             if prom:
                 print(f"----- prometheus log (last 20 lines) -----\n{tail(f'{work}/prometheus.log', 20)}", end="")
+            if am:
+                print(f"----- alertmanager log (last 20 lines) -----\n{tail(f'{work}/am/am.log', 20)}", end="")
             print("-----")
         say(f"{name}: FAIL ({len(oks)} ok, {len(fails)} failed; {timing})")
         for _, check, why in fails:

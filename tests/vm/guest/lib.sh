@@ -128,6 +128,12 @@ prom_has() {
 # firing ALERTNAME [MATCHERS]: the alert fires in the host's Prometheus (MATCHERS: more label
 # matchers, comma-separated, e.g. path="/mnt/x").
 firing() { prom_has "ALERTS{alertstate=\"firing\",alertname=\"$1\"${2:+,$2}}"; }
+# notifications: what reached the Alertmanager's receivers (header "# alertmanager: yes"), one
+# line each: RECEIVER STATUS ALERT@DEVICE,ALERT@DEVICE...; nothing when none did.
+notifications() {
+	vm_send notifications
+	[ "$VM_REPLY" = none ] || printf '%s\n' "$VM_REPLY" | tr ';' '\n'
+}
 # alerts_seen [RANGE]: the alert names that were pending or firing within RANGE (default 1h).
 alerts_seen() {
 	prom "count by (alertname, alertstate) (count_over_time(ALERTS[${1:-1h}]))" |
