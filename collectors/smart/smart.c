@@ -26,6 +26,7 @@ struct smart_dev {
         usec_t last_read; /* realtime of the last successful read, 0 never */
         struct smart_data data;
         struct ratelimit rl[SMART_REASON_MAX];
+        struct smart_memory mem; /* the reading thread's */
 };
 
 struct smart {
@@ -221,13 +222,16 @@ static void read_device(struct smart *s, const char *name, int kind)
 {
         struct smart_config cfg;
         struct smart_outcome out;
-
-        pthread_mutex_lock(&s->lock);
-        cfg = s->cfg;
-        pthread_mutex_unlock(&s->lock);
+        struct smart_memory mem = {0};
 
         memset(&out, 0, sizeof out);
-        smart_read_device(cfg.io, name, kind, cfg.timeout, cfg.powermode, &out);
+        pthread_mutex_lock(&s->lock);
+        cfg = s->cfg;
+        for (size_t i = 0; i < s->n; i++)
+                if (strcmp(s->devs[i]->name, name) == 0)
+                        mem = s->devs[i]->mem;
+        pthread_mutex_unlock(&s->lock);
+        smart_read_device(cfg.io, name, kind, cfg.timeout, cfg.powermode, &mem, &out);
 
         pthread_mutex_lock(&s->lock);
         if (s->stop) {
@@ -240,6 +244,7 @@ static void read_device(struct smart *s, const char *name, int kind)
                 usec_t now = now_monotonic();
                 if (strcmp(d->name, name) != 0)
                         continue;
+                d->mem = mem;
                 if (out.power_mode >= 0)
                         d->power_mode = out.power_mode;
                 if (out.skipped >= 0) {

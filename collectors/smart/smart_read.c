@@ -217,7 +217,8 @@ static int ata_power_mode(struct devio *io, const char *name, usec_t timeout,
 }
 
 static void read_ata(struct devio *io, const char *name, usec_t timeout,
-                     enum smart_powermode_check pm, struct smart_outcome *out)
+                     enum smart_powermode_check pm, struct smart_memory *mem,
+                     struct smart_outcome *out)
 {
         struct devio_request req;
         struct devio_response *resp = xmalloc(sizeof(*resp));
@@ -239,11 +240,11 @@ static void read_ata(struct devio *io, const char *name, usec_t timeout,
                 }
         }
 
+        /* IDENTIFY alone first: a SMART command to a drive whose SMART is off or missing is
+         * aborted, and a drive logs every aborted command in its error log (smartctl -l error),
+         * so polling must not send one. */
         start_request(&req, name, DEVIO_ATA);
         add_cmd(&req, DEVIO_ATA_IDENTIFY, 0);
-        add_cmd(&req, DEVIO_ATA_SMART_READ_DATA, 0);
-        add_cmd(&req, DEVIO_ATA_SMART_READ_THRESHOLDS, 0);
-        add_cmd(&req, DEVIO_ATA_SMART_RETURN_STATUS, 0);
         if (run(io, &req, timeout, resp, out) < 0 || !result_ok(&req, resp, 0, true, out))
                 goto done;
         if ((r = ata_parse_identify(resp->r[0].data, resp->r[0].len, &id)) < 0) {
@@ -264,28 +265,50 @@ static void read_ata(struct devio *io, const char *name, usec_t timeout,
                      id.smart_supported ? "is disabled" : "is not supported");
                 goto done;
         }
-        if (!result_ok(&req, resp, 1, true, out))
+        if (mem->smart_aborts > SMART_ABORT_EAGER) {
+                unsigned k = mem->smart_aborts - SMART_ABORT_EAGER;
+                unsigned gap = 1u << (k < 20 ? k : 20);
+                if (++mem->reads_since < gap &&
+                    now_monotonic() - mem->smart_aborted < SMART_ABORT_RETRY) {
+                        fail(out, SMART_REASON_DEVICE_STATUS,
+                             "SMART commands aborted %u times in a row: not sent at this read "
+                             "(every abort lands in the drive's error log)",
+                             mem->smart_aborts);
+                        goto done;
+                }
+        }
+        start_request(&req, name, DEVIO_ATA);
+        add_cmd(&req, DEVIO_ATA_SMART_READ_DATA, 0);
+        add_cmd(&req, DEVIO_ATA_SMART_READ_THRESHOLDS, 0);
+        add_cmd(&req, DEVIO_ATA_SMART_RETURN_STATUS, 0);
+        if (run(io, &req, timeout, resp, out) < 0)
                 goto done;
         /* A drive that aborts the command (SMART switched off behind IDENTIFY's back) may still
          * move 512 zero bytes: the returned status tells. */
-        if (resp->r[1].scsi_status != 0 &&
-            ata_parse_return_sense(resp->r[1].sense, resp->r[1].sense_len, &ret) == 0 &&
+        if (resp->n > 0 && resp->r[0].err == 0 && resp->r[0].scsi_status != 0 &&
+            ata_parse_return_sense(resp->r[0].sense, resp->r[0].sense_len, &ret) == 0 &&
             ata_return_failed(&ret)) {
                 fail(out, SMART_REASON_DEVICE_STATUS, "SMART READ DATA: aborted (error 0x%02x)",
                      ret.error);
+                mem->smart_aborts++;
+                mem->reads_since = 0;
+                mem->smart_aborted = now_monotonic();
                 goto done;
         }
-        if ((r = ata_parse_smart_data(resp->r[1].data, resp->r[1].len, &d->ata)) < 0) {
+        if (!result_ok(&req, resp, 0, true, out))
+                goto done;
+        if ((r = ata_parse_smart_data(resp->r[0].data, resp->r[0].len, &d->ata)) < 0) {
                 fail(out, SMART_REASON_BAD_DATA, "SMART READ DATA: %s", strerror(-r));
                 goto done;
         }
         /* Thresholds and the verdict are worth having but not worth failing the read for. */
-        if (resp->n > 2 && resp->r[2].err == 0 && resp->r[2].scsi_status == 0)
-                (void)ata_parse_smart_thresholds(resp->r[2].data, resp->r[2].len, &d->ata);
-        if (resp->n > 3 && resp->r[3].err == 0 &&
-            ata_parse_return_sense(resp->r[3].sense, resp->r[3].sense_len, &ret) == 0)
+        if (resp->n > 1 && resp->r[1].err == 0 && resp->r[1].scsi_status == 0)
+                (void)ata_parse_smart_thresholds(resp->r[1].data, resp->r[1].len, &d->ata);
+        if (resp->n > 2 && resp->r[2].err == 0 &&
+            ata_parse_return_sense(resp->r[2].sense, resp->r[2].sense_len, &ret) == 0)
                 status = ata_smart_status_from_return(&ret);
         d->has_ata = true;
+        *mem = (struct smart_memory){0};
         for (size_t i = 0; i < d->ata.n; i++)
                 failing |= ata_attribute_failing(&d->ata.attrs[i]);
         d->healthy = status == 0 || failing ? 0 : 1;
@@ -452,8 +475,13 @@ done:
 }
 
 void smart_read_device(struct devio *io, const char *name, int kind, usec_t timeout,
-                       enum smart_powermode_check powermode, struct smart_outcome *out)
+                       enum smart_powermode_check powermode, struct smart_memory *mem,
+                       struct smart_outcome *out)
 {
+        struct smart_memory none = {0};
+
+        if (!mem)
+                mem = &none;
         memset(out, 0, sizeof(*out));
         out->reason = -1;
         out->skipped = -1;
@@ -466,7 +494,7 @@ void smart_read_device(struct devio *io, const char *name, int kind, usec_t time
                 read_nvme(io, name, timeout, out);
                 break;
         case DEVIO_ATA:
-                read_ata(io, name, timeout, powermode, out);
+                read_ata(io, name, timeout, powermode, mem, out);
                 break;
         case DEVIO_SCSI:
                 read_scsi(io, name, timeout, out);

@@ -73,10 +73,30 @@ struct smart_outcome {
         struct smart_data data;
 };
 
+/* What earlier reads of a device taught, kept by the caller from one read to the next.
+ *
+ * An ATA drive whose IDENTIFY says SMART is off is never sent a SMART command. One that aborts
+ * SMART READ DATA although its IDENTIFY says SMART is on (firmware that does not report the
+ * switch; QEMU) is backed off: a drive logs every aborted command in its error log, and polling
+ * must not fill it. The next SMART_ABORT_EAGER reads still try (SMART switched on again is seen
+ * at once), then the gaps double (2, 4, 8... reads), and at the latest a day after the last
+ * abort it is tried again: about log2(reads) aborts, not one a read. */
+struct smart_memory {
+        unsigned smart_aborts; /* in a row; 0: the last attempt succeeded (or none yet) */
+        unsigned reads_since;  /* reads since the last abort that sent no SMART command */
+        usec_t smart_aborted;  /* monotonic time of the last abort */
+};
+
+#define SMART_ABORT_EAGER 3
+#define SMART_ABORT_RETRY (24 * 3600 * USEC_PER_SEC)
+
 /* Reads the device: for ATA a CHECK POWER MODE first (unless powermode is never), then the
- * identity and health pages. Fills *out; never fails otherwise. Any thread. */
+ * identity, and the health pages only where the drive says it has them (SMART on for ATA, the
+ * supported-pages list for SCSI; NVMe's are mandatory). mem (NULL: none) carries what earlier
+ * reads taught and is updated. Fills *out; never fails otherwise. Any thread. */
 void smart_read_device(struct devio *io, const char *name, int kind, usec_t timeout,
-                       enum smart_powermode_check powermode, struct smart_outcome *out);
+                       enum smart_powermode_check powermode, struct smart_memory *mem,
+                       struct smart_outcome *out);
 
 /* Maps -errno of a devio run or command to a reason. */
 enum smart_reason smart_reason_from_errno(int err);

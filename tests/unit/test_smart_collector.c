@@ -28,14 +28,16 @@
 struct fake {
         struct devio base;
         pthread_mutex_t lock;
-        int mode[4];          /* per device index: 0 pages, else -errno of run(), 1 hang */
-        int standby;          /* CHECK POWER MODE count: 0xFF active, 0x00 standby */
-        bool exceeded;        /* SMART RETURN STATUS says a threshold was exceeded */
-        bool smart_off;       /* the drive aborts SMART commands (captured with SMART off) */
-        int cmd_err[4];       /* per device: every command's result fails with this -errno */
-        unsigned requests[4]; /* requests seen per device */
-        usec_t busy_until[4]; /* a hung request comes back at this monotonic time */
-        usec_t hang;          /* how long a hanging request takes to come back */
+        int mode[4];            /* per device index: 0 pages, else -errno of run(), 1 hang */
+        int standby;            /* CHECK POWER MODE count: 0xFF active, 0x00 standby */
+        bool exceeded;          /* SMART RETURN STATUS says a threshold was exceeded */
+        bool smart_off;         /* the drive aborts SMART commands (captured with SMART off) */
+        bool id_smart_off;      /* IDENTIFY says SMART is supported but disabled (word 85 bit 0) */
+        unsigned smart_cmds[4]; /* SMART commands (feature B0h) seen per device */
+        int cmd_err[4];         /* per device: every command's result fails with this -errno */
+        unsigned requests[4];   /* requests seen per device */
+        usec_t busy_until[4];   /* a hung request comes back at this monotonic time */
+        usec_t hang;            /* how long a hanging request takes to come back */
 };
 
 static const char *const names[4] = {"nvme0n1", "sda", "sdb", "nvme1n1"};
@@ -97,7 +99,14 @@ static int fake_run(struct devio *io, const struct devio_request *req, usec_t ti
         }
         for (uint32_t k = 0; k < req->n; k++) {
                 struct devio_result *r = &resp->r[k];
-                switch (req->cmds[k].cmd) {
+                enum devio_cmd c = req->cmds[k].cmd;
+                if (c == DEVIO_ATA_SMART_READ_DATA || c == DEVIO_ATA_SMART_READ_THRESHOLDS ||
+                    c == DEVIO_ATA_SMART_RETURN_STATUS) {
+                        pthread_mutex_lock(&f->lock);
+                        f->smart_cmds[i]++;
+                        pthread_mutex_unlock(&f->lock);
+                }
+                switch (c) {
                 case DEVIO_NVME_IDENTIFY_CTRL:
                         page(r, "qemu-nvme-identify.bin");
                         break;
@@ -112,6 +121,15 @@ static int fake_run(struct devio *io, const struct devio_request *req, usec_t ti
                         break;
                 case DEVIO_ATA_IDENTIFY:
                         page(r, "qemu-ahci-identify.bin");
+                        if (f->id_smart_off) {
+                                uint8_t sum = 0;
+                                r->data[85 * 2] &= (uint8_t)~1u;
+                                /* word 255: signature A5h, then the checksum of bytes 0-510 */
+                                for (int b = 0; b < 511; b++)
+                                        sum = (uint8_t)(sum + r->data[b]);
+                                if (r->data[510] == 0xa5)
+                                        r->data[511] = (uint8_t)-sum;
+                        }
                         break;
                 case DEVIO_ATA_SMART_READ_DATA:
                         if (f->smart_off) {
@@ -360,11 +378,14 @@ static void test_standby_not_woken(void **state)
 
         /* --smart.powermode-check=never reads regardless */
         f.requests[1] = 0;
+        f.smart_cmds[1] = 0;
         s = collector(&f, fd, SMART_PM_NEVER, USEC_PER_SEC);
         smart_read_all_now(s);
         text = render(s);
         assert_has(text, "diskpulse_smart_up{device=\"sda\"} 1\n");
-        assert_int_equal(f.requests[1], 1);
+        /* IDENTIFY, then the SMART commands SMART's state allows */
+        assert_int_equal(f.requests[1], 2);
+        assert_int_equal(f.smart_cmds[1], 3);
         free(text);
         smart_free(s);
         sysfs_teardown(fd);
@@ -399,6 +420,69 @@ static void test_smart_disabled_is_device_status(void **state)
         assert_has(text, "diskpulse_smart_up{device=\"sda\"} 0\n");
         assert_has(text, "diskpulse_smart_read_errors_total{device=\"sda\",reason=\"device_"
                          "status\"} 1\n");
+        free(text);
+}
+
+/* A drive that aborts SMART READ DATA although its IDENTIFY says SMART is on is not sent SMART
+ * commands at every read (each abort lands in its error log): after 3 eager retries, at doubling
+ * gaps, IDENTIFY only in between, device_status all along; once it answers, every read again. */
+static void test_aborted_smart_not_retried_at_every_read(void **state)
+{
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *s;
+        char *text;
+        (void)state;
+
+        fake_init(&f);
+        f.smart_off = true;
+        s = collector(&f, fd, SMART_PM_NEVER, USEC_PER_SEC);
+        for (int i = 0; i < 100; i++)
+                smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_read_errors_total{device=\"sda\",reason=\"device_"
+                         "status\"} 100\n");
+        /* attempts at reads 1, 2, 3, 4, then 6, 10, 18, 34, 66: 9 of 100, 3 commands each */
+        assert_int_equal(f.smart_cmds[1], 9 * 3);
+        assert_int_equal(f.requests[1], 100 + 9);
+        free(text);
+        /* switched on: the next attempt succeeds, and from then on every read is one */
+        f.smart_off = false;
+        for (int i = 0; i < 40; i++)
+                smart_read_all_now(s);
+        text = render(s);
+        assert_has(text, "diskpulse_smart_up{device=\"sda\"} 1\n");
+        f.smart_cmds[1] = 0;
+        for (int i = 0; i < 10; i++)
+                smart_read_all_now(s);
+        assert_int_equal(f.smart_cmds[1], 10 * 3);
+        free(text);
+        smart_free(s);
+        sysfs_teardown(fd);
+}
+
+/* A drive whose IDENTIFY says SMART is off is sent no SMART command (each would be aborted and
+ * logged in the drive's error log at every poll): only IDENTIFY, and the reason is device_status. */
+static void test_smart_off_in_identify_sends_no_smart_command(void **state)
+{
+        struct fake f;
+        char *text;
+        (void)state;
+
+        fake_init(&f);
+        f.id_smart_off = true;
+        text = read_round(&f, SMART_PM_NEVER);
+        assert_has(text, "diskpulse_smart_up{device=\"sda\"} 0\n");
+        assert_has(text, "diskpulse_smart_read_errors_total{device=\"sda\",reason=\"device_"
+                         "status\"} 1\n");
+        assert_int_equal(f.requests[1], 1);
+        assert_int_equal(f.smart_cmds[1], 0);
+        free(text);
+        /* and with SMART on, the three of them */
+        fake_init(&f);
+        text = read_round(&f, SMART_PM_NEVER);
+        assert_has(text, "diskpulse_smart_up{device=\"sda\"} 1\n");
+        assert_int_equal(f.smart_cmds[1], 3);
         free(text);
 }
 
@@ -590,6 +674,8 @@ int main(void)
             cmocka_unit_test(test_standby_not_woken),
             cmocka_unit_test(test_return_status_failing),
             cmocka_unit_test(test_smart_disabled_is_device_status),
+            cmocka_unit_test(test_smart_off_in_identify_sends_no_smart_command),
+            cmocka_unit_test(test_aborted_smart_not_retried_at_every_read),
             cmocka_unit_test(test_check_power_mode_not_permitted),
             cmocka_unit_test(test_vanished_device_dropped),
             cmocka_unit_test(test_errors_become_metrics),
