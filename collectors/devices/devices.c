@@ -2,11 +2,14 @@
  * attributes from Documentation/ABI/stable/sysfs-block). */
 #include "devices.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fsroot.h"
 #include "util.h"
@@ -121,6 +124,80 @@ void device_info_fill(struct device_info *info, int sysfs_fd, const char *name,
         if (read_attr_at(sysfs_fd, path, buf, sizeof buf) > 0 &&
             (strcmp(buf, "write back") == 0 || strcmp(buf, "write through") == 0))
                 strscpy(info->write_cache, buf, sizeof info->write_cache);
+        device_sets(sysfs_fd, name, info->sets, sizeof info->sets);
+}
+
+#define SETS_MAX 16
+
+/* Adds the md holders listed in dir (an fd, closed here) to names. */
+static void add_md_holders(int dfd, char names[][32], size_t *n)
+{
+        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        struct dirent *de;
+
+        if (!d) {
+                if (dfd >= 0)
+                        close(dfd);
+                return;
+        }
+        while ((de = readdir(d)) && *n < SETS_MAX) {
+                bool dup = false;
+                if (strncmp(de->d_name, "md", 2) != 0 || strlen(de->d_name) >= 32)
+                        continue;
+                for (size_t i = 0; i < *n; i++)
+                        dup |= strcmp(names[i], de->d_name) == 0;
+                if (!dup)
+                        strscpy(names[(*n)++], de->d_name, 32);
+        }
+        closedir(d);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+        return strcmp(a, b);
+}
+
+void device_sets(int sysfs_fd, const char *name, char *out, size_t size)
+{
+        char names[SETS_MAX][32], path[128];
+        size_t n = 0, nl = strlen(name), o = 0;
+        int dfd;
+        DIR *d;
+        struct dirent *de;
+
+        if (size)
+                out[0] = 0;
+        if (sysfs_fd < 0 || snprintf(path, sizeof path, "block/%s", name) >= (int)sizeof path)
+                return;
+        dfd = openat(sysfs_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return;
+        add_md_holders(openat(dfd, "holders", O_RDONLY | O_DIRECTORY | O_CLOEXEC), names, &n);
+        /* its partitions: the subdirectories named after it (sda1, nvme0n1p2) */
+        d = fdopendir(dfd);
+        if (!d) {
+                close(dfd);
+                return;
+        }
+        while ((de = readdir(d))) {
+                char sub[96];
+                if (strncmp(de->d_name, name, nl) != 0 || de->d_name[nl] == 0 ||
+                    snprintf(sub, sizeof sub, "%s/holders", de->d_name) >= (int)sizeof sub)
+                        continue;
+                add_md_holders(openat(dirfd(d), sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC), names,
+                               &n);
+        }
+        closedir(d);
+        qsort(names, n, sizeof names[0], cmp_name);
+        for (size_t i = 0; i < n; i++) {
+                size_t l = strlen(names[i]);
+                if (o + (i ? 1 : 0) + l + 1 > size)
+                        break;
+                if (i)
+                        out[o++] = ',';
+                memcpy(out + o, names[i], l + 1);
+                o += l;
+        }
 }
 
 static uint64_t stamp_mix(uint64_t h, uint64_t v)
@@ -190,6 +267,13 @@ uint64_t device_stamp(int sysfs_fd, int udev_fd, const char *udev_dir, const cha
                 h = stamp_mix(h, (uint64_t)(n < 0 ? n : 0));
                 for (int k = 0; k < n; k++)
                         h = stamp_mix(h, (unsigned char)buf[k]);
+        }
+        {
+                /* an array assembled or stopped sends no event for its members */
+                char sets[DEV_STR_MAX];
+                device_sets(sysfs_fd, name, sets, sizeof sets);
+                for (const char *p = sets; *p; p++)
+                        h = stamp_mix(h, (unsigned char)*p);
         }
         return h;
 }

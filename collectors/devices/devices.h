@@ -15,8 +15,10 @@ struct device_info {
         char wwn[DEV_STR_MAX];
         char path[DEV_STR_MAX];
         char revision[DEV_STR_MAX];
-        int rotational;       /* 1, 0, or -1 unknown */
-        char write_cache[16]; /* "write back", "write through" or "" unknown */
+        int rotational;         /* 1, 0, or -1 unknown */
+        char write_cache[16];   /* "write back", "write through" or "" unknown */
+        char sets[DEV_STR_MAX]; /* the md arrays holding the device or one of its partitions,
+                                 * sorted, comma-separated ("md0,md1"); "" none */
 };
 
 /* A hotplug event: the kernel name of a block device that was added, removed or changed. */
@@ -72,6 +74,11 @@ int udev_data_parse(const char *buf, size_t len,
  * queue/write_cache. */
 uint64_t device_stamp(int sysfs_fd, int udev_fd, const char *udev_dir, const char *name,
                       unsigned major, unsigned minor);
+
+/* The md arrays holding block device name or one of its partitions (sysfs holders/, Linux 2.6.22+),
+ * sorted and comma-separated into out ("" when none or unreadable; a list longer than size is
+ * cut at an array name). */
+void device_sets(int sysfs_fd, const char *name, char *out, size_t size);
 
 /* Decodes udev's \xNN escapes (ID_MODEL_ENC) and trims spaces; writes at most size bytes. */
 void udev_decode(const char *in, size_t len, char *out, size_t size);

@@ -79,7 +79,8 @@ struct ds_line {
         };
 };
 
-/* The labels of the rows: what diskpulse_disk_info and ..._write_cache_info say of a device. */
+/* The labels of the rows: what diskpulse_disk_info, ..._write_cache_info and ..._set_info say
+ * of a device. */
 enum {
         L_DEVICE,
         L_MAJOR,
@@ -91,13 +92,16 @@ enum {
         L_REVISION,
         L_ROTATIONAL,
         L_MODE,
+        L_SETS,
         L_MAX
 };
-static const char *const label_names[L_MAX] = {
-    "device", "major", "minor", "model", "serial", "wwn", "path", "revision", "rotational", "mode"};
+static const char *const label_names[L_MAX] = {"device",     "major", "minor", "model",
+                                               "serial",     "wwn",   "path",  "revision",
+                                               "rotational", "mode",  "set"};
 #define MASK_DEVICE (1u << L_DEVICE)
 #define MASK_INFO   ((1u << L_MODE) - 1)
 #define MASK_CACHE  (1u << L_DEVICE | 1u << L_MODE)
+#define MASK_SET    (1u << L_DEVICE | 1u << L_SETS)
 
 struct diskstats {
         struct diskstats_config cfg;
@@ -287,6 +291,7 @@ static size_t add_row(struct mrows *rows, const struct ds_device *dev,
         values[L_REVISION] = info->revision;
         values[L_ROTATIONAL] = info->rotational < 0 ? "" : info->rotational ? "1" : "0";
         values[L_MODE] = info->write_cache;
+        values[L_SETS] = info->sets;
         return mrows_add(rows, values);
 }
 
@@ -838,7 +843,9 @@ static const struct gauge_def gauges[] = {
 #define COL_GAUGE(g) (ARRAY_SIZE(counters) + (g))
 #define COL_INFO     (ARRAY_SIZE(counters) + ARRAY_SIZE(gauges))
 #define COL_CACHE    (COL_INFO + 1)
-#define NCOLS        (COL_CACHE + 1)
+#define COL_SET      (COL_CACHE + 1)
+#define NCOLS        (COL_SET + 1)
+_Static_assert(NCOLS <= 32, "a row's present mask is 32 bits");
 
 /* A new d->rows for the devices exported now, copying the rows that did not change. */
 static void rebuild_rows(struct diskstats *d)
@@ -900,6 +907,10 @@ static struct mtable *build_table(struct diskstats *d)
                 if (mode_len)
                         present |= 1u << COL_CACHE;
                 cells[COL_CACHE] = 0;
+                (void)mrows_value(d->rows, dev->row, L_SETS, &mode_len);
+                if (mode_len)
+                        present |= 1u << COL_SET;
+                cells[COL_SET] = 0;
                 mtable_add_row(t, dev->row, present, cells);
         }
         return t;
@@ -931,6 +942,10 @@ void diskstats_export(struct diskstats *d, struct mset *out)
         mset_table_family(out, "diskpulse_disk_write_cache_info",
                           "The kernel's write cache mode of the device (queue/write_cache).",
                           MT_GAUGE, d->table, COL_CACHE, MCELL_ONE, MASK_CACHE);
+        mset_table_family(out, "diskpulse_disk_set_info",
+                          "The md arrays that hold the device or one of its partitions (set, "
+                          "comma-separated); devices with the same set are siblings.",
+                          MT_GAUGE, d->table, COL_SET, MCELL_ONE, MASK_SET);
         for (size_t c = 0; c < ARRAY_SIZE(counters); c++)
                 mset_table_family(out, counters[c].name, counters[c].help, counters[c].type,
                                   d->table, (unsigned)c, counters[c].cell, MASK_DEVICE);

@@ -281,6 +281,13 @@ static int tree_setup(void **state)
         put(t->root, "sys/block/vda/queue/rotational", "2\n");
         put(t->root, "sys/block/vda/queue/write_cache", "write around\n");
 
+        /* md membership: sda holds md1 itself and md0 through sda1; sdb's sdb1 is in md0 and a
+         * dm device holds sdb (not an md array: not a set) */
+        put(t->root, "sys/block/sda/holders/md1", "");
+        put(t->root, "sys/block/sda/sda1/holders/md0", "");
+        put(t->root, "sys/block/sdb/sdb1/holders/md0", "");
+        put(t->root, "sys/block/sdb/holders/dm-0", "");
+
         /* loop0: nothing at all */
         put(t->root, "sys/block/loop0/dev", "7:0\n");
 
@@ -374,6 +381,7 @@ static void test_files_sysfs_fallback(void **state)
         assert_string_equal(info.path, "");
         assert_int_equal(info.rotational, 0);
         assert_string_equal(info.write_cache, "write back");
+        assert_string_equal(info.sets, "");
 
         lookup(src, "vda", 253, 0, &info);
         assert_string_equal(info.serial, "virtio-serial-1");
@@ -382,6 +390,39 @@ static void test_files_sysfs_fallback(void **state)
         /* values outside the documented sets are unknown */
         assert_int_equal(info.rotational, -1);
         assert_string_equal(info.write_cache, "");
+        devsrc_free(src);
+}
+
+/* The md arrays holding a disk or its partitions, sorted; other holders are not sets; a list
+ * longer than the buffer is cut at an array name; the stamp moves when an array is assembled. */
+static void test_device_sets(void **state)
+{
+        struct tree *t = *state;
+        struct devsrc *src = devsrc_files_new(t->sysfs_fd, t->udev_fd);
+        struct device_info info;
+        char buf[8], path[256];
+        uint64_t before, after;
+
+        lookup(src, "sda", 8, 0, &info);
+        assert_string_equal(info.sets, "md0,md1");
+        lookup(src, "sdb", 8, 16, &info);
+        assert_string_equal(info.sets, "md0");
+        lookup(src, "loop0", 7, 0, &info);
+        assert_string_equal(info.sets, "");
+        device_sets(t->sysfs_fd, "sda", buf, sizeof buf);
+        assert_string_equal(buf, "md0,md1");
+        device_sets(t->sysfs_fd, "sda", buf, 5);
+        assert_string_equal(buf, "md0");
+        device_sets(t->sysfs_fd, "nosuchdisk", buf, sizeof buf);
+        assert_string_equal(buf, "");
+
+        before = device_stamp(t->sysfs_fd, t->udev_fd, NULL, "sdc", 8, 32);
+        put(t->root, "sys/block/sdc/holders/md2", "");
+        after = device_stamp(t->sysfs_fd, t->udev_fd, NULL, "sdc", 8, 32);
+        assert_true(before != after);
+        snprintf(path, sizeof path, "%s/sys/block/sdc/holders/md2", t->root);
+        assert_int_equal(unlink(path), 0);
+        assert_true(device_stamp(t->sysfs_fd, t->udev_fd, NULL, "sdc", 8, 32) == before);
         devsrc_free(src);
 }
 
@@ -508,6 +549,7 @@ int main(void)
             cmocka_unit_test(test_files_full_udev_record),
             cmocka_unit_test(test_files_serial_precedence),
             cmocka_unit_test(test_files_sysfs_fallback),
+            cmocka_unit_test(test_device_sets),
             cmocka_unit_test(test_files_nothing_known),
             cmocka_unit_test(test_files_without_udev_dir),
             cmocka_unit_test(test_device_info_fill),
