@@ -34,7 +34,7 @@ BASE_MODULES = ["crc32c_generic", "crct10dif_generic", "crc64_rocksoft_generic",
                 "nvme", "ahci", "sd_mod", "ext4"]
 # Shipped for scenarios to modprobe.
 EXTRA_MODULES = ["scsi_debug", "null_blk", "dm-mod", "dm-delay", "dm-flakey", "loop", "sg",
-                 "virtio_pci", "virtio_blk", "virtio_net"]
+                 "virtio_pci", "virtio_blk", "virtio_net", "md-mod", "raid1"]
 TOOLS = ["smartctl", "mkfs.ext4", "e2fsck", "dmsetup", "sdparm", "ioping"]
 UDEV_RULES = ["50-udev-default.rules", "60-block.rules", "60-persistent-storage.rules",
               "60-persistent-storage-dm.rules", "55-dm.rules", "95-dm-notify.rules"]
