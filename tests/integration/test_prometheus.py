@@ -213,13 +213,21 @@ def check_rules(prom):
         res = query(prom.url, expr)
         return [float(r["value"][1]) for r in res]
 
-    # Records with data on any host: the disk's rates and the canary's quantiles.
+    # Records with data on any host: the disk's rates and the canary's quantiles; the md
+    # members' where there are md arrays.
     for rec in [r["name"] for r in rules if r["type"] == "recording"]:
         res = query(prom.url, rec)
         if rec == "target:diskpulse_sync_degradation_ratio:avg15m":
             # the degradation ratio appears after 6 hours of baseline warm-up
             dp.check(query(prom.url, "diskpulse_sync_degradation_ratio") or not res,
                      "%s: empty while the baseline warms up" % rec)
+            continue
+        if rec == "set:diskpulse_disk_write_await_seconds:rate5m":
+            # one series per member of an md array: as many as diskpulse_disk_set_info has
+            # (none on a host without md arrays)
+            sets = query(prom.url, "diskpulse_disk_set_info")
+            dp.check(len(res) == len(sets) and all(float(r["value"][1]) >= 0 for r in res),
+                     "%s: %d series, one per md member (%d)" % (rec, len(res), len(sets)))
             continue
         vals = [float(r["value"][1]) for r in res]
         dp.check(vals and all(v == v and v >= 0 for v in vals),
