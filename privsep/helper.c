@@ -2,7 +2,6 @@
  * ("diskpulse-io"): validates each request, forks a worker that runs it with only the
  * capabilities its kind needs, answers for a worker that died or ran too long. */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +16,7 @@
 
 #include "devio_linux.h"
 #include "devio_proto.h"
+#include "fdpass.h"
 #include "log.h"
 #include "privsep_internal.h"
 
@@ -50,15 +50,6 @@ static void helper_reply(struct helper *h, uint64_t id, int status)
                 log_debug("privsep: answer lost", "error", strerror(errno));
 }
 
-void signals_default(void)
-{
-        struct sigaction sa = {.sa_handler = SIG_DFL};
-
-        for (int s = 1; s < NSIG; s++)
-                if (s != SIGKILL && s != SIGSTOP)
-                        (void)sigaction(s, &sa, NULL);
-}
-
 /* The worker: runs one request, writes the answer itself, exits 0 only if it was sent. */
 static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct devio_request *req)
 {
@@ -67,7 +58,7 @@ static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct de
         sigset_t none;
         int r, len;
 
-        signals_default();
+        privsep_child_signals();
         (void)signal(SIGPIPE, SIG_IGN);
         sigemptyset(&none);
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
@@ -75,7 +66,7 @@ static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct de
                 _exit(3);
         (void)prctl(PR_SET_NAME, "diskpulse-io", 0, 0, 0);
         close(h->sfd);
-        if (caps_restrict(worker_caps(req->kind), false) < 0)
+        if (privsep_caps_restrict(privsep_worker_caps(req->kind), false) < 0)
                 _exit(4);
 
         resp = calloc(1, sizeof *resp);
@@ -177,59 +168,30 @@ static int helper_deadlines(struct helper *h)
 static int helper_message(struct helper *h, bool hup)
 {
         uint8_t buf[DEVIO_PROTO_REQUEST_SIZE + 1];
-        struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
         struct devio_proto_hdr hdr;
         struct devio_request req;
-        ssize_t n;
-        int r;
+        size_t n;
+        /* No descriptor wanted: one sent along is closed by the kernel. */
+        int r = privsep_recv_fd(h->fd, buf, sizeof buf, MSG_DONTWAIT, &n, NULL);
 
-        /* No control buffer: file descriptors sent along are closed by the kernel. */
-        n = recvmsg(h->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n == 0)
-                return hup ? -ECONNRESET : 0;
-        if (n < 0)
-                return errno == EAGAIN || errno == EINTR ? 0 : -ECONNRESET;
-        if (m.msg_flags & MSG_TRUNC) {
+        if (r == -EMSGSIZE) {
                 log_debug("privsep: oversized message dropped");
                 return 0;
         }
-        if (devio_proto_decode_header(buf, (size_t)n, &hdr) < 0 ||
-            hdr.type != DEVIO_PROTO_REQUEST) {
+        if (r < 0)
+                return r == -EAGAIN || r == -EINTR ? 0 : -ECONNRESET;
+        if (n == 0)
+                return hup ? -ECONNRESET : 0;
+        if (devio_proto_decode_header(buf, n, &hdr) < 0 || hdr.type != DEVIO_PROTO_REQUEST) {
                 log_debug("privsep: malformed message dropped");
                 return 0;
         }
-        r = devio_proto_decode_request(&hdr, buf, (size_t)n, &req);
+        r = devio_proto_decode_request(&hdr, buf, n, &req);
         if (r == -EINVAL)
                 helper_reply(h, hdr.id, -EINVAL);
         else if (r == 0)
                 helper_start_worker(h, hdr.id, &req);
         return 0;
-}
-
-/* The socket to fd 3, stdin and stdout to /dev/null, everything above 3 closed; stderr stays (the
- * daemon's log: journald or the terminal) unless the socket itself was there. Returns the
- * socket's new fd or -errno. */
-int helper_fds(int fd)
-{
-        int null;
-
-        if (fd != 3) {
-                if (dup3(fd, 3, O_CLOEXEC) < 0)
-                        return -errno;
-        }
-        null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (null >= 0) {
-                for (int i = 0; i <= 2; i++)
-                        if (i != null && (i < 2 || fd == 2))
-                                (void)dup2(null, i);
-                if (null > 3)
-                        close(null);
-        }
-        if (close_range(4, ~0U, 0) < 0)
-                for (int i = 4; i < 65536; i++)
-                        (void)close(i);
-        return 3;
 }
 
 _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
@@ -253,7 +215,7 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         /* Signals: the daemon's handlers and mask mean nothing here. SIGTERM (systemd stops the
          * whole cgroup) ends the helper; SIGINT from a terminal and SIGHUP (a reload of the
          * daemon) are the daemon's business: the helper follows the socket's EOF instead. */
-        signals_default();
+        privsep_child_signals();
         (void)signal(SIGINT, SIG_IGN);
         (void)signal(SIGHUP, SIG_IGN);
         (void)signal(SIGPIPE, SIG_IGN);
@@ -264,10 +226,10 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         sigaddset(&mask, SIGTERM);
         (void)sigprocmask(SIG_SETMASK, &mask, NULL);
 
-        h.fd = helper_fds(fd);
+        h.fd = privsep_child_fds(fd);
         if (h.fd < 0)
                 _exit(2);
-        r = caps_restrict(helper_caps(), true);
+        r = privsep_caps_restrict(privsep_helper_caps(), true);
         if (r < 0) {
                 log_debug("privsep: cannot drop capabilities", "error", strerror(-r));
                 _exit(2);
