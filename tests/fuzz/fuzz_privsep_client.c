@@ -34,6 +34,7 @@
 
 #include "devio.h"
 #include "devio_proto.h"
+#include "fdpass.h"
 #include "log.h"
 #include "privsep.h"
 #include "util.h"
@@ -65,29 +66,12 @@ struct zygote {
         int devnull;
 };
 
+/* Any bytes, with attach (>= 0) as the one descriptor: privsep_recv_fd() on the client's side
+ * is what parses them. */
 static void send_with_fd(int fd, const void *buf, size_t len, int attach)
 {
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } cbuf;
-        struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-
-        if (attach >= 0) {
-                struct cmsghdr *c;
-
-                memset(&cbuf, 0, sizeof cbuf);
-                m.msg_control = cbuf.buf;
-                m.msg_controllen = sizeof cbuf.buf;
-                c = CMSG_FIRSTHDR(&m);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &attach, sizeof attach);
-        }
         /* The peer may be gone already (a closed helper): that is its business. */
-        (void)sendmsg(fd, &m, MSG_NOSIGNAL);
+        (void)privsep_send_fd(fd, buf, len, attach, 0);
 }
 
 static void *zygote_main(void *arg)

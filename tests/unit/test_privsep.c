@@ -26,6 +26,7 @@
 #include "devio.h"
 #include "devio_linux.h"
 #include "devio_proto.h"
+#include "fdpass.h"
 #include "privsep.h"
 #include "util.h"
 
@@ -952,20 +953,9 @@ static void garbage_does_not_kill_the_helper(void **state)
         /* a file descriptor passed along is closed, not kept */
         {
                 int pass = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-                struct iovec iov = {.iov_base = buf, .iov_len = (size_t)len};
-                struct msghdr m = {.msg_iov = &iov,
-                                   .msg_iovlen = 1,
-                                   .msg_control = cbuf,
-                                   .msg_controllen = sizeof cbuf};
-                struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &pass, sizeof pass);
                 devio_proto_encode_request(4, &req, buf, sizeof buf);
-                assert_int_equal(sendmsg(raw.fd, &m, MSG_NOSIGNAL), len);
+                assert_int_equal(privsep_send_fd(raw.fd, buf, (size_t)len, pass, 0), 0);
                 close(pass);
         }
         /* answered: id 4 (the one with the fd) */
@@ -1023,31 +1013,17 @@ static void zygote_raw_start(struct raw *z, const char *dir)
 static int recv_spawned(int fd, int *status, pid_t *pid, int *ret_fd)
 {
         uint8_t buf[64];
-        union {
-                char buf[CMSG_SPACE(4 * sizeof(int))];
-                struct cmsghdr align;
-        } cbuf;
-        struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
-        struct msghdr m = {.msg_iov = &iov,
-                           .msg_iovlen = 1,
-                           .msg_control = cbuf.buf,
-                           .msg_controllen = sizeof cbuf.buf};
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        struct cmsghdr *c;
         int32_t pid32;
-        ssize_t n;
+        size_t n;
 
         *ret_fd = -1;
         if (poll(&p, 1, 5000) != 1)
                 return -1;
-        n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
-        if (n <= 0 || devio_proto_decode_spawned(buf, (size_t)n, status, &pid32) < 0)
+        if (privsep_recv_fd(fd, buf, sizeof buf, 0, &n, ret_fd) < 0 || n == 0 ||
+            devio_proto_decode_spawned(buf, n, status, &pid32) < 0)
                 return -1;
         *pid = pid32;
-        c = CMSG_FIRSTHDR(&m);
-        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int)))
-                memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
         return 0;
 }
 
@@ -1180,19 +1156,8 @@ static void zygote_ignores_garbage(void **state)
         /* garbage with a descriptor attached */
         {
                 int pass = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-                struct iovec iov = {.iov_base = big, .iov_len = 7};
-                struct msghdr m = {.msg_iov = &iov,
-                                   .msg_iovlen = 1,
-                                   .msg_control = cbuf,
-                                   .msg_controllen = sizeof cbuf};
-                struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &pass, sizeof pass);
-                assert_int_equal(sendmsg(z.fd, &m, MSG_NOSIGNAL), 7);
+                assert_int_equal(privsep_send_fd(z.fd, big, 7, pass, 0), 0);
                 close(pass);
         }
         /* nothing was answered, nothing was started, the zygote lives with stdio and its socket */
@@ -1230,19 +1195,8 @@ static void zygote_ignores_garbage(void **state)
         /* a SPAWN with a descriptor attached still spawns; the descriptor is dropped */
         {
                 int pass = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-                struct iovec iov = {.iov_base = spawn, .iov_len = sizeof spawn};
-                struct msghdr m = {.msg_iov = &iov,
-                                   .msg_iovlen = 1,
-                                   .msg_control = cbuf,
-                                   .msg_controllen = sizeof cbuf};
-                struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &pass, sizeof pass);
-                assert_int_equal(sendmsg(z.fd, &m, MSG_NOSIGNAL), (ssize_t)sizeof spawn);
+                assert_int_equal(privsep_send_fd(z.fd, spawn, sizeof spawn, pass, 0), 0);
                 close(pass);
         }
         assert_int_equal(recv_spawned(z.fd, &status, &pid, &hfd), 0);
