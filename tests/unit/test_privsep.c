@@ -1464,6 +1464,108 @@ static void drop_all_unprivileged(void **state)
         assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* ---- privsep_send_fd() / privsep_recv_fd(), the one descriptor-passing code ---- */
+
+/* Sends "abc" with n copies of fd by hand: what privsep_send_fd() never sends (more than one),
+ * for the receiver's checks. */
+static void send_raw_fds(int sock, int fd, size_t n)
+{
+        union {
+                char buf[CMSG_SPACE(8 * sizeof(int))];
+                struct cmsghdr align;
+        } cbuf;
+        struct iovec iov = {.iov_base = "abc", .iov_len = 3};
+        struct msghdr m = {.msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = cbuf.buf,
+                           .msg_controllen = CMSG_SPACE(n * sizeof(int))};
+        struct cmsghdr *c;
+
+        assert_true(n >= 1 && n <= 8);
+        memset(&cbuf, 0, sizeof cbuf);
+        c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(n * sizeof(int));
+        for (size_t i = 0; i < n; i++)
+                memcpy(CMSG_DATA(c) + i * sizeof(int), &fd, sizeof fd);
+        assert_int_equal(sendmsg(sock, &m, MSG_NOSIGNAL), 3);
+}
+
+static int open_fd_count(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *e;
+        int n = 0;
+
+        assert_non_null(d);
+        while ((e = readdir(d)))
+                n += e->d_name[0] != '.';
+        closedir(d);
+        return n;
+}
+
+static void fd_passing(void **state)
+{
+        int sv[2], null, fd = -2, before;
+        char buf[8];
+        size_t n;
+
+        (void)state;
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        null = open("/dev/null", O_RDONLY); /* without O_CLOEXEC: the receiver adds it */
+        assert_true(null >= 0);
+        before = open_fd_count();
+
+        /* one descriptor: received, with FD_CLOEXEC */
+        assert_int_equal(privsep_send_fd(sv[0], "hello", 5, null, 0), 0);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, &fd), 0);
+        assert_int_equal(n, 5);
+        assert_memory_equal(buf, "hello", 5);
+        assert_true(fd >= 0);
+        assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        close(fd);
+        /* none: -1 */
+        assert_int_equal(privsep_send_fd(sv[0], "x", 1, -1, 0), 0);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, &fd), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(fd, -1);
+        /* not wanted (ret_fd NULL): the message counts, the descriptor is gone */
+        assert_int_equal(privsep_send_fd(sv[0], "y", 1, null, 0), 0);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, NULL), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(open_fd_count(), before);
+        /* two: -EBADMSG, both closed, the bytes still there */
+        send_raw_fds(sv[0], null, 2);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, &fd), -EBADMSG);
+        assert_int_equal(n, 3);
+        assert_int_equal(fd, -1);
+        assert_int_equal(open_fd_count(), before);
+        /* more than it has room for: MSG_CTRUNC, -EBADMSG, none kept */
+        send_raw_fds(sv[0], null, 8);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, &fd), -EBADMSG);
+        assert_int_equal(fd, -1);
+        assert_int_equal(open_fd_count(), before);
+        /* longer than the buffer: -EMSGSIZE, its descriptor closed */
+        assert_int_equal(privsep_send_fd(sv[0], "longer message", 14, null, 0), 0);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, 4, 0, &n, &fd), -EMSGSIZE);
+        assert_int_equal(fd, -1);
+        assert_int_equal(open_fd_count(), before);
+        /* nothing waiting: -EAGAIN; the peer gone: 0 bytes (EOF) */
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, MSG_DONTWAIT, &n, &fd), -EAGAIN);
+        assert_int_equal(n, 0);
+        close(sv[0]);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, &fd), 0);
+        assert_int_equal(n, 0);
+        assert_int_equal(fd, -1);
+        /* a peer gone is -EPIPE for the sender, not SIGPIPE */
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv + 0), 0);
+        close(sv[1]);
+        assert_int_equal(privsep_send_fd(sv[0], "z", 1, null, 0), -EPIPE);
+        close(sv[0]);
+        close(null);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1498,6 +1600,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(zygote_ignores_garbage, setup, teardown),
             cmocka_unit_test_setup_teardown(zygote_exits_at_eof, setup, teardown),
             cmocka_unit_test(control_messages),
+            cmocka_unit_test(fd_passing),
             cmocka_unit_test_setup_teardown(helper_capabilities, setup, teardown),
             cmocka_unit_test_setup_teardown(zygote_and_restarted_helper_capabilities,
                                             setup_restart_100ms, teardown),
