@@ -73,7 +73,7 @@ static int privsep_run(struct devio *io, const struct devio_request *req, usec_t
         usec_t deadline, now = now_monotonic();
         int r, len;
 
-        if (!resp || devio_request_valid(req) < 0)
+        if (!resp || privsep_request_valid(req) < 0)
                 return -EINVAL;
         deadline = timeout >= USEC_INFINITY - now ? USEC_INFINITY : now + timeout;
         p = xcalloc(1, sizeof *p);
@@ -102,7 +102,7 @@ static int privsep_run(struct devio *io, const struct devio_request *req, usec_t
         ps->stats.requests++;
         pthread_mutex_unlock(&ps->lock);
 
-        len = devio_proto_encode_request(p->id, req, msg, sizeof msg);
+        len = privsep_proto_encode_request(p->id, req, msg, sizeof msg);
         r = len < 0 ? len : send_until(c->fd, msg, (size_t)len, deadline);
 
         pthread_mutex_lock(&ps->lock);

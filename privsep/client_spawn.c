@@ -109,7 +109,7 @@ static int zygote_recv(struct privsep *ps, int *ret_status, pid_t *ret_pid, int 
                 zygote_lost(ps); /* EOF: it never sends an empty message */
                 return -ENOTCONN;
         }
-        d = devio_proto_decode_spawned(buf, n, &status, &pid);
+        d = privsep_proto_decode_spawned(buf, n, &status, &pid);
         if (r < 0 || d < 0 || (fd >= 0) != (status == 0)) {
                 if (d == 0)
                         *ret_pid = pid; /* a helper we will not use: the caller reaps it */
@@ -171,7 +171,7 @@ static int wait_hello(struct privsep *ps, int fd, usec_t deadline)
         if (r <= 0)
                 return r == -ECANCELED ? r : -EIO;
         n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n <= 0 || devio_proto_decode_header(buf, (size_t)n, &hdr) < 0 ||
+        if (n <= 0 || privsep_proto_decode_header(buf, (size_t)n, &hdr) < 0 ||
             hdr.type != DEVIO_PROTO_HELLO)
                 return -EIO;
         return 0;
@@ -187,7 +187,7 @@ int privsep_spawn_helper(struct privsep *ps, struct conn **ret)
         privsep_zygote_drain(ps);
         if (ps->zfd < 0)
                 return -ENOTCONN;
-        len = devio_proto_encode_spawn(msg, sizeof msg);
+        len = privsep_proto_encode_spawn(msg, sizeof msg);
         if (len < 0)
                 return len;
         if (send(ps->zfd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) != len) {

@@ -29,7 +29,7 @@ static void deliver(struct privsep *ps, struct conn *c, const uint8_t *buf, size
         struct devio_proto_hdr hdr;
         struct pending *p;
 
-        if (devio_proto_decode_header(buf, len, &hdr) < 0 || hdr.type != DEVIO_PROTO_RESPONSE) {
+        if (privsep_proto_decode_header(buf, len, &hdr) < 0 || hdr.type != DEVIO_PROTO_RESPONSE) {
                 ps->stats.dropped++;
                 return;
         }
@@ -49,7 +49,7 @@ static void deliver(struct privsep *ps, struct conn *c, const uint8_t *buf, size
                 return;
         }
         p->status = hdr.status;
-        if (hdr.status == 0 && devio_proto_decode_response(&hdr, buf, len, p->resp) < 0) {
+        if (hdr.status == 0 && privsep_proto_decode_response(&hdr, buf, len, p->resp) < 0) {
                 ps->stats.dropped++;
                 p->status = -EIO;
         }

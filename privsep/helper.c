@@ -44,7 +44,7 @@ struct helper {
 static void helper_reply(struct helper *h, uint64_t id, int status)
 {
         uint8_t msg[DEVIO_PROTO_HDR_SIZE];
-        int len = devio_proto_encode_response(id, status, NULL, msg, sizeof msg);
+        int len = privsep_proto_encode_response(id, status, NULL, msg, sizeof msg);
 
         if (len > 0 && send(h->fd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
                 log_debug("privsep: answer lost", "error", strerror(errno));
@@ -76,7 +76,7 @@ static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct de
         r = h->exec(h->dev_dir, req, resp);
         if (r > 0 || r < -4095 || (r == 0 && resp->n > DEVIO_MAX_CMDS))
                 r = -EIO;
-        len = devio_proto_encode_response(id, r, resp, msg, DEVIO_PROTO_RESPONSE_MAX);
+        len = privsep_proto_encode_response(id, r, resp, msg, DEVIO_PROTO_RESPONSE_MAX);
         if (len < 0)
                 _exit(6);
         /* Blocking: the daemon reads continuously; a worker stuck here is killed at its
@@ -182,11 +182,11 @@ static int helper_message(struct helper *h, bool hup)
                 return r == -EAGAIN || r == -EINTR ? 0 : -ECONNRESET;
         if (n == 0)
                 return hup ? -ECONNRESET : 0;
-        if (devio_proto_decode_header(buf, n, &hdr) < 0 || hdr.type != DEVIO_PROTO_REQUEST) {
+        if (privsep_proto_decode_header(buf, n, &hdr) < 0 || hdr.type != DEVIO_PROTO_REQUEST) {
                 log_debug("privsep: malformed message dropped");
                 return 0;
         }
-        r = devio_proto_decode_request(&hdr, buf, n, &req);
+        r = privsep_proto_decode_request(&hdr, buf, n, &req);
         if (r == -EINVAL)
                 helper_reply(h, hdr.id, -EINVAL);
         else if (r == 0)
@@ -203,7 +203,7 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         (void)prctl(PR_SET_NAME, "diskpulse-priv", 0, 0, 0);
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         h.pid = getpid();
-        h.exec = cfg->exec ? cfg->exec : devio_exec;
+        h.exec = cfg->exec ? cfg->exec : privsep_devio_exec;
         h.max = cfg->max_workers ? cfg->max_workers : PRIVSEP_MAX_WORKERS_DEFAULT;
         h.timeout = cfg->worker_timeout ? cfg->worker_timeout : PRIVSEP_WORKER_TIMEOUT_DEFAULT;
         if (!strscpy(h.dev_dir, cfg->dev_dir ? cfg->dev_dir : "/dev", sizeof h.dev_dir))
@@ -239,7 +239,7 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
                 _exit(2);
         {
                 uint8_t hello[DEVIO_PROTO_HDR_SIZE];
-                int len = devio_proto_encode_hello(hello, sizeof hello);
+                int len = privsep_proto_encode_hello(hello, sizeof hello);
 
                 if (len < 0 || send(h.fd, hello, (size_t)len, MSG_NOSIGNAL) != len)
                         _exit(2);

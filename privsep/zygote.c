@@ -47,7 +47,7 @@ static pid_t clone_parent(void)
 static int zygote_reply(int ctl, int status, pid_t pid, int fd)
 {
         uint8_t msg[DEVIO_PROTO_CTL_SIZE];
-        int len = devio_proto_encode_spawned(status, (int32_t)pid, msg, sizeof msg);
+        int len = privsep_proto_encode_spawned(status, (int32_t)pid, msg, sizeof msg);
 
         if (len < 0)
                 return len;
@@ -132,7 +132,7 @@ _Noreturn void privsep_zygote_main(int fd, const struct privsep_config *cfg)
                                 break;
                         continue;
                 }
-                if (devio_proto_is_spawn(buf, n))
+                if (privsep_proto_is_spawn(buf, n))
                         zygote_spawn(fd, cfg, daemon);
         }
         _exit(0);

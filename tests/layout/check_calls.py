@@ -280,12 +280,12 @@ def main(argv):
         return 1
     first = next(iter(entries.values()))[1]
     compiler = first["arguments"][0] if "arguments" in first else shlex.split(first["command"])[0]
-    probe = subprocess.run([compiler, "-fcallgraph-info", "-x", "c", "-fsyntax-only", "/dev/null"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        print("%s has no -fcallgraph-info (GCC >= 10 has): skipped" % compiler)
-        return SKIP
     with tempfile.TemporaryDirectory(prefix="check_calls.") as tmp:
+        probe = subprocess.run([compiler, "-fcallgraph-info", "-x", "c", "-c", "/dev/null", "-o",
+                                os.path.join(tmp, "probe.o")], capture_output=True, text=True)
+        if probe.returncode != 0:
+            print("%s has no -fcallgraph-info (GCC >= 10 has): skipped" % compiler)
+            return SKIP
         problem = self_test(compiler, tmp)
         if problem:
             print("ERROR self-test: " + problem)
