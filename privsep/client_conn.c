@@ -1,7 +1,8 @@
 /* The client's shared state, the lowest of its four files: one helper's connection (struct conn)
  * and its reference count, marking a helper lost, installing a new one, the table of pending
- * requests, and the eventfd that wakes the client thread. It calls no other file of the client;
- * client_spawn.c, client_thread.c and client.c build on it, in that order. */
+ * requests, the eventfd that wakes the client thread and the deadlines its polls wait for. It
+ * calls no other file of the client; client_spawn.c, client_thread.c and client.c build on it,
+ * in that order. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
