@@ -196,7 +196,7 @@ static bool name_pending(struct state *s, const char *name)
         return false;
 }
 
-/* The client's rules for one message from the helper (privsep.c deliver()). */
+/* The client's rules for one message from the helper (client_thread.c deliver()). */
 static void model_message(struct state *s, const uint8_t *buf, size_t len)
 {
         static struct devio_response r;
