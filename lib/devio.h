@@ -1,7 +1,7 @@
 /* Device I/O for health data: a fixed set of read-only commands (NVMe admin, ATA PASS-THROUGH,
  * SCSI INQUIRY / LOG SENSE) named by enum, never raw CDBs, and their raw results. In the daemon
  * a small privileged helper process runs them (privsep/, where devio_linux.h declares the Linux
- * implementation, devio_exec()); tests plug in fakes. The results are parsed by the
+ * implementation, privsep_devio_exec()); tests plug in fakes. The results are parsed by the
  * unprivileged caller (collectors/smart/smart_*.c). */
 #pragma once
 
@@ -19,7 +19,7 @@ enum devio_kind {
         DEVIO_KIND_MAX
 };
 
-/* The commands. param is 0 unless a command names it (devio_request_valid() checks its range). */
+/* The commands. param is 0 unless a command names it (privsep_request_valid() checks its range). */
 enum devio_cmd {
         DEVIO_NVME_IDENTIFY_CTRL,   /* Identify, CNS 01h: 4096 bytes */
         DEVIO_NVME_SMART_LOG,       /* Get Log Page 02h, nsid FFFFFFFFh, RAE set: 512 bytes */

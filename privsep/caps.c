@@ -41,7 +41,7 @@ static int caps_set(uint64_t eff, uint64_t prm, uint64_t inh)
 /* Leaves the calling thread with at most keep (effective = permitted = keep ∩ what it had),
  * nothing inheritable or ambient, and no_new_privs. With bounding, also drops every other
  * capability from the bounding set, which needs CAP_SETPCAP (skipped without it). */
-int caps_restrict(uint64_t keep, bool bounding)
+int privsep_caps_restrict(uint64_t keep, bool bounding)
 {
         uint64_t eff = 0, prm = 0;
         int r;
@@ -74,7 +74,7 @@ int caps_restrict(uint64_t keep, bool bounding)
 
 int privsep_drop_all(void)
 {
-        return caps_restrict(0, true);
+        return privsep_caps_restrict(0, true);
 }
 
 /* What the helper keeps: CAP_SYS_ADMIN for NVMe admin commands (drivers/nvme/host/ioctl.c
@@ -84,7 +84,7 @@ int privsep_drop_all(void)
  * permission on the node: uid 0 has it as the owner (nvme* 0600 root, sd* 0660 root:disk).
  * A non-root service user given the capabilities as ambient ones also needs to read the nodes:
  * for that case only, CAP_DAC_READ_SEARCH (read-only opens; narrower than CAP_DAC_OVERRIDE). */
-uint64_t helper_caps(void)
+uint64_t privsep_helper_caps(void)
 {
         uint64_t keep = CAP_BIT(CAP_SYS_ADMIN) | CAP_BIT(CAP_SYS_RAWIO);
 
@@ -94,7 +94,7 @@ uint64_t helper_caps(void)
 }
 
 /* A worker keeps only what its request's kind needs. */
-uint64_t worker_caps(uint32_t kind)
+uint64_t privsep_worker_caps(uint32_t kind)
 {
         uint64_t keep = CAP_BIT(CAP_DAC_READ_SEARCH);
 

@@ -1,9 +1,9 @@
-/* The daemon's client of the helper, a struct devio: requests (run, busy), cancel and free,
- * privsep_start() (forks the zygote) and the counters. The client's thread is in
- * client_thread.c, starting and stopping helpers in client_spawn.c. See privsep.h for the
- * process model. */
+/* The daemon's client of the helper, the public face of the client's four files: the struct
+ * devio (run, busy, cancel, free), privsep_start() (forks the zygote) and the counters. It calls
+ * the three below it - client_thread.c (started here), client_spawn.c (the first helper,
+ * stopping them all), client_conn.c (the state) - and none of them calls it. See privsep.h for
+ * the process model. */
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,34 +31,10 @@ static struct pending *pending_by_name(struct privsep *ps, const char *name)
         return NULL;
 }
 
-void pending_unlink(struct privsep *ps, struct pending *x)
-{
-        for (struct pending **pp = &ps->pending; *pp; pp = &(*pp)->next)
-                if (*pp == x) {
-                        *pp = x->next;
-                        ps->stats.inflight--;
-                        return;
-                }
-}
-
 static void to_timespec(usec_t u, struct timespec *ts)
 {
         ts->tv_sec = (time_t)(u / USEC_PER_SEC);
         ts->tv_nsec = (long)(u % USEC_PER_SEC * NSEC_PER_USEC);
-}
-
-/* Milliseconds from now until deadline for poll(): -1 for USEC_INFINITY, 0 once past. */
-int ms_until(usec_t deadline)
-{
-        usec_t now = now_monotonic();
-
-        if (deadline == USEC_INFINITY)
-                return -1;
-        if (deadline <= now)
-                return 0;
-        if (deadline - now > (usec_t)INT_MAX / 2 * USEC_PER_MSEC)
-                return INT_MAX / 2;
-        return (int)((deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
 }
 
 static void wake_thread(struct privsep *ps)
@@ -67,56 +43,6 @@ static void wake_thread(struct privsep *ps)
 
         if (write(ps->wake, &one, sizeof one) < 0 && errno != EAGAIN)
                 log_debug("privsep: cannot wake the client thread", "error", strerror(errno));
-}
-
-/* Called with the lock held. */
-void conn_unref(struct conn *c)
-{
-        if (--c->refs > 0)
-                return;
-        close(c->fd);
-        if (c->pidfd >= 0)
-                close(c->pidfd);
-        free(c);
-}
-
-/* Marks c gone: its waiting callers get -ECONNRESET, its abandoned entries are freed, and the next
- * restart is scheduled. Called with the lock held, by the client thread (EOF, exit), by run() (a
- * send found the socket closed) and by cancel; idempotent. */
-void conn_lost(struct privsep *ps, struct conn *c)
-{
-        usec_t now = now_monotonic();
-
-        if (c->lost)
-                return;
-        c->lost = true;
-        if (ps->conn == c) {
-                ps->stats.helper_up = false;
-                ps->stats.helper_pid = 0;
-                if (!ps->closing)
-                        ps->stats.helper_exits++;
-                /* A helper that lived at least as long as the longest wait is not crash-looping:
-                 * start the backoff again from the shortest. */
-                if (now - c->started >= ps->delay_max)
-                        ps->delay = ps->delay_min;
-                ps->next_restart = now + ps->delay;
-        }
-        for (struct pending **pp = &ps->pending; *pp;) {
-                struct pending *p = *pp;
-
-                if (p->gen != c->gen || p->done) {
-                        pp = &p->next;
-                } else if (!p->resp) {
-                        *pp = p->next;
-                        ps->stats.inflight--;
-                        free(p);
-                } else {
-                        p->done = true;
-                        p->status = -ECONNRESET;
-                        pp = &p->next;
-                }
-        }
-        pthread_cond_broadcast(&ps->cond);
 }
 
 /* Sends one message before deadline (CLOCK_MONOTONIC, µs). Returns 0 or -errno. */
@@ -133,7 +59,7 @@ static int send_until(int fd, const void *msg, size_t len, usec_t deadline)
                         return errno == EPIPE ? -ECONNRESET : -errno;
                 if (now_monotonic() >= deadline)
                         return -ETIMEDOUT;
-                (void)poll(&p, 1, ms_until(deadline));
+                (void)poll(&p, 1, privsep_ms_until(deadline));
         }
 }
 
@@ -147,7 +73,7 @@ static int privsep_run(struct devio *io, const struct devio_request *req, usec_t
         usec_t deadline, now = now_monotonic();
         int r, len;
 
-        if (!resp || devio_request_valid(req) < 0)
+        if (!resp || privsep_request_valid(req) < 0)
                 return -EINVAL;
         deadline = timeout >= USEC_INFINITY - now ? USEC_INFINITY : now + timeout;
         p = xcalloc(1, sizeof *p);
@@ -176,18 +102,18 @@ static int privsep_run(struct devio *io, const struct devio_request *req, usec_t
         ps->stats.requests++;
         pthread_mutex_unlock(&ps->lock);
 
-        len = devio_proto_encode_request(p->id, req, msg, sizeof msg);
+        len = privsep_proto_encode_request(p->id, req, msg, sizeof msg);
         r = len < 0 ? len : send_until(c->fd, msg, (size_t)len, deadline);
 
         pthread_mutex_lock(&ps->lock);
         if (r == -ECONNRESET) {
                 /* The client thread may not have seen the EOF yet: helper_up goes false now. */
-                conn_lost(ps, c);
+                privsep_conn_lost(ps, c);
                 wake_thread(ps);
         }
-        conn_unref(c);
+        privsep_conn_unref(c);
         if (r < 0) {
-                pending_unlink(ps, p);
+                privsep_pending_unlink(ps, p);
                 pthread_mutex_unlock(&ps->lock);
                 free(p);
                 return r;
@@ -205,7 +131,7 @@ static int privsep_run(struct devio *io, const struct devio_request *req, usec_t
         }
         if (p->done) {
                 r = p->status;
-                pending_unlink(ps, p);
+                privsep_pending_unlink(ps, p);
                 free(p);
         } else {
                 /* Gave up: the entry stays (the device is busy) until its answer or the
@@ -239,7 +165,7 @@ static void privsep_cancel(struct devio *io)
         ps->closing = true;
         if (ps->conn) {
                 /* Wakes every waiter; the helper sees EOF and begins to exit. */
-                conn_lost(ps, ps->conn);
+                privsep_conn_lost(ps, ps->conn);
                 (void)shutdown(ps->conn->fd, SHUT_RDWR);
         }
         pthread_cond_broadcast(&ps->cond);
@@ -257,10 +183,10 @@ static void privsep_free(struct devio *io)
         privsep_cancel(io);
         if (ps->thread_started)
                 pthread_join(ps->thread, NULL);
-        stop_children(ps);
+        privsep_stop_children(ps);
         if (ps->conn) {
                 ps->conn->refs = 1;
-                conn_unref(ps->conn);
+                privsep_conn_unref(ps->conn);
                 ps->conn = NULL;
         }
         while (ps->pending) {
@@ -359,13 +285,13 @@ static int client_start(int zfd, pid_t zpid, const struct privsep_config *cfg,
                 return r;
         }
 
-        r = spawn_helper(ps, &c);
+        r = privsep_spawn_helper(ps, &c);
         if (r < 0) {
                 log_errno(LOG_LEVEL_DEBUG, r, "privsep: the first helper did not start", NULL);
                 privsep_free(&ps->io);
                 return -EIO;
         }
-        conn_install(ps, c, false);
+        privsep_conn_install(ps, c, false);
         if (!cfg->keep_privileges) {
                 r = privsep_drop_all();
                 if (r < 0) {
@@ -376,7 +302,7 @@ static int client_start(int zfd, pid_t zpid, const struct privsep_config *cfg,
         /* The client thread inherits a full signal mask: the daemon's signals go to its loop. */
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        r = -pthread_create(&ps->thread, NULL, client_thread, ps);
+        r = -pthread_create(&ps->thread, NULL, privsep_client_thread, ps);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         if (r < 0) {
                 privsep_free(&ps->io);

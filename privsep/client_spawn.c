@@ -1,5 +1,6 @@
 /* Helpers from the zygote, for the client: asking for one (SPAWN, then its socket and its HELLO),
- * reaping and describing the ones that ended, and stopping them all at the end. */
+ * reaping and describing the ones that ended, and stopping them all at the end. Above
+ * client_conn.c (the state it fills in), below client_thread.c and client.c (which call it). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,15 +16,14 @@
 #include <unistd.h>
 
 #include "devio_proto.h"
+#include "fdpass.h"
 #include "log.h"
 #include "privsep_internal.h"
 
 #define SPAWN_TIMEOUT (5 * USEC_PER_SEC) /* for the zygote's answer, then again for HELLO */
 #define STOP_TIMEOUT  (300 * USEC_PER_MSEC)
 
-/* Collects a child of ours (a helper or the zygote), killing it first if it still runs. Returns
- * its wait status, or -1 when pid is not (or no longer) our child. */
-int reap_child(pid_t pid)
+int privsep_reap_child(pid_t pid)
 {
         int st = -1;
         pid_t r;
@@ -44,7 +44,7 @@ int reap_child(pid_t pid)
         return r == pid ? st : -1;
 }
 
-const char *describe_status(int st, char *buf, size_t size)
+const char *privsep_describe_status(int st, char *buf, size_t size)
 {
         if (st < 0)
                 snprintf(buf, size, "unknown");
@@ -68,7 +68,7 @@ static void zygote_lost(struct privsep *ps)
                 return;
         close(ps->zfd);
         ps->zfd = -1;
-        st = reap_child(ps->zpid);
+        st = privsep_reap_child(ps->zpid);
         ps->zpid = 0;
         pthread_mutex_lock(&ps->lock);
         ps->stats.zygote_up = false;
@@ -80,7 +80,7 @@ static void zygote_lost(struct privsep *ps)
 
                 log_error("privsep: the zygote is gone; a helper that dies now stays down until "
                           "diskpulse restarts",
-                          "status", describe_status(st, buf, sizeof buf));
+                          "status", privsep_describe_status(st, buf, sizeof buf));
                 if (write(ps->lost, &one, sizeof one) < 0 && errno != EAGAIN)
                         log_errno(LOG_LEVEL_WARN, -errno,
                                   "privsep: cannot signal the zygote's loss", NULL);
@@ -94,63 +94,36 @@ static void zygote_lost(struct privsep *ps)
 static int zygote_recv(struct privsep *ps, int *ret_status, pid_t *ret_pid, int *ret_fd)
 {
         uint8_t buf[DEVIO_PROTO_CTL_SIZE + 1];
-        union {
-                char buf[CMSG_SPACE(4 * sizeof(int))];
-                struct cmsghdr align;
-        } cbuf;
-        struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
-        struct msghdr m = {.msg_iov = &iov,
-                           .msg_iovlen = 1,
-                           .msg_control = cbuf.buf,
-                           .msg_controllen = sizeof cbuf.buf};
-        int fds[4], nfds = 0, status, r;
+        int status, fd, r, d;
         int32_t pid;
-        ssize_t n;
+        size_t n;
 
         *ret_fd = -1;
         *ret_pid = 0;
         if (ps->zfd < 0)
                 return -ENOTCONN;
-        n = recvmsg(ps->zfd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        r = privsep_recv_fd(ps->zfd, buf, sizeof buf, MSG_DONTWAIT, &n, &fd);
+        if (r == -EAGAIN || r == -EINTR)
                 return -EAGAIN;
-        if (n <= 0) {
+        if ((r < 0 && r != -EMSGSIZE && r != -EBADMSG) || (r == 0 && n == 0)) {
                 zygote_lost(ps); /* EOF: it never sends an empty message */
                 return -ENOTCONN;
         }
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-                size_t k;
-
-                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-                        continue;
-                k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                for (size_t i = 0; i < k; i++) {
-                        int fd;
-
-                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-                        if (nfds < 4)
-                                fds[nfds++] = fd;
-                        else
-                                close(fd);
-                }
-        }
-        r = devio_proto_decode_spawned(buf, (size_t)n, &status, &pid);
-        if (r < 0 || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || nfds != (status == 0 ? 1 : 0)) {
-                if (r == 0)
+        d = privsep_proto_decode_spawned(buf, n, &status, &pid);
+        if (r < 0 || d < 0 || (fd >= 0) != (status == 0)) {
+                if (d == 0)
                         *ret_pid = pid; /* a helper we will not use: the caller reaps it */
-                for (int i = 0; i < nfds; i++)
-                        close(fds[i]);
+                if (fd >= 0)
+                        close(fd);
                 return -EBADMSG;
         }
         *ret_status = status;
         *ret_pid = pid;
-        *ret_fd = nfds ? fds[0] : -1;
+        *ret_fd = fd;
         return 0;
 }
 
-/* Takes whatever the zygote sent that nobody waits for (an answer that came after its SPAWN timed
- * out): those helpers are not wanted. Also notices the zygote's EOF. */
-void zygote_drain(struct privsep *ps)
+void privsep_zygote_drain(struct privsep *ps)
 {
         for (;;) {
                 int status, fd;
@@ -162,7 +135,7 @@ void zygote_drain(struct privsep *ps)
                 if (fd >= 0)
                         close(fd); /* the helper sees EOF and exits */
                 if (pid > 0)
-                        (void)reap_child(pid);
+                        (void)privsep_reap_child(pid);
         }
 }
 
@@ -173,11 +146,11 @@ static int wait_readable(struct privsep *ps, int fd, usec_t deadline)
         for (;;) {
                 struct pollfd p[2] = {{.fd = fd, .events = POLLIN},
                                       {.fd = ps->wake, .events = POLLIN}};
-                int r = poll(p, 2, ms_until(deadline));
+                int r = poll(p, 2, privsep_ms_until(deadline));
 
                 if (r < 0 && errno != EINTR)
                         return 0;
-                if (r > 0 && p[1].revents && woken(ps))
+                if (r > 0 && p[1].revents && privsep_woken(ps))
                         return -ECANCELED;
                 if (r > 0 && p[0].revents)
                         return 1;
@@ -198,27 +171,23 @@ static int wait_hello(struct privsep *ps, int fd, usec_t deadline)
         if (r <= 0)
                 return r == -ECANCELED ? r : -EIO;
         n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n <= 0 || devio_proto_decode_header(buf, (size_t)n, &hdr) < 0 ||
+        if (n <= 0 || privsep_proto_decode_header(buf, (size_t)n, &hdr) < 0 ||
             hdr.type != DEVIO_PROTO_HELLO)
                 return -EIO;
         return 0;
 }
 
-/* Asks the zygote for a helper and waits for its socket and its HELLO (up to SPAWN_TIMEOUT
- * each). Returns 0 and *ret (not installed yet), -ENOTCONN when the zygote is gone, -ECANCELED
- * when the client is closing, or another -errno. Without the lock: the client thread, or
- * privsep_start() before that thread exists. */
-int spawn_helper(struct privsep *ps, struct conn **ret)
+int privsep_spawn_helper(struct privsep *ps, struct conn **ret)
 {
         uint8_t msg[DEVIO_PROTO_CTL_SIZE];
         struct conn *c;
         int len, r, status, fd;
         pid_t pid;
 
-        zygote_drain(ps);
+        privsep_zygote_drain(ps);
         if (ps->zfd < 0)
                 return -ENOTCONN;
-        len = devio_proto_encode_spawn(msg, sizeof msg);
+        len = privsep_proto_encode_spawn(msg, sizeof msg);
         if (len < 0)
                 return len;
         if (send(ps->zfd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) != len) {
@@ -236,7 +205,7 @@ int spawn_helper(struct privsep *ps, struct conn **ret)
         if (r == -EAGAIN)
                 return -EIO;
         if (r < 0) {
-                (void)reap_child(pid);
+                (void)privsep_reap_child(pid);
                 return r == -ENOTCONN ? r : -EIO;
         }
         if (status < 0)
@@ -250,11 +219,7 @@ int spawn_helper(struct privsep *ps, struct conn **ret)
                 (void)fcntl(c->pidfd, F_SETFD, FD_CLOEXEC);
         r = wait_hello(ps, fd, now_monotonic() + SPAWN_TIMEOUT);
         if (r < 0) {
-                close(fd);
-                if (c->pidfd >= 0)
-                        close(c->pidfd);
-                (void)reap_child(pid);
-                free(c);
+                privsep_spawn_discard(c);
                 return r;
         }
         c->started = now_monotonic();
@@ -262,22 +227,16 @@ int spawn_helper(struct privsep *ps, struct conn **ret)
         return 0;
 }
 
-/* Makes c the current helper. Called with the lock held. */
-void conn_install(struct privsep *ps, struct conn *c, bool restart)
+void privsep_spawn_discard(struct conn *c)
 {
-        c->refs = 1; /* the client thread's */
-        c->gen = ++ps->gen;
-        ps->conn = c;
-        ps->stats.helper_up = true;
-        ps->stats.helper_pid = c->pid;
-        if (restart)
-                ps->stats.helper_restarts++;
+        close(c->fd);
+        if (c->pidfd >= 0)
+                close(c->pidfd);
+        (void)privsep_reap_child(c->pid);
+        free(c);
 }
 
-/* Ends the helper (if any), every helper the zygote still answers with, and the zygote: EOF on
- * their sockets first, then up to STOP_TIMEOUT for them to exit, then SIGKILL. The client thread
- * does not run. */
-void stop_children(struct privsep *ps)
+void privsep_stop_children(struct privsep *ps)
 {
         usec_t deadline = now_monotonic() + STOP_TIMEOUT;
         pid_t pids[8];
@@ -295,7 +254,7 @@ void stop_children(struct privsep *ps)
                         int status, fd, r;
                         pid_t pid;
 
-                        r = poll(&p, 1, ms_until(deadline));
+                        r = poll(&p, 1, privsep_ms_until(deadline));
                         if (r < 0 && errno == EINTR)
                                 continue;
                         if (r <= 0)
@@ -308,7 +267,7 @@ void stop_children(struct privsep *ps)
                         if (pid > 0 && n < sizeof pids / sizeof pids[0] - 1)
                                 pids[n++] = pid;
                         else if (pid > 0)
-                                (void)reap_child(pid);
+                                (void)privsep_reap_child(pid);
                 }
                 if (ps->zfd >= 0)
                         close(ps->zfd);
@@ -331,5 +290,5 @@ void stop_children(struct privsep *ps)
                 (void)usleep(2000);
         }
         for (size_t i = 0; i < n; i++)
-                (void)reap_child(pids[i]);
+                (void)privsep_reap_child(pids[i]);
 }

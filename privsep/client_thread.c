@@ -1,5 +1,6 @@
 /* The client's thread: receives the helper's answers and hands each to its waiting caller, and
- * when the helper is gone reaps it and starts another after a backoff. */
+ * when the helper is gone reaps it and starts another after a backoff. Above client_conn.c (the
+ * state) and client_spawn.c (new helpers, reaping); client.c starts it. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "devio_proto.h"
+#include "fdpass.h"
 #include "log.h"
 #include "privsep_internal.h"
 
@@ -27,7 +29,7 @@ static void deliver(struct privsep *ps, struct conn *c, const uint8_t *buf, size
         struct devio_proto_hdr hdr;
         struct pending *p;
 
-        if (devio_proto_decode_header(buf, len, &hdr) < 0 || hdr.type != DEVIO_PROTO_RESPONSE) {
+        if (privsep_proto_decode_header(buf, len, &hdr) < 0 || hdr.type != DEVIO_PROTO_RESPONSE) {
                 ps->stats.dropped++;
                 return;
         }
@@ -42,12 +44,12 @@ static void deliver(struct privsep *ps, struct conn *c, const uint8_t *buf, size
                 ps->stats.overloaded++;
         if (!p->resp) {
                 ps->stats.late_responses++;
-                pending_unlink(ps, p);
+                privsep_pending_unlink(ps, p);
                 free(p);
                 return;
         }
         p->status = hdr.status;
-        if (hdr.status == 0 && devio_proto_decode_response(&hdr, buf, len, p->resp) < 0) {
+        if (hdr.status == 0 && privsep_proto_decode_response(&hdr, buf, len, p->resp) < 0) {
                 ps->stats.dropped++;
                 p->status = -EIO;
         }
@@ -59,34 +61,21 @@ static void deliver(struct privsep *ps, struct conn *c, const uint8_t *buf, size
  * was none, -ECONNRESET when the helper closed its end or the socket failed. */
 static int receive_one(struct privsep *ps, struct conn *c, uint8_t *buf)
 {
-        struct iovec iov = {.iov_base = buf, .iov_len = DEVIO_PROTO_RESPONSE_MAX};
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-        ssize_t n = recvmsg(c->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        size_t n;
+        /* No descriptor wanted: one sent along is closed by the kernel. */
+        int r = privsep_recv_fd(c->fd, buf, DEVIO_PROTO_RESPONSE_MAX, MSG_DONTWAIT, &n, NULL);
 
+        if (r < 0 && r != -EMSGSIZE)
+                return r == -EAGAIN || r == -EINTR ? 0 : -ECONNRESET;
         if (n == 0)
                 return -ECONNRESET;
-        if (n < 0)
-                return errno == EAGAIN || errno == EINTR ? 0 : -ECONNRESET;
         pthread_mutex_lock(&ps->lock);
-        if (m.msg_flags & MSG_TRUNC)
+        if (r == -EMSGSIZE)
                 ps->stats.dropped++;
         else
-                deliver(ps, c, buf, (size_t)n);
+                deliver(ps, c, buf, n);
         pthread_mutex_unlock(&ps->lock);
         return 1;
-}
-
-/* Empties the eventfd. Returns true when the client is closing. */
-bool woken(struct privsep *ps)
-{
-        uint64_t v;
-        bool closing;
-
-        (void)!read(ps->wake, &v, sizeof v);
-        pthread_mutex_lock(&ps->lock);
-        closing = ps->closing;
-        pthread_mutex_unlock(&ps->lock);
-        return closing;
 }
 
 static usec_t doubled(struct privsep *ps, usec_t d)
@@ -113,7 +102,7 @@ static bool serve(struct privsep *ps, struct conn *c, uint8_t *buf)
                         break;
                 }
                 if (p[2].revents) {
-                        if (woken(ps))
+                        if (privsep_woken(ps))
                                 return false;
                         pthread_mutex_lock(&ps->lock);
                         lost = c->lost; /* by run() */
@@ -122,7 +111,7 @@ static bool serve(struct privsep *ps, struct conn *c, uint8_t *buf)
                                 return true;
                 }
                 if (p[3].revents)
-                        zygote_drain(ps);
+                        privsep_zygote_drain(ps);
                 if (p[0].revents) {
                         if (receive_one(ps, c, buf) < 0)
                                 break;
@@ -136,7 +125,7 @@ static bool serve(struct privsep *ps, struct conn *c, uint8_t *buf)
                 }
         }
         pthread_mutex_lock(&ps->lock);
-        conn_lost(ps, c);
+        privsep_conn_lost(ps, c);
         closing = ps->closing; /* cancel's shutdown() may be the EOF we saw */
         pthread_mutex_unlock(&ps->lock);
         return !closing;
@@ -146,21 +135,21 @@ static bool serve(struct privsep *ps, struct conn *c, uint8_t *buf)
 static void retire(struct privsep *ps, struct conn *c)
 {
         char st[32], pid[16], wait[24];
-        int status = reap_child(c->pid);
+        int status = privsep_reap_child(c->pid);
         usec_t in, now = now_monotonic();
 
         snprintf(pid, sizeof pid, "%d", (int)c->pid);
         pthread_mutex_lock(&ps->lock);
         if (ps->conn == c)
                 ps->conn = NULL;
-        conn_unref(c); /* c may be gone now */
+        privsep_conn_unref(c); /* c may be gone now */
         in = ps->next_restart > now ? ps->next_restart - now : 0;
         pthread_mutex_unlock(&ps->lock);
         snprintf(wait, sizeof wait, "%.3fs", (double)in / (double)USEC_PER_SEC);
         /* Exit status 0: it was told to stop (SIGTERM, as when systemd stops the whole cgroup);
          * anything else is a crash or a kill. */
         log_msg(status == 0 ? LOG_LEVEL_INFO : LOG_LEVEL_WARN, "privsep: the helper is gone", "pid",
-                pid, "status", describe_status(status, st, sizeof st), "restart_in",
+                pid, "status", privsep_describe_status(status, st, sizeof st), "restart_in",
                 ps->zfd >= 0 ? wait : "never (no zygote)", NULL);
 }
 
@@ -169,23 +158,19 @@ static void restart(struct privsep *ps)
 {
         struct conn *c = NULL;
         char buf[24], pid[16];
-        int r = spawn_helper(ps, &c);
+        int r = privsep_spawn_helper(ps, &c);
         usec_t wait;
 
         pthread_mutex_lock(&ps->lock);
         if (r == 0 && ps->closing) {
                 pthread_mutex_unlock(&ps->lock);
-                close(c->fd);
-                if (c->pidfd >= 0)
-                        close(c->pidfd);
-                (void)reap_child(c->pid);
-                free(c);
+                privsep_spawn_discard(c);
                 return;
         }
         /* A new helper that dies soon waits longer; so does the next attempt after a failure. */
         ps->delay = doubled(ps, ps->delay);
         if (r == 0)
-                conn_install(ps, c, true);
+                privsep_conn_install(ps, c, true);
         else if (r != -ECANCELED && r != -ENOTCONN) {
                 ps->stats.failed_restarts++;
                 ps->next_restart = now_monotonic() + ps->delay;
@@ -202,9 +187,7 @@ static void restart(struct privsep *ps)
         }
 }
 
-/* The client thread: dispatches the helper's answers by id; when the helper is gone, reaps it
- * and, after the backoff, asks the zygote for a new one. Runs until the client closes. */
-void *client_thread(void *arg)
+void *privsep_client_thread(void *arg)
 {
         struct privsep *ps = arg;
         uint8_t *buf = xmalloc(DEVIO_PROTO_RESPONSE_MAX);
@@ -234,12 +217,12 @@ void *client_thread(void *arg)
                 if (ps->zfd < 0 || now_monotonic() < next) {
                         struct pollfd p[2] = {{.fd = ps->wake, .events = POLLIN},
                                               {.fd = ps->zfd, .events = POLLIN}};
-                        int r = poll(p, 2, ps->zfd < 0 ? -1 : ms_until(next));
+                        int r = poll(p, 2, ps->zfd < 0 ? -1 : privsep_ms_until(next));
 
-                        if (r > 0 && p[0].revents && woken(ps))
+                        if (r > 0 && p[0].revents && privsep_woken(ps))
                                 break;
                         if (r > 0 && p[1].revents)
-                                zygote_drain(ps);
+                                privsep_zygote_drain(ps);
                         continue;
                 }
                 restart(ps);

@@ -121,7 +121,7 @@ static bool cmd_valid(uint32_t kind, uint32_t cmd, uint32_t param)
         }
 }
 
-int devio_request_valid(const struct devio_request *req)
+int privsep_request_valid(const struct devio_request *req)
 {
         bool is_char;
 
@@ -373,13 +373,14 @@ static void scsi_cmd(int fd, uint32_t cmd, uint32_t param, uint8_t *buf, struct 
         }
 }
 
-int devio_exec(const char *dev_dir, const struct devio_request *req, struct devio_response *resp)
+int privsep_devio_exec(const char *dev_dir, const struct devio_request *req,
+                       struct devio_response *resp)
 {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ uint8_t *buf = NULL;
         int r;
 
-        r = devio_request_valid(req);
+        r = privsep_request_valid(req);
         if (r < 0)
                 return r;
         if (!dev_dir || !resp)

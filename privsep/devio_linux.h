@@ -12,10 +12,11 @@
  * fails the request stops with resp->n = 1 and r[0].err = -errno (-ENOENT, -EACCES, -ENODEV
  * for a node of the wrong type). A command that fails records its error in its own result and
  * the next command still runs; the caller decides what a failure means. Returns 0 (also in
- * the cases above), -EINVAL for a request devio_request_valid() refuses, or -ENOMEM. Blocks
+ * the cases above), -EINVAL for a request privsep_request_valid() refuses, or -ENOMEM. Blocks
  * in ioctls for up to 10 s per command. */
-int devio_exec(const char *dev_dir, const struct devio_request *req, struct devio_response *resp);
+int privsep_devio_exec(const char *dev_dir, const struct devio_request *req,
+                       struct devio_response *resp);
 
 /* Checks a request: known kind and commands, commands allowed for the kind, a plain device
  * name ([a-z0-9] only, no path). Returns 0 or -EINVAL. Used on both sides of the helper. */
-int devio_request_valid(const struct devio_request *req);
+int privsep_request_valid(const struct devio_request *req);

@@ -31,7 +31,8 @@ static void put_header(void *buf, uint16_t type, uint64_t id, int32_t status, ui
         memcpy(buf, &h, sizeof h);
 }
 
-int devio_proto_encode_request(uint64_t id, const struct devio_request *req, void *buf, size_t size)
+int privsep_proto_encode_request(uint64_t id, const struct devio_request *req, void *buf,
+                                 size_t size)
 {
         if (id == 0 || !req || !buf || size < DEVIO_PROTO_REQUEST_SIZE)
                 return -EINVAL;
@@ -40,8 +41,8 @@ int devio_proto_encode_request(uint64_t id, const struct devio_request *req, voi
         return (int)DEVIO_PROTO_REQUEST_SIZE;
 }
 
-int devio_proto_encode_response(uint64_t id, int status, const struct devio_response *resp,
-                                void *buf, size_t size)
+int privsep_proto_encode_response(uint64_t id, int status, const struct devio_response *resp,
+                                  void *buf, size_t size)
 {
         size_t payload = 0;
 
@@ -60,7 +61,7 @@ int devio_proto_encode_response(uint64_t id, int status, const struct devio_resp
         return (int)(DEVIO_PROTO_HDR_SIZE + payload);
 }
 
-int devio_proto_encode_hello(void *buf, size_t size)
+int privsep_proto_encode_hello(void *buf, size_t size)
 {
         if (!buf || size < DEVIO_PROTO_HDR_SIZE)
                 return -EINVAL;
@@ -68,7 +69,7 @@ int devio_proto_encode_hello(void *buf, size_t size)
         return (int)DEVIO_PROTO_HDR_SIZE;
 }
 
-int devio_proto_decode_header(const void *buf, size_t len, struct devio_proto_hdr *ret_hdr)
+int privsep_proto_decode_header(const void *buf, size_t len, struct devio_proto_hdr *ret_hdr)
 {
         struct devio_proto_hdr h;
 
@@ -101,8 +102,8 @@ int devio_proto_decode_header(const void *buf, size_t len, struct devio_proto_hd
         return 0;
 }
 
-int devio_proto_decode_request(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
-                               struct devio_request *ret_req)
+int privsep_proto_decode_request(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                                 struct devio_request *ret_req)
 {
         struct devio_request req;
 
@@ -110,14 +111,14 @@ int devio_proto_decode_request(const struct devio_proto_hdr *hdr, const void *bu
             hdr->len != sizeof(struct devio_request) || len != DEVIO_PROTO_REQUEST_SIZE)
                 return -EBADMSG;
         memcpy(&req, (const uint8_t *)buf + DEVIO_PROTO_HDR_SIZE, sizeof req);
-        if (devio_request_valid(&req) < 0)
+        if (privsep_request_valid(&req) < 0)
                 return -EINVAL;
         *ret_req = req;
         return 0;
 }
 
-int devio_proto_decode_response(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
-                                struct devio_response *ret_resp)
+int privsep_proto_decode_response(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                                  struct devio_response *ret_resp)
 {
         const uint8_t *p;
         uint32_t n;
@@ -159,7 +160,7 @@ static void put_ctl(void *buf, uint16_t type, int32_t status, int32_t pid)
         memcpy(buf, &c, sizeof c);
 }
 
-int devio_proto_encode_spawn(void *buf, size_t size)
+int privsep_proto_encode_spawn(void *buf, size_t size)
 {
         if (!buf || size < DEVIO_PROTO_CTL_SIZE)
                 return -EINVAL;
@@ -167,7 +168,7 @@ int devio_proto_encode_spawn(void *buf, size_t size)
         return (int)DEVIO_PROTO_CTL_SIZE;
 }
 
-bool devio_proto_is_spawn(const void *buf, size_t len)
+bool privsep_proto_is_spawn(const void *buf, size_t len)
 {
         uint8_t want[DEVIO_PROTO_CTL_SIZE];
 
@@ -182,7 +183,7 @@ static bool spawned_valid(int status, int32_t pid)
         return status == 0 ? pid > 0 : status < 0 && status >= -ERRNO_MAX && pid == 0;
 }
 
-int devio_proto_encode_spawned(int status, int32_t pid, void *buf, size_t size)
+int privsep_proto_encode_spawned(int status, int32_t pid, void *buf, size_t size)
 {
         if (!buf || size < DEVIO_PROTO_CTL_SIZE || !spawned_valid(status, pid))
                 return -EINVAL;
@@ -190,7 +191,7 @@ int devio_proto_encode_spawned(int status, int32_t pid, void *buf, size_t size)
         return (int)DEVIO_PROTO_CTL_SIZE;
 }
 
-int devio_proto_decode_spawned(const void *buf, size_t len, int *ret_status, int32_t *ret_pid)
+int privsep_proto_decode_spawned(const void *buf, size_t len, int *ret_status, int32_t *ret_pid)
 {
         struct devio_proto_ctl c;
 

@@ -45,43 +45,43 @@ struct devio_proto_hdr {
 /* Encodes a request into buf (at least DEVIO_PROTO_REQUEST_SIZE bytes). Returns the message
  * length, or -EINVAL when id is 0 or size too small (the request itself is not checked here).
  * Pure; any thread. */
-int devio_proto_encode_request(uint64_t id, const struct devio_request *req, void *buf,
-                               size_t size);
+int privsep_proto_encode_request(uint64_t id, const struct devio_request *req, void *buf,
+                                 size_t size);
 
 /* Encodes a response: with status 0 the first resp->n results of resp (resp->n must be at most
  * DEVIO_MAX_CMDS), with status < 0 no payload (resp may be NULL). buf holds at least
  * DEVIO_PROTO_RESPONSE_MAX bytes. Returns the message length or -EINVAL. Pure; any thread. */
-int devio_proto_encode_response(uint64_t id, int status, const struct devio_response *resp,
-                                void *buf, size_t size);
+int privsep_proto_encode_response(uint64_t id, int status, const struct devio_response *resp,
+                                  void *buf, size_t size);
 
 /* Encodes the helper's HELLO into buf (at least DEVIO_PROTO_HDR_SIZE bytes). Returns the message
  * length or -EINVAL. Pure; any thread. */
-int devio_proto_encode_hello(void *buf, size_t size);
+int privsep_proto_encode_hello(void *buf, size_t size);
 
 /* Checks the framing of a message of len bytes: magic, version, a known type, id != 0, a payload
  * length that matches len exactly, a status that fits the type. Fills *ret_hdr on success.
  * Returns 0 or -EBADMSG (not a message of ours: nothing can be answered). Pure. */
-int devio_proto_decode_header(const void *buf, size_t len, struct devio_proto_hdr *ret_hdr);
+int privsep_proto_decode_header(const void *buf, size_t len, struct devio_proto_hdr *ret_hdr);
 
-/* Decodes the payload of a framed REQUEST (after devio_proto_decode_header() accepted buf) and
- * checks it with devio_request_valid(). Returns 0 and fills *ret_req, -EBADMSG when hdr is not
+/* Decodes the payload of a framed REQUEST (after privsep_proto_decode_header() accepted buf) and
+ * checks it with privsep_request_valid(). Returns 0 and fills *ret_req, -EBADMSG when hdr is not
  * a request of the right size, or -EINVAL for a request the helper must refuse (answer -EINVAL
  * to hdr->id). Pure. */
-int devio_proto_decode_request(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
-                               struct devio_request *ret_req);
+int privsep_proto_decode_request(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                                 struct devio_request *ret_req);
 
 /* Decodes a framed RESPONSE. With hdr->status == 0 it checks and copies the results into
  * *ret_resp (results past n are zeroed); with a negative status it leaves *ret_resp alone.
  * Returns 0 or -EBADMSG. Pure. */
-int devio_proto_decode_response(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
-                                struct devio_response *ret_resp);
+int privsep_proto_decode_response(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                                  struct devio_response *ret_resp);
 
 /* The zygote's control socket (privsep/privsep.h) carries two fixed 16-byte messages of its own,
  * never framed by struct devio_proto_hdr (a helper that is sent one drops it as malformed):
  *
  * SPAWN   (daemon -> zygote): magic DEVIO_PROTO_CTL_MAGIC, version DEVIO_PROTO_VERSION, type
  *         DEVIO_PROTO_SPAWN, status 0, pid 0. The zygote compares what it receives byte for byte
- *         with this one message (devio_proto_is_spawn()) and ignores anything else: it parses
+ *         with this one message (privsep_proto_is_spawn()) and ignores anything else: it parses
  *         nothing.
  * SPAWNED (zygote -> daemon, one per SPAWN, in order): type DEVIO_PROTO_SPAWNED; either status 0,
  *         pid > 0 (the new helper) and exactly one file descriptor attached with SCM_RIGHTS (the
@@ -105,15 +105,15 @@ struct devio_proto_ctl {
 
 /* Encodes SPAWN into buf (at least DEVIO_PROTO_CTL_SIZE bytes). Returns the length or -EINVAL.
  * Pure; any thread. */
-int devio_proto_encode_spawn(void *buf, size_t size);
+int privsep_proto_encode_spawn(void *buf, size_t size);
 
 /* True when the len bytes at buf are exactly the SPAWN message. Pure. */
-bool devio_proto_is_spawn(const void *buf, size_t len);
+bool privsep_proto_is_spawn(const void *buf, size_t len);
 
 /* Encodes SPAWNED: status 0 with pid > 0, or status -errno (> -4096) with pid 0. Returns the
  * length, or -EINVAL for any other combination or a buffer under DEVIO_PROTO_CTL_SIZE. Pure. */
-int devio_proto_encode_spawned(int status, int32_t pid, void *buf, size_t size);
+int privsep_proto_encode_spawned(int status, int32_t pid, void *buf, size_t size);
 
 /* Decodes SPAWNED (the same rules as the encoder). Returns 0 and fills *ret_status and *ret_pid,
  * or -EBADMSG. Pure. */
-int devio_proto_decode_spawned(const void *buf, size_t len, int *ret_status, int32_t *ret_pid);
+int privsep_proto_decode_spawned(const void *buf, size_t len, int *ret_status, int32_t *ret_pid);

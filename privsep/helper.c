@@ -2,7 +2,6 @@
  * ("diskpulse-io"): validates each request, forks a worker that runs it with only the
  * capabilities its kind needs, answers for a worker that died or ran too long. */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,6 +16,7 @@
 
 #include "devio_linux.h"
 #include "devio_proto.h"
+#include "fdpass.h"
 #include "log.h"
 #include "privsep_internal.h"
 
@@ -44,19 +44,10 @@ struct helper {
 static void helper_reply(struct helper *h, uint64_t id, int status)
 {
         uint8_t msg[DEVIO_PROTO_HDR_SIZE];
-        int len = devio_proto_encode_response(id, status, NULL, msg, sizeof msg);
+        int len = privsep_proto_encode_response(id, status, NULL, msg, sizeof msg);
 
         if (len > 0 && send(h->fd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
                 log_debug("privsep: answer lost", "error", strerror(errno));
-}
-
-void signals_default(void)
-{
-        struct sigaction sa = {.sa_handler = SIG_DFL};
-
-        for (int s = 1; s < NSIG; s++)
-                if (s != SIGKILL && s != SIGSTOP)
-                        (void)sigaction(s, &sa, NULL);
 }
 
 /* The worker: runs one request, writes the answer itself, exits 0 only if it was sent. */
@@ -67,7 +58,7 @@ static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct de
         sigset_t none;
         int r, len;
 
-        signals_default();
+        privsep_child_signals();
         (void)signal(SIGPIPE, SIG_IGN);
         sigemptyset(&none);
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
@@ -75,7 +66,7 @@ static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct de
                 _exit(3);
         (void)prctl(PR_SET_NAME, "diskpulse-io", 0, 0, 0);
         close(h->sfd);
-        if (caps_restrict(worker_caps(req->kind), false) < 0)
+        if (privsep_caps_restrict(privsep_worker_caps(req->kind), false) < 0)
                 _exit(4);
 
         resp = calloc(1, sizeof *resp);
@@ -85,7 +76,7 @@ static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct de
         r = h->exec(h->dev_dir, req, resp);
         if (r > 0 || r < -4095 || (r == 0 && resp->n > DEVIO_MAX_CMDS))
                 r = -EIO;
-        len = devio_proto_encode_response(id, r, resp, msg, DEVIO_PROTO_RESPONSE_MAX);
+        len = privsep_proto_encode_response(id, r, resp, msg, DEVIO_PROTO_RESPONSE_MAX);
         if (len < 0)
                 _exit(6);
         /* Blocking: the daemon reads continuously; a worker stuck here is killed at its
@@ -177,59 +168,30 @@ static int helper_deadlines(struct helper *h)
 static int helper_message(struct helper *h, bool hup)
 {
         uint8_t buf[DEVIO_PROTO_REQUEST_SIZE + 1];
-        struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
         struct devio_proto_hdr hdr;
         struct devio_request req;
-        ssize_t n;
-        int r;
+        size_t n;
+        /* No descriptor wanted: one sent along is closed by the kernel. */
+        int r = privsep_recv_fd(h->fd, buf, sizeof buf, MSG_DONTWAIT, &n, NULL);
 
-        /* No control buffer: file descriptors sent along are closed by the kernel. */
-        n = recvmsg(h->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n == 0)
-                return hup ? -ECONNRESET : 0;
-        if (n < 0)
-                return errno == EAGAIN || errno == EINTR ? 0 : -ECONNRESET;
-        if (m.msg_flags & MSG_TRUNC) {
+        if (r == -EMSGSIZE) {
                 log_debug("privsep: oversized message dropped");
                 return 0;
         }
-        if (devio_proto_decode_header(buf, (size_t)n, &hdr) < 0 ||
-            hdr.type != DEVIO_PROTO_REQUEST) {
+        if (r < 0)
+                return r == -EAGAIN || r == -EINTR ? 0 : -ECONNRESET;
+        if (n == 0)
+                return hup ? -ECONNRESET : 0;
+        if (privsep_proto_decode_header(buf, n, &hdr) < 0 || hdr.type != DEVIO_PROTO_REQUEST) {
                 log_debug("privsep: malformed message dropped");
                 return 0;
         }
-        r = devio_proto_decode_request(&hdr, buf, (size_t)n, &req);
+        r = privsep_proto_decode_request(&hdr, buf, n, &req);
         if (r == -EINVAL)
                 helper_reply(h, hdr.id, -EINVAL);
         else if (r == 0)
                 helper_start_worker(h, hdr.id, &req);
         return 0;
-}
-
-/* The socket to fd 3, stdin and stdout to /dev/null, everything above 3 closed; stderr stays (the
- * daemon's log: journald or the terminal) unless the socket itself was there. Returns the
- * socket's new fd or -errno. */
-int helper_fds(int fd)
-{
-        int null;
-
-        if (fd != 3) {
-                if (dup3(fd, 3, O_CLOEXEC) < 0)
-                        return -errno;
-        }
-        null = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (null >= 0) {
-                for (int i = 0; i <= 2; i++)
-                        if (i != null && (i < 2 || fd == 2))
-                                (void)dup2(null, i);
-                if (null > 3)
-                        close(null);
-        }
-        if (close_range(4, ~0U, 0) < 0)
-                for (int i = 4; i < 65536; i++)
-                        (void)close(i);
-        return 3;
 }
 
 _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
@@ -241,7 +203,7 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         (void)prctl(PR_SET_NAME, "diskpulse-priv", 0, 0, 0);
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         h.pid = getpid();
-        h.exec = cfg->exec ? cfg->exec : devio_exec;
+        h.exec = cfg->exec ? cfg->exec : privsep_devio_exec;
         h.max = cfg->max_workers ? cfg->max_workers : PRIVSEP_MAX_WORKERS_DEFAULT;
         h.timeout = cfg->worker_timeout ? cfg->worker_timeout : PRIVSEP_WORKER_TIMEOUT_DEFAULT;
         if (!strscpy(h.dev_dir, cfg->dev_dir ? cfg->dev_dir : "/dev", sizeof h.dev_dir))
@@ -253,7 +215,7 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         /* Signals: the daemon's handlers and mask mean nothing here. SIGTERM (systemd stops the
          * whole cgroup) ends the helper; SIGINT from a terminal and SIGHUP (a reload of the
          * daemon) are the daemon's business: the helper follows the socket's EOF instead. */
-        signals_default();
+        privsep_child_signals();
         (void)signal(SIGINT, SIG_IGN);
         (void)signal(SIGHUP, SIG_IGN);
         (void)signal(SIGPIPE, SIG_IGN);
@@ -264,10 +226,10 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         sigaddset(&mask, SIGTERM);
         (void)sigprocmask(SIG_SETMASK, &mask, NULL);
 
-        h.fd = helper_fds(fd);
+        h.fd = privsep_child_fds(fd);
         if (h.fd < 0)
                 _exit(2);
-        r = caps_restrict(helper_caps(), true);
+        r = privsep_caps_restrict(privsep_helper_caps(), true);
         if (r < 0) {
                 log_debug("privsep: cannot drop capabilities", "error", strerror(-r));
                 _exit(2);
@@ -277,7 +239,7 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
                 _exit(2);
         {
                 uint8_t hello[DEVIO_PROTO_HDR_SIZE];
-                int len = devio_proto_encode_hello(hello, sizeof hello);
+                int len = privsep_proto_encode_hello(hello, sizeof hello);
 
                 if (len < 0 || send(h.fd, hello, (size_t)len, MSG_NOSIGNAL) != len)
                         _exit(2);

@@ -12,7 +12,7 @@
  *     │  PR_SET_PDEATHSIG.
  *     └─ helper "diskpulse-priv": reads requests from its SOCK_SEQPACKET socketpair, validates
  *        them, and forks one short-lived worker per request (at most max_workers at a time)
- *          └─ worker "diskpulse-io": devio_exec(), writes the response itself, exits.
+ *          └─ worker "diskpulse-io": privsep_devio_exec(), writes the response itself, exits.
  *        A worker that dies without answering (crash, signal) is answered for by the helper
  *        (-EIO), so a crash or a hung ioctl costs one request, never the helper.
  *
@@ -44,7 +44,7 @@
 #define PRIVSEP_RESTART_DELAY_DEFAULT  (1 * USEC_PER_SEC)
 #define PRIVSEP_RESTART_MAX_DEFAULT    (5 * 60 * USEC_PER_SEC)
 
-/* What a worker runs: devio_exec in production. */
+/* What a worker runs: privsep_devio_exec in production. */
 typedef int (*privsep_exec_fn)(const char *dev_dir, const struct devio_request *req,
                                struct devio_response *resp);
 
@@ -56,12 +56,13 @@ struct privsep_config {
                                 * request answered -ETIMEDOUT; 0: PRIVSEP_WORKER_TIMEOUT_DEFAULT */
         bool keep_privileges;  /* false (the default): privsep_start() calls privsep_drop_all()
                                 * in the daemon once the helper runs. true: the caller does it */
-        privsep_exec_fn exec;  /* NULL: devio_exec. A test seam: it is fixed when the zygote is
+        privsep_exec_fn
+            exec; /* NULL: privsep_devio_exec. A test seam: it is fixed when the zygote is
                                 * forked, in the zygote's memory; nothing the daemon sends later
                                 * can change it */
-        usec_t restart_delay;  /* wait before replacing a helper that died; 0:
+        usec_t restart_delay; /* wait before replacing a helper that died; 0:
                                 * PRIVSEP_RESTART_DELAY_DEFAULT. The client's, not the zygote's */
-        usec_t restart_max;    /* the wait doubles up to this; a helper that lived this long
+        usec_t restart_max;   /* the wait doubles up to this; a helper that lived this long
                                 * resets it; 0: PRIVSEP_RESTART_MAX_DEFAULT (at least
                                 * restart_delay) */
 };

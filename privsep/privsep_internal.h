@@ -1,7 +1,12 @@
-/* What the files of the privileged helper share, and nothing outside privsep/ may use: the
- * capability sets (caps.c), the setup of a helper's or the zygote's process (helper.c), the
- * client's state and the functions its three files call in one another (client.c,
- * client_thread.c, client_spawn.c). Each function's comment is at its definition. */
+/* What the files of privsep/ share, and nothing outside privsep/ may use. Every name is
+ * prefixed privsep_; a function used by one file only is static there.
+ *
+ * Calls between the files go one way (tests/layout/check_calls.py proves it from the compiler's
+ * call graph), lowest first:
+ *   processes:  fdpass.c, caps.c, child.c  <-  helper.c  <-  zygote.c
+ *   the client: client_conn.c  <-  client_spawn.c  <-  client_thread.c  <-  client.c
+ * (client.c also starts the zygote, privsep_zygote_main(); devio_proto.c and devio_linux.c are
+ * below everything). */
 #pragma once
 
 #include <pthread.h>
@@ -14,16 +19,27 @@
 #include "privsep.h"
 #include "util.h"
 
-/* caps.c */
-int caps_restrict(uint64_t keep, bool bounding);
-uint64_t helper_caps(void);
-uint64_t worker_caps(uint32_t kind);
+/* ---- caps.c ---- */
 
-/* helper.c: also the zygote's process setup */
-void signals_default(void);
-int helper_fds(int fd);
+/* Leaves the calling thread with at most keep (effective = permitted = keep ∩ what it had),
+ * nothing inheritable or ambient, and no_new_privs. With bounding, also drops every other
+ * capability from the bounding set, which needs CAP_SETPCAP (skipped without it). Returns 0 or
+ * -errno. */
+int privsep_caps_restrict(uint64_t keep, bool bounding);
+/* What the zygote and the helper keep. */
+uint64_t privsep_helper_caps(void);
+/* What a worker keeps for a request of kind (enum devio_kind). */
+uint64_t privsep_worker_caps(uint32_t kind);
 
-/* ---- the client (in the daemon) ---- */
+/* ---- child.c: the setup of the zygote's and a helper's process ---- */
+
+/* Every signal's disposition back to SIG_DFL (SIGKILL and SIGSTOP aside). */
+void privsep_child_signals(void);
+/* fd onto fd 3, stdin and stdout (and stderr when fd was 2) onto /dev/null, every fd above 3
+ * closed. Returns 3 or -errno. */
+int privsep_child_fds(int fd);
+
+/* ---- the client (in the daemon): its state ---- */
 
 /* One helper and its socket. Freed with the last reference. */
 struct conn {
@@ -70,20 +86,51 @@ struct privsep {
         struct privsep_stats stats;
 };
 
-/* client.c */
-void pending_unlink(struct privsep *ps, struct pending *x);
-int ms_until(usec_t deadline);
-void conn_unref(struct conn *c);
-void conn_lost(struct privsep *ps, struct conn *c);
+/* ---- client_conn.c: the connection, its count, the pending table ---- */
 
-/* client_thread.c */
-bool woken(struct privsep *ps);
-void *client_thread(void *arg);
+/* Milliseconds from now until deadline for poll(): -1 for USEC_INFINITY, 0 once past. */
+int privsep_ms_until(usec_t deadline);
+/* Empties the wake eventfd. Returns true when the client is closing. Takes the lock. */
+bool privsep_woken(struct privsep *ps);
+/* Drops one reference to c; the last one closes its descriptors and frees it. With the lock
+ * held (or before the client thread runs / after it ended). */
+void privsep_conn_unref(struct conn *c);
+/* Makes c (from privsep_spawn_helper()) the current helper, holding the client thread's
+ * reference; restart counts it in helper_restarts. With the lock held. */
+void privsep_conn_install(struct privsep *ps, struct conn *c, bool restart);
+/* Marks c gone: its waiting callers get -ECONNRESET, its abandoned entries are freed, and the
+ * next restart is scheduled. With the lock held, by the client thread (EOF, exit), by run() (a
+ * send found the socket closed) and by cancel; idempotent. */
+void privsep_conn_lost(struct privsep *ps, struct conn *c);
+/* Takes x out of the pending table (the caller frees it). With the lock held. */
+void privsep_pending_unlink(struct privsep *ps, struct pending *x);
 
-/* client_spawn.c */
-int reap_child(pid_t pid);
-const char *describe_status(int st, char *buf, size_t size);
-void zygote_drain(struct privsep *ps);
-int spawn_helper(struct privsep *ps, struct conn **ret);
-void conn_install(struct privsep *ps, struct conn *c, bool restart);
-void stop_children(struct privsep *ps);
+/* ---- client_spawn.c: helpers from the zygote ---- */
+
+/* Collects a child of ours (a helper or the zygote), killing it first if it still runs. Returns
+ * its wait status, or -1 when pid is not (or no longer) our child. */
+int privsep_reap_child(pid_t pid);
+/* A wait status (or -1) as words, into buf. Returns buf. */
+const char *privsep_describe_status(int st, char *buf, size_t size);
+/* Takes whatever the zygote sent that nobody waits for (an answer that came after its SPAWN
+ * timed out): those helpers are not wanted. Also notices the zygote's EOF. Client thread. */
+void privsep_zygote_drain(struct privsep *ps);
+/* Asks the zygote for a helper and waits for its socket and its HELLO (up to 5 s each). Returns
+ * 0 and *ret (not installed yet), -ENOTCONN when the zygote is gone, -ECANCELED when the client
+ * is closing, or another -errno. Without the lock: the client thread, or privsep_start()
+ * before that thread exists. */
+int privsep_spawn_helper(struct privsep *ps, struct conn **ret);
+/* Ends a helper from privsep_spawn_helper() that will not be installed: closes its socket,
+ * reaps it and frees c. Without the lock. */
+void privsep_spawn_discard(struct conn *c);
+/* Ends the helper (if any), every helper the zygote still answers with, and the zygote: EOF on
+ * their sockets first, then up to 300 ms for them to exit, then SIGKILL. The client thread does
+ * not run. */
+void privsep_stop_children(struct privsep *ps);
+
+/* ---- client_thread.c ---- */
+
+/* The client thread (pthread_create()'s start routine, arg the struct privsep): dispatches the
+ * helper's answers by id; when the helper is gone, reaps it and, after the backoff, asks the
+ * zygote for a new one. Runs until the client closes. */
+void *privsep_client_thread(void *arg);

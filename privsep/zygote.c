@@ -6,13 +6,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
-#include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "devio_proto.h"
+#include "fdpass.h"
 #include "privsep_internal.h"
 
 /* fork(), except that the child's parent is our parent (CLONE_PARENT): the helper becomes the
@@ -47,34 +47,11 @@ static pid_t clone_parent(void)
 static int zygote_reply(int ctl, int status, pid_t pid, int fd)
 {
         uint8_t msg[DEVIO_PROTO_CTL_SIZE];
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } cbuf;
-        struct iovec iov = {.iov_base = msg, .iov_len = sizeof msg};
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-        int len = devio_proto_encode_spawned(status, (int32_t)pid, msg, sizeof msg);
+        int len = privsep_proto_encode_spawned(status, (int32_t)pid, msg, sizeof msg);
 
         if (len < 0)
                 return len;
-        if (fd >= 0) {
-                struct cmsghdr *c;
-
-                memset(&cbuf, 0, sizeof cbuf);
-                m.msg_control = cbuf.buf;
-                m.msg_controllen = sizeof cbuf.buf;
-                c = CMSG_FIRSTHDR(&m);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &fd, sizeof fd);
-        }
-        for (;;) {
-                if (sendmsg(ctl, &m, MSG_NOSIGNAL) == len)
-                        return 0;
-                if (errno != EINTR)
-                        return -errno;
-        }
+        return privsep_send_fd(ctl, msg, (size_t)len, fd, 0);
 }
 
 /* One SPAWN: a new helper, a child of the daemon, on a new socketpair; the daemon gets its end.
@@ -119,31 +96,32 @@ _Noreturn void privsep_zygote_main(int fd, const struct privsep_config *cfg)
          * died) or by PDEATHSIG, not on SIGTERM (systemd signals the whole cgroup; the daemon's
          * exit within a second ends the zygote) nor a terminal's SIGINT or the daemon's SIGHUP:
          * a zygote lost to a stray signal would make the next helper death final. */
-        signals_default();
+        privsep_child_signals();
         for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
                 (void)signal(ignored[i], SIG_IGN);
         sigemptyset(&none);
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
-        fd = helper_fds(fd);
-        if (fd < 0 || caps_restrict(helper_caps(), true) < 0)
+        fd = privsep_child_fds(fd);
+        if (fd < 0 || privsep_caps_restrict(privsep_helper_caps(), true) < 0)
                 _exit(2);
 
         for (;;) {
                 uint8_t buf[DEVIO_PROTO_CTL_SIZE + 1];
-                struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
-                struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
                 struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
-                ssize_t n;
+                size_t n;
+                int r;
 
                 if (poll(&p, 1, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         break;
                 }
-                /* No control buffer: descriptors sent along are closed by the kernel. */
-                n = recvmsg(fd, &m, MSG_DONTWAIT);
-                if (n < 0) {
-                        if (errno == EAGAIN || errno == EINTR)
+                /* No descriptor wanted: one sent along is closed by the kernel. */
+                r = privsep_recv_fd(fd, buf, sizeof buf, MSG_DONTWAIT, &n, NULL);
+                if (r == -EMSGSIZE)
+                        continue;
+                if (r < 0) {
+                        if (r == -EAGAIN || r == -EINTR)
                                 continue;
                         break;
                 }
@@ -154,7 +132,7 @@ _Noreturn void privsep_zygote_main(int fd, const struct privsep_config *cfg)
                                 break;
                         continue;
                 }
-                if (!(m.msg_flags & MSG_TRUNC) && devio_proto_is_spawn(buf, (size_t)n))
+                if (privsep_proto_is_spawn(buf, n))
                         zygote_spawn(fd, cfg, daemon);
         }
         _exit(0);

@@ -34,6 +34,7 @@
 
 #include "devio.h"
 #include "devio_proto.h"
+#include "fdpass.h"
 #include "log.h"
 #include "privsep.h"
 #include "util.h"
@@ -65,29 +66,12 @@ struct zygote {
         int devnull;
 };
 
+/* Any bytes, with attach (>= 0) as the one descriptor: privsep_recv_fd() on the client's side
+ * is what parses them. */
 static void send_with_fd(int fd, const void *buf, size_t len, int attach)
 {
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } cbuf;
-        struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-
-        if (attach >= 0) {
-                struct cmsghdr *c;
-
-                memset(&cbuf, 0, sizeof cbuf);
-                m.msg_control = cbuf.buf;
-                m.msg_controllen = sizeof cbuf.buf;
-                c = CMSG_FIRSTHDR(&m);
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &attach, sizeof attach);
-        }
         /* The peer may be gone already (a closed helper): that is its business. */
-        (void)sendmsg(fd, &m, MSG_NOSIGNAL);
+        (void)privsep_send_fd(fd, buf, len, attach, 0);
 }
 
 static void *zygote_main(void *arg)
@@ -102,11 +86,12 @@ static void *zygote_main(void *arg)
 
                 if (n <= 0)
                         break;
-                check(devio_proto_is_spawn(buf, (size_t)n), "the client sent the zygote no SPAWN");
+                check(privsep_proto_is_spawn(buf, (size_t)n),
+                      "the client sent the zygote no SPAWN");
                 pthread_mutex_lock(&z->lock);
                 if (z->has_bad) {
                         bool good =
-                            devio_proto_decode_spawned(z->bad, sizeof z->bad, &status, &pid) == 0;
+                            privsep_proto_decode_spawned(z->bad, sizeof z->bad, &status, &pid) == 0;
                         z->has_bad = false;
                         pthread_mutex_unlock(&z->lock);
                         /* A good SPAWNED without its descriptor, or anything else with or
@@ -118,9 +103,9 @@ static void *zygote_main(void *arg)
                 pthread_mutex_unlock(&z->lock);
                 check(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
                 /* pid: this process, which is not our child, so the client never signals it */
-                check(devio_proto_encode_spawned(0, (int32_t)getpid(), msg, sizeof msg) > 0,
+                check(privsep_proto_encode_spawned(0, (int32_t)getpid(), msg, sizeof msg) > 0,
                       "encode SPAWNED");
-                check(devio_proto_encode_hello(hello, sizeof hello) > 0, "encode HELLO");
+                check(privsep_proto_encode_hello(hello, sizeof hello) > 0, "encode HELLO");
                 check(send(sv[1], hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t)sizeof hello,
                       "send HELLO");
                 send_with_fd(z->fd, msg, sizeof msg, sv[0]);
@@ -211,14 +196,14 @@ static bool name_pending(struct state *s, const char *name)
         return false;
 }
 
-/* The client's rules for one message from the helper (privsep.c deliver()). */
+/* The client's rules for one message from the helper (client_thread.c deliver()). */
 static void model_message(struct state *s, const uint8_t *buf, size_t len)
 {
         static struct devio_response r;
         struct devio_proto_hdr h;
         struct req *q;
 
-        if (len > DEVIO_PROTO_RESPONSE_MAX || devio_proto_decode_header(buf, len, &h) < 0 ||
+        if (len > DEVIO_PROTO_RESPONSE_MAX || privsep_proto_decode_header(buf, len, &h) < 0 ||
             h.type != DEVIO_PROTO_RESPONSE) {
                 s->dropped++;
                 return;
@@ -235,7 +220,7 @@ static void model_message(struct state *s, const uint8_t *buf, size_t len)
         q->answered = true;
         q->expect = h.status;
         if (h.status == 0) {
-                if (devio_proto_decode_response(&h, buf, len, &r) < 0) {
+                if (privsep_proto_decode_response(&h, buf, len, &r) < 0) {
                         s->dropped++;
                         q->expect = -EIO;
                 } else {
@@ -318,9 +303,9 @@ static void op_req(struct state *s, const char *name, size_t limit)
         check(p[0].revents & POLLIN, "run() returned without sending its request");
         n = recv(s->helper, buf, sizeof buf, 0);
         check(n == (ssize_t)DEVIO_PROTO_REQUEST_SIZE, "the request has the wrong size");
-        check(devio_proto_decode_header(buf, (size_t)n, &h) == 0 && h.type == DEVIO_PROTO_REQUEST,
+        check(privsep_proto_decode_header(buf, (size_t)n, &h) == 0 && h.type == DEVIO_PROTO_REQUEST,
               "the client sent a malformed request");
-        check(devio_proto_decode_request(&h, buf, (size_t)n, &r) == 0, "an invalid request");
+        check(privsep_proto_decode_request(&h, buf, (size_t)n, &r) == 0, "an invalid request");
         check(strcmp(r.name, q->name) == 0, "the request names another device");
         check(h.id > s->last_id, "request ids do not increase");
         s->last_id = h.id;
@@ -466,7 +451,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         send_helper(s, msg, len, false);
                         break;
                 case 7:
-                        check(devio_proto_encode_hello(msg, sizeof msg) > 0, "encode HELLO");
+                        check(privsep_proto_encode_hello(msg, sizeof msg) > 0, "encode HELLO");
                         send_helper(s, msg, DEVIO_PROTO_HDR_SIZE, false);
                         break;
                 }
@@ -483,7 +468,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 op_req(s, "sdz", MAX_REQS);
                 last = &s->reqs[s->n_reqs - 1];
                 check(last->id != 0, "the last request was not sent");
-                len = devio_proto_encode_response(last->id, 0, &none, msg, sizeof msg);
+                len = privsep_proto_encode_response(last->id, 0, &none, msg, sizeof msg);
                 check(len > 0, "encode");
                 send_helper(s, msg, (size_t)len, false);
                 check(last->got == 0 && last->resp->n == 0, "the last request failed");

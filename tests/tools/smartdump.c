@@ -1,4 +1,4 @@
-/* smartdump: runs devio_exec() on one device and prints each command's status, sense and data
+/* smartdump: runs privsep_devio_exec() on one device and prints each command's status, sense and data
  * as hex (or writes them to files), to capture real SMART pages for fixtures. Not installed. */
 #include <errno.h>
 #include <fcntl.h>
@@ -139,7 +139,7 @@ int main(int argc, char **argv)
                 r = io->ops->run(io, &req, 30 * USEC_PER_SEC, &resp);
                 io->ops->free(io);
         } else
-                r = devio_exec(dev, &req, &resp);
+                r = privsep_devio_exec(dev, &req, &resp);
         if (r < 0) {
                 fprintf(stderr, "smartdump: %s: %s\n", req.name, strerror(-r));
                 return 1;

@@ -1,4 +1,4 @@
-/* Unit tests of devio_request_valid() and of devio_exec()'s refusal to open the wrong node. */
+/* Unit tests of privsep_request_valid() and of privsep_devio_exec()'s refusal to open the wrong node. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,15 +54,15 @@ static void valid_requests(void **state)
         struct devio_request r;
 
         r = mkreq(DEVIO_NVME, "nvme0", 2, nvme, NULL);
-        assert_int_equal(devio_request_valid(&r), 0);
+        assert_int_equal(privsep_request_valid(&r), 0);
         r = mkreq(DEVIO_NVME, "nvme12n3", 2, nvme, NULL);
-        assert_int_equal(devio_request_valid(&r), 0);
+        assert_int_equal(privsep_request_valid(&r), 0);
         r = mkreq(DEVIO_ATA, "sda", 5, ata, NULL);
-        assert_int_equal(devio_request_valid(&r), 0);
+        assert_int_equal(privsep_request_valid(&r), 0);
         r = mkreq(DEVIO_ATA, "sdaab", 1, ata, NULL);
-        assert_int_equal(devio_request_valid(&r), 0);
+        assert_int_equal(privsep_request_valid(&r), 0);
         r = mkreq(DEVIO_SCSI, "sdb", DEVIO_MAX_CMDS, scsi, scsi_params);
-        assert_int_equal(devio_request_valid(&r), 0);
+        assert_int_equal(privsep_request_valid(&r), 0);
         /* the longest name that fits */
         char longname[DEVIO_NAME_MAX];
         memset(longname, 'z', sizeof longname - 1);
@@ -70,7 +70,7 @@ static void valid_requests(void **state)
         longname[1] = 'd';
         longname[sizeof longname - 1] = '\0';
         r = one(DEVIO_SCSI, longname, DEVIO_SCSI_INQUIRY, 0);
-        assert_int_equal(devio_request_valid(&r), 0);
+        assert_int_equal(privsep_request_valid(&r), 0);
 }
 
 static void bad_kind_and_commands(void **state)
@@ -78,29 +78,29 @@ static void bad_kind_and_commands(void **state)
         (void)state;
         struct devio_request r;
 
-        assert_int_equal(devio_request_valid(NULL), -EINVAL);
+        assert_int_equal(privsep_request_valid(NULL), -EINVAL);
         r = one(DEVIO_KIND_MAX, "sda", DEVIO_SCSI_INQUIRY, 0);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(0xffffffffu, "sda", DEVIO_SCSI_INQUIRY, 0);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_SCSI, "sda", DEVIO_CMD_MAX, 0);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_SCSI, "sda", 0x80000000u, 0);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         /* a command of another kind */
         r = one(DEVIO_ATA, "sda", DEVIO_NVME_SMART_LOG, 0);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_ATA, "sda", DEVIO_SCSI_LOG_SENSE, 0x0d);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_NVME, "nvme0", DEVIO_ATA_IDENTIFY, 0);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_SCSI, "sda", DEVIO_ATA_SMART_READ_DATA, 0);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         /* one bad command among good ones */
         const uint32_t mixed[] = {DEVIO_ATA_IDENTIFY, DEVIO_ATA_SMART_READ_DATA,
                                   DEVIO_SCSI_INQUIRY};
         r = mkreq(DEVIO_ATA, "sda", 3, mixed, NULL);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
 }
 
 static void bad_params(void **state)
@@ -109,19 +109,19 @@ static void bad_params(void **state)
         struct devio_request r;
 
         r = one(DEVIO_NVME, "nvme0", DEVIO_NVME_SMART_LOG, 1);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_ATA, "sda", DEVIO_ATA_IDENTIFY, 0xec);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_SCSI, "sda", DEVIO_SCSI_INQUIRY, 1);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_SCSI, "sda", DEVIO_SCSI_INQUIRY_VPD, 0x100);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_SCSI, "sda", DEVIO_SCSI_LOG_SENSE, 0x40); /* a PC bit */
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_SCSI, "sda", DEVIO_SCSI_LOG_SENSE, 0x10000);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = one(DEVIO_SCSI, "sda", DEVIO_SCSI_READ_DEFECT_GLIST, 8);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
 }
 
 static void bad_counts(void **state)
@@ -131,13 +131,13 @@ static void bad_counts(void **state)
         struct devio_request r;
 
         r = mkreq(DEVIO_NVME, "nvme0", 0, c, NULL);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r = mkreq(DEVIO_NVME, "nvme0", DEVIO_MAX_CMDS, c, NULL);
-        assert_int_equal(devio_request_valid(&r), 0);
+        assert_int_equal(privsep_request_valid(&r), 0);
         r.n = DEVIO_MAX_CMDS + 1;
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         r.n = 0xffffffffu;
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
 }
 
 static void bad_names(void **state)
@@ -157,15 +157,15 @@ static void bad_names(void **state)
 
         for (size_t i = 0; i < sizeof ata / sizeof ata[0]; i++) {
                 r = one(DEVIO_ATA, ata[i], DEVIO_ATA_IDENTIFY, 0);
-                if (devio_request_valid(&r) != -EINVAL)
+                if (privsep_request_valid(&r) != -EINVAL)
                         fail_msg("ATA name \"%s\" accepted", ata[i]);
                 r = one(DEVIO_SCSI, ata[i], DEVIO_SCSI_INQUIRY, 0);
-                if (devio_request_valid(&r) != -EINVAL)
+                if (privsep_request_valid(&r) != -EINVAL)
                         fail_msg("SCSI name \"%s\" accepted", ata[i]);
         }
         for (size_t i = 0; i < sizeof nvme / sizeof nvme[0]; i++) {
                 r = one(DEVIO_NVME, nvme[i], DEVIO_NVME_IDENTIFY_CTRL, 0);
-                if (devio_request_valid(&r) != -EINVAL)
+                if (privsep_request_valid(&r) != -EINVAL)
                         fail_msg("NVMe name \"%s\" accepted", nvme[i]);
         }
         /* too long: no NUL in the whole field */
@@ -173,14 +173,14 @@ static void bad_names(void **state)
         memset(r.name, 'a', sizeof r.name);
         r.name[0] = 's';
         r.name[1] = 'd';
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
         /* bytes after the NUL do not matter, but a NUL inside a name cuts it */
         r = one(DEVIO_ATA, "sda", DEVIO_ATA_IDENTIFY, 0);
         memcpy(r.name, "sd\0a/../x", 10);
-        assert_int_equal(devio_request_valid(&r), -EINVAL);
+        assert_int_equal(privsep_request_valid(&r), -EINVAL);
 }
 
-/* ---- devio_exec on a temporary dev_dir ---- */
+/* ---- privsep_devio_exec on a temporary dev_dir ---- */
 
 struct devdir {
         char dir[64];
@@ -213,7 +213,7 @@ static int exec_one(const char *dir, uint32_t kind, const char *name, uint32_t c
                     struct devio_response *resp)
 {
         struct devio_request r = one(kind, name, cmd, 0);
-        int rc = devio_exec(dir, &r, resp);
+        int rc = privsep_devio_exec(dir, &r, resp);
 
         assert_int_equal(rc, 0);
         assert_int_equal(resp->n, 1);
@@ -232,10 +232,10 @@ static void exec_refuses_invalid(void **state)
         struct devio_request r = one(DEVIO_ATA, "../sda", DEVIO_ATA_IDENTIFY, 0);
 
         resp.n = 77;
-        assert_int_equal(devio_exec(d->dir, &r, &resp), -EINVAL);
+        assert_int_equal(privsep_devio_exec(d->dir, &r, &resp), -EINVAL);
         assert_int_equal(resp.n, 77); /* untouched */
         r = one(DEVIO_ATA, "sda", DEVIO_NVME_SMART_LOG, 0);
-        assert_int_equal(devio_exec(d->dir, &r, &resp), -EINVAL);
+        assert_int_equal(privsep_devio_exec(d->dir, &r, &resp), -EINVAL);
 }
 
 static void exec_missing(void **state)
@@ -247,7 +247,7 @@ static void exec_missing(void **state)
         char missing[96];
 
         /* the open failure stops the request: one result */
-        assert_int_equal(devio_exec(d->dir, &r, &resp), 0);
+        assert_int_equal(privsep_devio_exec(d->dir, &r, &resp), 0);
         assert_int_equal(resp.n, 1);
         assert_int_equal(resp.r[0].err, -ENOENT);
         assert_int_equal(resp.r[0].len, 0);
@@ -342,53 +342,53 @@ static void proto_roundtrip(void **state)
         struct devio_proto_hdr h;
         int len;
 
-        len = devio_proto_encode_request(42, &req, buf, sizeof buf);
+        len = privsep_proto_encode_request(42, &req, buf, sizeof buf);
         assert_int_equal(len, (int)DEVIO_PROTO_REQUEST_SIZE);
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)len, &h), 0);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), 0);
         assert_int_equal(h.type, DEVIO_PROTO_REQUEST);
         assert_int_equal(h.id, 42);
-        assert_int_equal(devio_proto_decode_request(&h, buf, (size_t)len, &req2), 0);
+        assert_int_equal(privsep_proto_decode_request(&h, buf, (size_t)len, &req2), 0);
         assert_memory_equal(&req, &req2, sizeof req);
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)len - 1, &h), -EBADMSG);
-        assert_int_equal(devio_proto_encode_request(0, &req, buf, sizeof buf), -EINVAL);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)len - 1, &h), -EBADMSG);
+        assert_int_equal(privsep_proto_encode_request(0, &req, buf, sizeof buf), -EINVAL);
 
         /* an invalid request is framed fine but refused with -EINVAL (answerable) */
         req.cmds[0].param = 0x40;
-        len = devio_proto_encode_request(7, &req, buf, sizeof buf);
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)len, &h), 0);
-        assert_int_equal(devio_proto_decode_request(&h, buf, (size_t)len, &req2), -EINVAL);
+        len = privsep_proto_encode_request(7, &req, buf, sizeof buf);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), 0);
+        assert_int_equal(privsep_proto_decode_request(&h, buf, (size_t)len, &req2), -EINVAL);
 
         memset(&resp, 0, sizeof resp);
         resp.n = 2;
         resp.r[0].len = 4;
         memcpy(resp.r[0].data, "abcd", 4);
         resp.r[1].err = -EACCES;
-        len = devio_proto_encode_response(9, 0, &resp, buf, sizeof buf);
+        len = privsep_proto_encode_response(9, 0, &resp, buf, sizeof buf);
         assert_int_equal(len, (int)(DEVIO_PROTO_HDR_SIZE + 4 + 2 * sizeof(struct devio_result)));
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)len, &h), 0);
-        assert_int_equal(devio_proto_decode_response(&h, buf, (size_t)len, &back), 0);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), 0);
+        assert_int_equal(privsep_proto_decode_response(&h, buf, (size_t)len, &back), 0);
         assert_memory_equal(&resp, &back, sizeof resp);
         /* a result claiming more data than fits */
         resp.r[1].len = DEVIO_DATA_MAX + 1;
-        len = devio_proto_encode_response(9, 0, &resp, buf, sizeof buf);
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)len, &h), 0);
-        assert_int_equal(devio_proto_decode_response(&h, buf, (size_t)len, &back), -EBADMSG);
+        len = privsep_proto_encode_response(9, 0, &resp, buf, sizeof buf);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), 0);
+        assert_int_equal(privsep_proto_decode_response(&h, buf, (size_t)len, &back), -EBADMSG);
         /* an error answer has no payload */
-        len = devio_proto_encode_response(9, -EAGAIN, NULL, buf, sizeof buf);
+        len = privsep_proto_encode_response(9, -EAGAIN, NULL, buf, sizeof buf);
         assert_int_equal(len, (int)DEVIO_PROTO_HDR_SIZE);
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)len, &h), 0);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), 0);
         assert_int_equal(h.status, -EAGAIN);
-        assert_int_equal(devio_proto_encode_response(9, 5, NULL, buf, sizeof buf), -EINVAL);
+        assert_int_equal(privsep_proto_encode_response(9, 5, NULL, buf, sizeof buf), -EINVAL);
         /* wrong magic, version, type */
-        len = devio_proto_encode_response(9, -EIO, NULL, buf, sizeof buf);
+        len = privsep_proto_encode_response(9, -EIO, NULL, buf, sizeof buf);
         buf[0] ^= 1;
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)len, &h), -EBADMSG);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), -EBADMSG);
         buf[0] ^= 1;
         buf[4] = 2;
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)len, &h), -EBADMSG);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), -EBADMSG);
         buf[4] = 1;
         buf[6] = 3;
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)len, &h), -EBADMSG);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), -EBADMSG);
 }
 
 int main(void)

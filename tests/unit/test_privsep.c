@@ -26,13 +26,14 @@
 #include "devio.h"
 #include "devio_linux.h"
 #include "devio_proto.h"
+#include "fdpass.h"
 #include "privsep.h"
 #include "util.h"
 
 #define HANG_USEC (1500 * USEC_PER_MSEC)
 
 /* Runs in the worker. "sdhang*" sleeps HANG_USEC then echoes, "sdkill" dies by SIGKILL,
- * "sdx*" echoes its name and each command's param, anything else is the real devio_exec. */
+ * "sdx*" echoes its name and each command's param, anything else is the real privsep_devio_exec. */
 static int fake_exec(const char *dev_dir, const struct devio_request *req,
                      struct devio_response *resp)
 {
@@ -41,7 +42,7 @@ static int fake_exec(const char *dev_dir, const struct devio_request *req,
         else if (strcmp(req->name, "sdkill") == 0)
                 raise(SIGKILL);
         else if (strncmp(req->name, "sdx", 3) != 0)
-                return devio_exec(dev_dir, req, resp);
+                return privsep_devio_exec(dev_dir, req, resp);
         memset(resp, 0, sizeof *resp);
         resp->n = req->n;
         for (uint32_t i = 0; i < req->n; i++) {
@@ -887,7 +888,7 @@ static void raw_hello(struct raw *h)
         ssize_t n = raw_recv(h, buf, sizeof buf);
 
         assert_int_equal(n, (ssize_t)DEVIO_PROTO_HDR_SIZE);
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)n, &hdr), 0);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)n, &hdr), 0);
         assert_int_equal(hdr.type, DEVIO_PROTO_HELLO);
 }
 
@@ -942,56 +943,45 @@ static void garbage_does_not_kill_the_helper(void **state)
         memset(big, 0xa5, sizeof big);
         raw_send(&raw, big, sizeof big);
         /* well-formed header, wrong version; a response sent to the helper; truncated */
-        len = devio_proto_encode_request(1, &req, buf, sizeof buf);
+        len = privsep_proto_encode_request(1, &req, buf, sizeof buf);
         buf[4] = 9;
         raw_send(&raw, buf, (size_t)len);
-        len = devio_proto_encode_response(2, -EIO, NULL, buf, sizeof buf);
+        len = privsep_proto_encode_response(2, -EIO, NULL, buf, sizeof buf);
         raw_send(&raw, buf, (size_t)len);
-        len = devio_proto_encode_request(3, &req, buf, sizeof buf);
+        len = privsep_proto_encode_request(3, &req, buf, sizeof buf);
         raw_send(&raw, buf, (size_t)len - 1);
         /* a file descriptor passed along is closed, not kept */
         {
                 int pass = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-                struct iovec iov = {.iov_base = buf, .iov_len = (size_t)len};
-                struct msghdr m = {.msg_iov = &iov,
-                                   .msg_iovlen = 1,
-                                   .msg_control = cbuf,
-                                   .msg_controllen = sizeof cbuf};
-                struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &pass, sizeof pass);
-                devio_proto_encode_request(4, &req, buf, sizeof buf);
-                assert_int_equal(sendmsg(raw.fd, &m, MSG_NOSIGNAL), len);
+                privsep_proto_encode_request(4, &req, buf, sizeof buf);
+                assert_int_equal(privsep_send_fd(raw.fd, buf, (size_t)len, pass, 0), 0);
                 close(pass);
         }
         /* answered: id 4 (the one with the fd) */
         n = raw_recv(&raw, buf, sizeof buf);
         assert_true(n > 0);
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)n, &h), 0);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)n, &h), 0);
         assert_int_equal(h.id, 4);
         assert_int_equal(h.status, 0);
         /* a framed but invalid request is answered -EINVAL */
         req = vpd("sd/a", 5);
-        len = devio_proto_encode_request(5, &req, buf, sizeof buf);
+        len = privsep_proto_encode_request(5, &req, buf, sizeof buf);
         raw_send(&raw, buf, (size_t)len);
         n = raw_recv(&raw, buf, sizeof buf);
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)n, &h), 0);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)n, &h), 0);
         assert_int_equal(h.id, 5);
         assert_int_equal(h.status, -EINVAL);
-        /* and a good one still works, with the real devio_exec */
+        /* and a good one still works, with the real privsep_devio_exec */
         req = vpd("sda", 0x80);
-        len = devio_proto_encode_request(6, &req, buf, sizeof buf);
+        len = privsep_proto_encode_request(6, &req, buf, sizeof buf);
         raw_send(&raw, buf, (size_t)len);
         n = raw_recv(&raw, buf, sizeof buf);
         assert_true(n > 0);
-        assert_int_equal(devio_proto_decode_header(buf, (size_t)n, &h), 0);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)n, &h), 0);
         assert_int_equal(h.id, 6);
         assert_int_equal(h.status, 0);
-        assert_int_equal(devio_proto_decode_response(&h, buf, (size_t)n, &resp), 0);
+        assert_int_equal(privsep_proto_decode_response(&h, buf, (size_t)n, &resp), 0);
         assert_int_equal(resp.n, 1);
         assert_int_equal(resp.r[0].err, -ENOENT);
         /* nothing else was answered */
@@ -1023,31 +1013,17 @@ static void zygote_raw_start(struct raw *z, const char *dir)
 static int recv_spawned(int fd, int *status, pid_t *pid, int *ret_fd)
 {
         uint8_t buf[64];
-        union {
-                char buf[CMSG_SPACE(4 * sizeof(int))];
-                struct cmsghdr align;
-        } cbuf;
-        struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
-        struct msghdr m = {.msg_iov = &iov,
-                           .msg_iovlen = 1,
-                           .msg_control = cbuf.buf,
-                           .msg_controllen = sizeof cbuf.buf};
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        struct cmsghdr *c;
         int32_t pid32;
-        ssize_t n;
+        size_t n;
 
         *ret_fd = -1;
         if (poll(&p, 1, 5000) != 1)
                 return -1;
-        n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
-        if (n <= 0 || devio_proto_decode_spawned(buf, (size_t)n, status, &pid32) < 0)
+        if (privsep_recv_fd(fd, buf, sizeof buf, 0, &n, ret_fd) < 0 || n == 0 ||
+            privsep_proto_decode_spawned(buf, n, status, &pid32) < 0)
                 return -1;
         *pid = pid32;
-        c = CMSG_FIRSTHDR(&m);
-        if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int)))
-                memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
         return 0;
 }
 
@@ -1143,7 +1119,7 @@ static void zygote_ignores_garbage(void **state)
 
         kids = count_children(); /* the fixture's zygote and helper */
         zygote_raw_start(&z, f->dir);
-        assert_int_equal(devio_proto_encode_spawn(spawn, sizeof spawn), (int)sizeof spawn);
+        assert_int_equal(privsep_proto_encode_spawn(spawn, sizeof spawn), (int)sizeof spawn);
         /* empty, short, random, oversized messages */
         raw_send(&z, "", 0);
         raw_send(&z, "s", 1);
@@ -1171,28 +1147,17 @@ static void zygote_ignores_garbage(void **state)
         raw_send(&z, buf, sizeof spawn + 1);
         memcpy(buf + sizeof spawn, spawn, sizeof spawn);
         raw_send(&z, buf, 2 * sizeof spawn);
-        len = devio_proto_encode_spawned(0, 1234, buf, sizeof buf);
+        len = privsep_proto_encode_spawned(0, 1234, buf, sizeof buf);
         raw_send(&z, buf, (size_t)len);
-        len = devio_proto_encode_request(1, &req, buf, sizeof buf);
+        len = privsep_proto_encode_request(1, &req, buf, sizeof buf);
         raw_send(&z, buf, (size_t)len);
-        len = devio_proto_encode_hello(buf, sizeof buf);
+        len = privsep_proto_encode_hello(buf, sizeof buf);
         raw_send(&z, buf, (size_t)len);
         /* garbage with a descriptor attached */
         {
                 int pass = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-                struct iovec iov = {.iov_base = big, .iov_len = 7};
-                struct msghdr m = {.msg_iov = &iov,
-                                   .msg_iovlen = 1,
-                                   .msg_control = cbuf,
-                                   .msg_controllen = sizeof cbuf};
-                struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &pass, sizeof pass);
-                assert_int_equal(sendmsg(z.fd, &m, MSG_NOSIGNAL), 7);
+                assert_int_equal(privsep_send_fd(z.fd, big, 7, pass, 0), 0);
                 close(pass);
         }
         /* nothing was answered, nothing was started, the zygote lives with stdio and its socket */
@@ -1212,16 +1177,16 @@ static void zygote_ignores_garbage(void **state)
         helper = (struct raw){.fd = hfd, .pid = pid};
         raw_hello(&helper);
         req = vpd("sdxz", 5);
-        len = devio_proto_encode_request(9, &req, buf, sizeof buf);
+        len = privsep_proto_encode_request(9, &req, buf, sizeof buf);
         raw_send(&helper, buf, (size_t)len);
         {
                 static uint8_t rbuf[DEVIO_PROTO_RESPONSE_MAX];
 
                 n = raw_recv(&helper, rbuf, sizeof rbuf);
                 assert_true(n > 0);
-                assert_int_equal(devio_proto_decode_header(rbuf, (size_t)n, &h), 0);
+                assert_int_equal(privsep_proto_decode_header(rbuf, (size_t)n, &h), 0);
                 assert_int_equal(h.id, 9);
-                assert_int_equal(devio_proto_decode_response(&h, rbuf, (size_t)n, &resp), 0);
+                assert_int_equal(privsep_proto_decode_response(&h, rbuf, (size_t)n, &resp), 0);
                 assert_memory_equal(resp.r[0].data, "sdxz:5", 6);
         }
         raw_stop(&helper); /* EOF: the helper exits 0, and we reap it */
@@ -1230,19 +1195,8 @@ static void zygote_ignores_garbage(void **state)
         /* a SPAWN with a descriptor attached still spawns; the descriptor is dropped */
         {
                 int pass = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-                struct iovec iov = {.iov_base = spawn, .iov_len = sizeof spawn};
-                struct msghdr m = {.msg_iov = &iov,
-                                   .msg_iovlen = 1,
-                                   .msg_control = cbuf,
-                                   .msg_controllen = sizeof cbuf};
-                struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 
-                c->cmsg_level = SOL_SOCKET;
-                c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &pass, sizeof pass);
-                assert_int_equal(sendmsg(z.fd, &m, MSG_NOSIGNAL), (ssize_t)sizeof spawn);
+                assert_int_equal(privsep_send_fd(z.fd, spawn, sizeof spawn, pass, 0), 0);
                 close(pass);
         }
         assert_int_equal(recv_spawned(z.fd, &status, &pid, &hfd), 0);
@@ -1255,14 +1209,14 @@ static void zygote_ignores_garbage(void **state)
         assert_int_equal(waitpid(z.pid, &st, 0), z.pid);
         close(z.fd);
         req = vpd("sdxy", 6);
-        len = devio_proto_encode_request(10, &req, buf, sizeof buf);
+        len = privsep_proto_encode_request(10, &req, buf, sizeof buf);
         raw_send(&helper, buf, (size_t)len);
         {
                 static uint8_t rbuf[DEVIO_PROTO_RESPONSE_MAX];
 
                 n = raw_recv(&helper, rbuf, sizeof rbuf);
                 assert_true(n > 0);
-                assert_int_equal(devio_proto_decode_header(rbuf, (size_t)n, &h), 0);
+                assert_int_equal(privsep_proto_decode_header(rbuf, (size_t)n, &h), 0);
                 assert_int_equal(h.id, 10);
         }
         raw_stop(&helper);
@@ -1286,36 +1240,36 @@ static void control_messages(void **state)
         int32_t pid;
 
         (void)state;
-        assert_int_equal(devio_proto_encode_spawn(spawn, sizeof spawn), 16);
-        assert_int_equal(devio_proto_encode_spawn(buf, 15), -EINVAL);
-        assert_int_equal(devio_proto_encode_spawn(NULL, 64), -EINVAL);
-        assert_true(devio_proto_is_spawn(spawn, sizeof spawn));
-        assert_false(devio_proto_is_spawn(spawn, sizeof spawn - 1));
-        assert_false(devio_proto_is_spawn(NULL, 16));
+        assert_int_equal(privsep_proto_encode_spawn(spawn, sizeof spawn), 16);
+        assert_int_equal(privsep_proto_encode_spawn(buf, 15), -EINVAL);
+        assert_int_equal(privsep_proto_encode_spawn(NULL, 64), -EINVAL);
+        assert_true(privsep_proto_is_spawn(spawn, sizeof spawn));
+        assert_false(privsep_proto_is_spawn(spawn, sizeof spawn - 1));
+        assert_false(privsep_proto_is_spawn(NULL, 16));
         for (size_t i = 0; i < sizeof spawn; i++) {
                 memcpy(buf, spawn, sizeof spawn);
                 buf[i] ^= 0x80;
-                assert_false(devio_proto_is_spawn(buf, sizeof spawn));
+                assert_false(privsep_proto_is_spawn(buf, sizeof spawn));
         }
         /* SPAWNED: pid > 0 with status 0, pid 0 with -errno, nothing else */
-        assert_int_equal(devio_proto_encode_spawned(0, 42, buf, sizeof buf), 16);
-        assert_int_equal(devio_proto_decode_spawned(buf, 16, &status, &pid), 0);
+        assert_int_equal(privsep_proto_encode_spawned(0, 42, buf, sizeof buf), 16);
+        assert_int_equal(privsep_proto_decode_spawned(buf, 16, &status, &pid), 0);
         assert_int_equal(status, 0);
         assert_int_equal(pid, 42);
-        assert_false(devio_proto_is_spawn(buf, 16));
-        assert_int_equal(devio_proto_decode_spawned(buf, 15, &status, &pid), -EBADMSG);
-        assert_int_equal(devio_proto_decode_spawned(buf, 17, &status, &pid), -EBADMSG);
-        assert_int_equal(devio_proto_decode_spawned(spawn, 16, &status, &pid), -EBADMSG);
-        assert_int_equal(devio_proto_encode_spawned(-EAGAIN, 0, buf, sizeof buf), 16);
-        assert_int_equal(devio_proto_decode_spawned(buf, 16, &status, &pid), 0);
+        assert_false(privsep_proto_is_spawn(buf, 16));
+        assert_int_equal(privsep_proto_decode_spawned(buf, 15, &status, &pid), -EBADMSG);
+        assert_int_equal(privsep_proto_decode_spawned(buf, 17, &status, &pid), -EBADMSG);
+        assert_int_equal(privsep_proto_decode_spawned(spawn, 16, &status, &pid), -EBADMSG);
+        assert_int_equal(privsep_proto_encode_spawned(-EAGAIN, 0, buf, sizeof buf), 16);
+        assert_int_equal(privsep_proto_decode_spawned(buf, 16, &status, &pid), 0);
         assert_int_equal(status, -EAGAIN);
         assert_int_equal(pid, 0);
-        assert_int_equal(devio_proto_encode_spawned(0, 0, buf, sizeof buf), -EINVAL);
-        assert_int_equal(devio_proto_encode_spawned(0, -1, buf, sizeof buf), -EINVAL);
-        assert_int_equal(devio_proto_encode_spawned(-EIO, 5, buf, sizeof buf), -EINVAL);
-        assert_int_equal(devio_proto_encode_spawned(1, 5, buf, sizeof buf), -EINVAL);
-        assert_int_equal(devio_proto_encode_spawned(-5000, 0, buf, sizeof buf), -EINVAL);
-        assert_int_equal(devio_proto_encode_spawned(0, 5, buf, 15), -EINVAL);
+        assert_int_equal(privsep_proto_encode_spawned(0, 0, buf, sizeof buf), -EINVAL);
+        assert_int_equal(privsep_proto_encode_spawned(0, -1, buf, sizeof buf), -EINVAL);
+        assert_int_equal(privsep_proto_encode_spawned(-EIO, 5, buf, sizeof buf), -EINVAL);
+        assert_int_equal(privsep_proto_encode_spawned(1, 5, buf, sizeof buf), -EINVAL);
+        assert_int_equal(privsep_proto_encode_spawned(-5000, 0, buf, sizeof buf), -EINVAL);
+        assert_int_equal(privsep_proto_encode_spawned(0, 5, buf, 15), -EINVAL);
         /* a decoder fed garbage refuses it */
         srand(3);
         for (int i = 0; i < 10000; i++) {
@@ -1323,7 +1277,7 @@ static void control_messages(void **state)
                         buf[k] = (uint8_t)rand();
                 if (i % 2)
                         memcpy(buf, spawn, 8); /* right magic, version and type half the time */
-                if (devio_proto_decode_spawned(buf, 16, &status, &pid) == 0)
+                if (privsep_proto_decode_spawned(buf, 16, &status, &pid) == 0)
                         assert_true((status == 0 && pid > 0) ||
                                     (status < 0 && status >= -4095 && pid == 0));
         }
@@ -1510,6 +1464,108 @@ static void drop_all_unprivileged(void **state)
         assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* ---- privsep_send_fd() / privsep_recv_fd(), the one descriptor-passing code ---- */
+
+/* Sends "abc" with n copies of fd by hand: what privsep_send_fd() never sends (more than one),
+ * for the receiver's checks. */
+static void send_raw_fds(int sock, int fd, size_t n)
+{
+        union {
+                char buf[CMSG_SPACE(8 * sizeof(int))];
+                struct cmsghdr align;
+        } cbuf;
+        struct iovec iov = {.iov_base = "abc", .iov_len = 3};
+        struct msghdr m = {.msg_iov = &iov,
+                           .msg_iovlen = 1,
+                           .msg_control = cbuf.buf,
+                           .msg_controllen = CMSG_SPACE(n * sizeof(int))};
+        struct cmsghdr *c;
+
+        assert_true(n >= 1 && n <= 8);
+        memset(&cbuf, 0, sizeof cbuf);
+        c = CMSG_FIRSTHDR(&m);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(n * sizeof(int));
+        for (size_t i = 0; i < n; i++)
+                memcpy(CMSG_DATA(c) + i * sizeof(int), &fd, sizeof fd);
+        assert_int_equal(sendmsg(sock, &m, MSG_NOSIGNAL), 3);
+}
+
+static int open_fd_count(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *e;
+        int n = 0;
+
+        assert_non_null(d);
+        while ((e = readdir(d)))
+                n += e->d_name[0] != '.';
+        closedir(d);
+        return n;
+}
+
+static void fd_passing(void **state)
+{
+        int sv[2], null, fd = -2, before;
+        char buf[8];
+        size_t n;
+
+        (void)state;
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        null = open("/dev/null", O_RDONLY); /* without O_CLOEXEC: the receiver adds it */
+        assert_true(null >= 0);
+        before = open_fd_count();
+
+        /* one descriptor: received, with FD_CLOEXEC */
+        assert_int_equal(privsep_send_fd(sv[0], "hello", 5, null, 0), 0);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, &fd), 0);
+        assert_int_equal(n, 5);
+        assert_memory_equal(buf, "hello", 5);
+        assert_true(fd >= 0);
+        assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        close(fd);
+        /* none: -1 */
+        assert_int_equal(privsep_send_fd(sv[0], "x", 1, -1, 0), 0);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, &fd), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(fd, -1);
+        /* not wanted (ret_fd NULL): the message counts, the descriptor is gone */
+        assert_int_equal(privsep_send_fd(sv[0], "y", 1, null, 0), 0);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, NULL), 0);
+        assert_int_equal(n, 1);
+        assert_int_equal(open_fd_count(), before);
+        /* two: -EBADMSG, both closed, the bytes still there */
+        send_raw_fds(sv[0], null, 2);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, &fd), -EBADMSG);
+        assert_int_equal(n, 3);
+        assert_int_equal(fd, -1);
+        assert_int_equal(open_fd_count(), before);
+        /* more than it has room for: MSG_CTRUNC, -EBADMSG, none kept */
+        send_raw_fds(sv[0], null, 8);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, &fd), -EBADMSG);
+        assert_int_equal(fd, -1);
+        assert_int_equal(open_fd_count(), before);
+        /* longer than the buffer: -EMSGSIZE, its descriptor closed */
+        assert_int_equal(privsep_send_fd(sv[0], "longer message", 14, null, 0), 0);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, 4, 0, &n, &fd), -EMSGSIZE);
+        assert_int_equal(fd, -1);
+        assert_int_equal(open_fd_count(), before);
+        /* nothing waiting: -EAGAIN; the peer gone: 0 bytes (EOF) */
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, MSG_DONTWAIT, &n, &fd), -EAGAIN);
+        assert_int_equal(n, 0);
+        close(sv[0]);
+        assert_int_equal(privsep_recv_fd(sv[1], buf, sizeof buf, 0, &n, &fd), 0);
+        assert_int_equal(n, 0);
+        assert_int_equal(fd, -1);
+        /* a peer gone is -EPIPE for the sender, not SIGPIPE */
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv + 0), 0);
+        close(sv[1]);
+        assert_int_equal(privsep_send_fd(sv[0], "z", 1, null, 0), -EPIPE);
+        close(sv[0]);
+        close(null);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1544,6 +1600,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(zygote_ignores_garbage, setup, teardown),
             cmocka_unit_test_setup_teardown(zygote_exits_at_eof, setup, teardown),
             cmocka_unit_test(control_messages),
+            cmocka_unit_test(fd_passing),
             cmocka_unit_test_setup_teardown(helper_capabilities, setup, teardown),
             cmocka_unit_test_setup_teardown(zygote_and_restarted_helper_capabilities,
                                             setup_restart_100ms, teardown),

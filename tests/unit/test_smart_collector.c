@@ -92,7 +92,7 @@ static int fake_run(struct devio *io, const struct devio_request *req, usec_t ti
         memset(resp, 0, sizeof(*resp));
         resp->n = req->n;
         if (f->cmd_err[i]) {
-                /* as devio_exec reports a failed open: one result carrying the error */
+                /* as privsep_devio_exec reports a failed open: one result carrying the error */
                 resp->n = 1;
                 resp->r[0].err = f->cmd_err[i];
                 return 0;
