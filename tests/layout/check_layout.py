@@ -19,6 +19,9 @@ Usage: check_layout.py SOURCE_DIR        check the tree
                                                  forbidden USES, is refused, that the rules are
                                                  read from layout.rules, and that the symbol
                                                  check refuses a new violation and a stale one
+       check_layout.py --cmake-self-test SOURCE_DIR CMAKE
+                                                 show that CMake, reading layout.rules, refuses
+                                                 a forbidden USES at configure time
        check_layout.py --symbols SOURCE_DIR NM PART=OBJECT[;OBJECT...]...
                                                  check the symbols of the built parts"""
 import os
@@ -380,9 +383,57 @@ def self_test(source):
     return 1 if failures else 0
 
 
+def cmake_self_test(source, cmake):
+    """CMake itself refuses a USES across floors at configure time, by the rules it reads from
+    layout.rules: a copy of the tree (no build directories) with one change at a time is
+    configured (tests off) and must stop with the expected message; the unchanged copy must
+    configure."""
+    cases = [
+        ("unchanged", None, None, None, None),
+        ("CMake: an exporter is given a collector in USES", "CMakeLists.txt",
+         "USES lib exposition connguard webconfig LIBS", "USES lib exposition connguard webconfig smart LIBS",
+         "may not use smart"),
+        ("CMake: layout.rules says collectors may use only lib", RULES,
+         "floor collectors  lib collectors\n", "floor collectors  lib\n", "may not use devices"),
+    ]
+    failures = 0
+    ignore = shutil.ignore_patterns("build*", ".git", "__pycache__")
+    for what, rel, old, new, expect in cases:
+        tmp = tempfile.mkdtemp(prefix="diskpulse-layout-cmake-")
+        try:
+            tree = os.path.join(tmp, "src")
+            shutil.copytree(source, tree, ignore=ignore)
+            if rel:
+                path = os.path.join(tree, rel)
+                text = open(path).read()
+                if old not in text:
+                    print("FAIL: %s: %r not found in %s" % (what, old, rel))
+                    failures += 1
+                    continue
+                with open(path, "w") as f:
+                    f.write(text.replace(old, new, 1))
+            res = subprocess.run([cmake, "-S", tree, "-B", os.path.join(tmp, "build"),
+                                  "-DDISKPULSE_TESTS=OFF"], capture_output=True, text=True)
+            said = " ".join((res.stdout + res.stderr).split())
+            if expect is None:
+                ok = res.returncode == 0
+                verdict = "configures" if ok else "refused: " + said[-400:]
+            else:
+                ok = res.returncode != 0 and expect in said
+                m = re.search(r"part \S+ \([^)]*\) may not use [^:]*: .*?(?= Call Stack|$)", said)
+                verdict = ("refused: " + m.group(0)) if m else ("exit %d: %s" % (res.returncode, said[-400:]))
+            print("%s: %s -> %s" % ("ok" if ok else "FAIL", what, verdict))
+            failures += not ok
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failures else 0
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--self-test":
         return self_test(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "--cmake-self-test":
+        return cmake_self_test(sys.argv[2], sys.argv[3])
     if len(sys.argv) >= 4 and sys.argv[1] == "--symbols":
         return symbols_main(sys.argv[2], sys.argv[3], sys.argv[4:])
     if len(sys.argv) != 2:
