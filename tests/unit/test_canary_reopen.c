@@ -2,9 +2,11 @@
  * daemon's RSS growing by about the fill buffer's size (64 KiB) at reopens of a work file after
  * faults: the buffer that fills a new file was malloc'd in the prober thread's arena, where it
  * stayed (below the trim threshold) and, around the live 4 KiB probe buffer, fragmented it. So:
- * preparing a file leaves no fill buffer in the arenas, and a target whose directory goes and
- * comes back hundreds of times (each time the file is closed and prepared anew, as after any
- * error) keeps them flat. Real files in a temp directory. */
+ * preparing a file leaves no fill buffer in the arenas (no allocation of its size on the prober
+ * thread: alone on the machine the malloc'd buffer did not make the arenas grow here, so it is
+ * looked for directly), and a target whose directory goes and comes back hundreds of times (each
+ * time the file is closed and prepared anew, as after any error) keeps them flat. Real files in
+ * a temp directory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,13 +32,72 @@
 #define WARM    20
 /* What the arenas may grow by over the last REOPENS - WARM reopens: 0 measured with the fill
  * buffer mapped; 408 KiB here with it malloc'd, and about 68 KiB per fault in the daemon. */
-#define GROWTH_MAX (128 * 1024)
+#define GROWTH_MAX  (128 * 1024)
+#define CANARY_SIZE 4096
 
 static size_t arenas(void)
 {
         struct mallinfo2 m = mallinfo2();
 
         return m.arena + m.hblkhd;
+}
+
+/* Every heap allocation of the linked code goes through these (the test is linked with
+ * -Wl,--wrap for each, tests/CMakeLists.txt): the largest request made on a thread other than the
+ * test's own is kept. The fill buffer is 64 KiB here; malloc'd, it is the bug this test guards. */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__real_realloc(void *p, size_t n);
+int __real_posix_memalign(void **p, size_t align, size_t n);
+void *__real_aligned_alloc(size_t align, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t k, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+int __wrap_posix_memalign(void **p, size_t align, size_t n);
+void *__wrap_aligned_alloc(size_t align, size_t n);
+
+static pthread_t test_thread;
+static size_t largest_elsewhere; /* atomic */
+
+static void note(size_t n)
+{
+        size_t seen = __atomic_load_n(&largest_elsewhere, __ATOMIC_RELAXED);
+
+        if (pthread_equal(pthread_self(), test_thread))
+                return;
+        while (n > seen && !__atomic_compare_exchange_n(&largest_elsewhere, &seen, n, true,
+                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+                ;
+}
+
+void *__wrap_malloc(size_t n)
+{
+        note(n);
+        return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t k, size_t n)
+{
+        note(k * n);
+        return __real_calloc(k, n);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+        note(n);
+        return __real_realloc(p, n);
+}
+
+int __wrap_posix_memalign(void **p, size_t align, size_t n)
+{
+        note(n);
+        return __real_posix_memalign(p, align, n);
+}
+
+void *__wrap_aligned_alloc(size_t align, size_t n)
+{
+        note(n);
+        return __real_aligned_alloc(align, n);
 }
 
 /* The prober's clock and sleep, fake so that hours pass at once; every PROBES_PER_CYCLE sleeps
@@ -148,11 +209,13 @@ static void run_cycles(const char *base, size_t *ret_warm, size_t *ret_end)
         cfg = (struct canary_config){.targets = &t,
                                      .n_targets = 1,
                                      .interval = 200 * USEC_PER_MSEC,
-                                     .size = 4096,
+                                     .size = CANARY_SIZE,
                                      .timeout = 30 * USEC_PER_SEC,
                                      .state_dir_fd = -1,
                                      .sysfs_fd = -1,
                                      .ops = &ops};
+        test_thread = pthread_self();
+        __atomic_store_n(&largest_elsewhere, 0, __ATOMIC_RELAXED);
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
         for (int i = 0; i < 60000; i++) {
@@ -193,7 +256,8 @@ static void run_cycles(const char *base, size_t *ret_warm, size_t *ret_end)
 static void test_reopens_keep_memory_flat(void **state)
 {
         char base[] = "/dev/shm/test_canary_reopen.XXXXXX";
-        size_t warm = 0, end = 0;
+        size_t warm = 0, end = 0, largest;
+        size_t fill = (size_t)CANARY_SLOTS * CANARY_SIZE; /* what fills the file at each open */
 
         (void)state;
         if (!mkdtemp(base)) {
@@ -202,6 +266,15 @@ static void test_reopens_keep_memory_flat(void **state)
         }
         run_cycles(base, &warm, &end);
         assert_int_equal(rmdir(base), 0);
+        largest = __atomic_load_n(&largest_elsewhere, __ATOMIC_RELAXED);
+        print_message("largest heap allocation on the prober thread: %zu bytes (the fill buffer: "
+                      "%zu)\n",
+                      largest, fill);
+        if (largest >= fill)
+                fail_msg("the prober thread asked malloc for %zu bytes, the fill buffer's size "
+                         "(%zu) or more: the buffer that fills a new file must not come from the "
+                         "arenas",
+                         largest, fill);
         print_message("malloc arenas after %d reopens: %zu KiB, after %d: %zu KiB\n", WARM,
                       warm / 1024, REOPENS, end / 1024);
         if (end > warm + GROWTH_MAX)
