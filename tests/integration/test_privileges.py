@@ -220,8 +220,9 @@ def restart_after_kill(d, helper, zygote, expect):
 
 def helper_missing(d, who):
     """Fails the test when the daemon d has no helper child: what its log says, then exit 1."""
-    dp.check(False, "%s: the daemon (pid %d) has a helper child diskpulse-priv within 5 s (children: %s)"
-             % (who, d.proc.pid, ["%d %s" % (k, (stat(k) or ("?",))[0]) for k in children(d.proc.pid)]))
+    below = ["%d %s (parent %d)" % (k, s[0], s[2]) for k in tree(d.proc.pid)[1:] for s in [stat(k)] if s]
+    dp.check(False, "%s: the daemon (pid %d) has a helper child diskpulse-priv within 5 s (processes "
+             "below it: %s)" % (who, d.proc.pid, below or "none"))
     print("daemon log:\n" + d.output())
     dp.finish()
 
