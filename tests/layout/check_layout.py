@@ -1,14 +1,29 @@
 #!/usr/bin/env python3
-"""The layout's rules, checked on the sources: every part declared in the top CMakeLists.txt
-(diskpulse_part(NAME FOLDER SOURCES ... USES ... LIBS ...)) uses only what its floor may use
-(lib: nothing; a collector: lib and other collectors; an exporter: lib and other exporters;
-privsep: lib; daemon: everything), the parts form no cycle, every C file of the source folders
-belongs to a part and is built, and every #include "..." resolves within the part's own folder
-or a folder of a part it uses, as the compiler will resolve it. A header named *_internal.h is
-for its own part only. Prints the table of parts and their dependencies.
+"""The layout's rules, checked on the sources. The rules are written once, in layout.rules at the
+top of the tree (read by CMake too): which floor may use which (lib: nothing; a collector: lib and
+other collectors; an exporter: lib and other exporters; privsep: lib; daemon: everything), the
+prefixes of each part's exported symbols, and the violations of those known today.
+
+Every part declared in the top CMakeLists.txt (diskpulse_part(NAME FOLDER SOURCES ... USES ...
+LIBS ...)) uses only what its floor may use, the parts form no cycle, every C file of the source
+folders belongs to a part and is built, and every #include "..." resolves within the part's own
+folder or a folder of a part it uses, as the compiler will resolve it. A header named
+*_internal.h is for its own part only. Prints the table of parts and their dependencies.
+
+With --symbols, every symbol that a built part's object files define and export (nm) starts with
+one of the part's prefixes; a violation is allowed only while it is listed as known, and a known
+entry that is no longer a violation is an error too (the list only shrinks).
+
 Usage: check_layout.py SOURCE_DIR        check the tree
        check_layout.py --self-test SOURCE_DIR   show that a copy with a forbidden include, or a
-                                                 forbidden USES, is refused"""
+                                                 forbidden USES, is refused, that the rules are
+                                                 read from layout.rules, and that the symbol
+                                                 check refuses a new violation and a stale one
+       check_layout.py --cmake-self-test SOURCE_DIR CMAKE
+                                                 show that CMake, reading layout.rules, refuses
+                                                 a forbidden USES at configure time
+       check_layout.py --symbols SOURCE_DIR NM PART=OBJECT[;OBJECT...]...
+                                                 check the symbols of the built parts"""
 import os
 import re
 import shutil
@@ -16,21 +31,56 @@ import subprocess
 import sys
 import tempfile
 
-FLOORS = ("lib", "collectors", "exporters", "privsep", "daemon")
-MAY_USE = {
-    "lib": {"lib"},
-    "collectors": {"lib", "collectors"},
-    "exporters": {"lib", "exporters"},
-    "privsep": {"lib"},
-    "daemon": set(FLOORS),
-}
+RULES = "layout.rules"
 # Compiled into the executable, which sees every part: checked as a file of its folder's part.
 EXECUTABLE = {"daemon/main.c"}
 
 
+class RulesError(Exception):
+    pass
+
+
+def read_rules(source):
+    """layout.rules as {"floors": [floor, ...] bottom up, "may_use": {floor: set},
+    "prefixes": {part: [name, ...]}, "known": {part: set}}; RulesError when it is malformed."""
+    path = os.path.join(source, RULES)
+    rules = {"floors": [], "may_use": {}, "prefixes": {}, "known": {}}
+    with open(path) as f:
+        for no, line in enumerate(f, 1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            where = "%s:%d" % (RULES, no)
+            key, args = words[0], words[1:]
+            if key == "floor":
+                if len(args) < 2:
+                    raise RulesError("%s: floor FLOOR MAY-USE..." % where)
+                if args[0] in rules["may_use"]:
+                    raise RulesError("%s: floor %s given twice" % (where, args[0]))
+                rules["floors"].append(args[0])
+                rules["may_use"][args[0]] = set(args[1:])
+            elif key == "prefix":
+                if len(args) < 2:
+                    raise RulesError("%s: prefix PART NAME..." % where)
+                rules["prefixes"].setdefault(args[0], []).extend(args[1:])
+            elif key == "known":
+                if len(args) != 2:
+                    raise RulesError("%s: known PART SYMBOL" % where)
+                rules["known"].setdefault(args[0], set()).add(args[1])
+            else:
+                raise RulesError("%s: unknown rule %r (floor, prefix, known)" % (where, key))
+    for floor, used in rules["may_use"].items():
+        for u in sorted(used - set(rules["floors"])):
+            raise RulesError("%s: floor %s may use %s, which is no floor" % (RULES, floor, u))
+    if not rules["floors"]:
+        raise RulesError("%s: no floor" % RULES)
+    return rules
+
+
 def parse_parts(source):
     text = open(os.path.join(source, "CMakeLists.txt")).read()
-    text = re.sub(r'"[^"]*"', '""', re.sub(r"#[^\n]*", "", text))
+    # Strings and comments, left to right: a '#' in a string starts no comment.
+    text = re.sub(r'"(?:[^"\\]|\\.)*"|#[^\n]*', lambda m: '""' if m.group(0)[0] == '"' else "", text)
     body = text[text.index("endfunction()"):]  # the calls, not the function's definition
     parts = {}
     for m in re.finditer(r"\bdiskpulse_part\(([^)]*)\)", body):
@@ -48,14 +98,19 @@ def parse_parts(source):
 
 def check(source, out=print):
     errors = []
+    try:
+        rules = read_rules(source)
+    except (OSError, RulesError) as e:
+        return [str(e)]
+    floors, may_use = rules["floors"], rules["may_use"]
     parts = parse_parts(source)
     if not parts:
         return ["no diskpulse_part() call found in CMakeLists.txt"]
     by_dir = {p["dir"]: p for p in parts.values()}
 
     for p in parts.values():
-        if p["floor"] not in FLOORS:
-            errors.append("part %s: folder %s is on no floor (%s)" % (p["name"], p["dir"], ", ".join(FLOORS)))
+        if p["floor"] not in floors:
+            errors.append("part %s: folder %s is on no floor (%s)" % (p["name"], p["dir"], ", ".join(floors)))
             continue
         for u in p["uses"]:
             q = parts.get(u)
@@ -63,11 +118,20 @@ def check(source, out=print):
                 errors.append("part %s uses %s, which is no part" % (p["name"], u))
             elif q is p:
                 errors.append("part %s uses itself" % p["name"])
-            elif q["floor"] not in MAY_USE[p["floor"]]:
+            elif q["floor"] not in may_use[p["floor"]]:
                 errors.append("part %s (%s/) may not use %s (%s/): %s/ uses only %s" % (
-                    p["name"], p["floor"], u, q["floor"], p["floor"], ", ".join(sorted(MAY_USE[p["floor"]]))))
+                    p["name"], p["floor"], u, q["floor"], p["floor"], ", ".join(sorted(may_use[p["floor"]]))))
             elif q["order"] > p["order"]:
                 errors.append("part %s uses %s, which is defined after it" % (p["name"], u))
+
+    # Every part has its symbol prefixes; prefixes and known violations name parts.
+    for n in parts:
+        if n not in rules["prefixes"]:
+            errors.append("part %s: no prefix line in %s" % (n, RULES))
+    for key in ("prefixes", "known"):
+        for n in rules[key]:
+            if n not in parts:
+                errors.append("%s: %s of %s, which is no part" % (RULES, key, n))
 
     # Cycles (definition order already forbids them in CMake; checked here on the table itself).
     state = {}
@@ -87,7 +151,7 @@ def check(source, out=print):
 
     # Every C file of the source folders belongs to a part; every listed source exists.
     headers = {}  # header name -> folders holding it
-    for floor in FLOORS:
+    for floor in floors:
         for root, _, files in os.walk(os.path.join(source, floor)):
             rel = os.path.relpath(root, source)
             for f in sorted(files):
@@ -163,9 +227,85 @@ def check(source, out=print):
     return errors
 
 
+def violates(name, prefixes):
+    """True when name starts with none of the prefixes (a NAME ending in '_') and is none of the
+    names (any other NAME)."""
+    return not any(name.startswith(p) if p.endswith("_") else name == p for p in prefixes)
+
+
+def check_symbols(rules, symbols, out=print):
+    """symbols: {part: {symbol: object file}} of the built parts. Prints each violation; returns
+    the errors: a violation not known, a known one that is gone."""
+    errors = []
+    for part in sorted(symbols):
+        prefixes = rules["prefixes"].get(part)
+        if prefixes is None:
+            errors.append("part %s: no prefix line in %s" % (part, RULES))
+            continue
+        known = rules["known"].get(part, set())
+        bad = {n: o for n, o in symbols[part].items() if violates(n, prefixes)}
+        for n in sorted(bad):
+            listed = n in known
+            out("%s %-10s %-28s (%s)" % ("known  " if listed else "NEW    ", part, n, os.path.basename(bad[n])))
+            if not listed:
+                errors.append("part %s exports %s (%s), which starts with none of %s: rename it "
+                              "or make it static" % (part, n, os.path.basename(bad[n]), " ".join(prefixes)))
+        for n in sorted(known - set(bad)):
+            errors.append("%s: known %s %s is no longer a violation (%s): remove the line" % (
+                RULES, part, n, "renamed or static" if n not in symbols[part] else "now allowed"))
+    for part in sorted(set(rules["known"]) - set(symbols)):
+        errors.append("%s: known violations of %s, which was not checked" % (RULES, part))
+    n_bad = sum(1 for part in symbols for n in symbols[part]
+                if violates(n, rules["prefixes"].get(part, [])))
+    out("%d part(s), %d exported symbol(s), %d violation(s) of the prefix rule, %d of them known" % (
+        len(symbols), sum(len(v) for v in symbols.values()), n_bad,
+        sum(len(v) for v in rules["known"].values())))
+    return errors
+
+
+def nm_symbols(nm, objects):
+    """{symbol: object file} of what the objects define and export."""
+    out = {}
+    res = subprocess.run([nm, "-A", "-P", "--defined-only", "-g"] + objects,
+                         capture_output=True, text=True, check=True)
+    for line in res.stdout.splitlines():
+        obj, _, rest = line.rpartition(": ")
+        fields = rest.split()
+        # Names the compiler and the sanitizers make (__asan_*, __odr_asan_*, ...) are not ours.
+        if len(fields) >= 2 and not fields[0].startswith(("__", ".")):
+            out[fields[0]] = obj
+    return out
+
+
+def symbols_main(source, nm, specs):
+    try:
+        rules = read_rules(source)
+    except (OSError, RulesError) as e:
+        print("layout: " + str(e))
+        return 1
+    symbols = {}
+    for spec in specs:
+        part, _, objs = spec.partition("=")
+        objects = [o for o in re.split(r"[;:]", objs) if o]
+        if not part or not objects:
+            print("layout: %r: expected PART=OBJECT[;OBJECT...]" % spec)
+            return 2
+        symbols[part] = nm_symbols(nm, objects)
+    errors = check_symbols(rules, symbols)
+    for e in errors:
+        print("layout: " + e)
+    return 1 if errors else 0
+
+
 def self_test(source):
     """A copy of the tree with one violation at a time must be refused, and the copy without
-    one accepted: the check is not vacuous."""
+    one accepted: the check is not vacuous. The rules come from layout.rules: changing them there
+    changes what is refused. The symbol check refuses a new violation and a stale known one."""
+    try:
+        floors = read_rules(source)["floors"]
+    except (OSError, RulesError) as e:
+        print("FAIL: %s" % e)
+        return 1
     cases = [
         ("a collector includes an exporter's header", "collectors/diskstats/diskstats.c",
          '#include "diskstats.h"\n', '#include "diskstats.h"\n#include "expo.h"\n', "which part diskstats does not use"),
@@ -180,14 +320,23 @@ def self_test(source):
         ("a collector is given an exporter in USES", "CMakeLists.txt",
          "USES lib devices)", "USES lib devices exposition)", "may not use exposition"),
         ("a file outside every part", "collectors/stray.c", None, "/* nothing */\n", "in no part"),
+        # The rules are read from layout.rules, not from the checker: a floor that may no longer
+        # use its own floor makes today's diskstats -> devices refused.
+        ("layout.rules: collectors may use only lib", RULES,
+         "floor collectors  lib collectors\n", "floor collectors  lib\n", "may not use devices"),
+        ("layout.rules: a part without its prefix line", RULES,
+         "prefix process    process_\n", "", "part process: no prefix line"),
+        ("layout.rules: a rule of no known kind", RULES,
+         "floor lib ", "flor lib ", "unknown rule"),
     ]
     failures = 0
     for what, rel, old, new, expect in cases:
         tmp = tempfile.mkdtemp(prefix="diskpulse-layout-")
         try:
-            for d in FLOORS:
+            for d in floors:
                 shutil.copytree(os.path.join(source, d), os.path.join(tmp, d))
             shutil.copy(os.path.join(source, "CMakeLists.txt"), tmp)
+            shutil.copy(os.path.join(source, RULES), tmp)
             if not check(tmp, out=lambda *_: None) == []:
                 print("FAIL: the unchanged copy is refused")
                 return 1
@@ -209,12 +358,84 @@ def self_test(source):
             failures += not ok
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    # The symbol check on made-up symbols, with the real rules.
+    rules = read_rules(source)
+    part = "canary"
+    known = {"canary": {"woken"}}
+    sym_cases = [
+        ("symbols: all prefixed", {part: {"canary_new": "canary.o"}}, {}, None),
+        ("symbols: a new unprefixed one", {part: {"canary_new": "canary.o", "woken": "canary.o"}}, {},
+         "part canary exports woken"),
+        ("symbols: a known violation that is gone", {part: {"canary_new": "canary.o"}}, known,
+         "is no longer a violation"),
+        ("symbols: a known violation still there", {part: {"canary_new": "canary.o", "woken": "canary.o"}},
+         {"canary": {"woken"}}, None),
+        ("symbols: a known entry that the prefixes now allow", {part: {"canary_x": "canary.o"}},
+         {"canary": {"canary_x"}}, "no longer a violation (now allowed)"),
+    ]
+    for what, symbols, known_override, expect in sym_cases:
+        r = dict(rules, known=known_override)
+        errors = check_symbols(r, symbols, out=lambda *_: None)
+        ok = (not errors) if expect is None else any(expect in e for e in errors)
+        print("%s: %s -> %s" % ("ok" if ok else "FAIL", what, "; ".join(errors) or "accepted"))
+        failures += not ok
+    return 1 if failures else 0
+
+
+def cmake_self_test(source, cmake):
+    """CMake itself refuses a USES across floors at configure time, by the rules it reads from
+    layout.rules: a copy of the tree (no build directories) with one change at a time is
+    configured (tests off) and must stop with the expected message; the unchanged copy must
+    configure."""
+    cases = [
+        ("unchanged", None, None, None, None),
+        ("CMake: an exporter is given a collector in USES", "CMakeLists.txt",
+         "USES lib exposition connguard webconfig LIBS", "USES lib exposition connguard webconfig smart LIBS",
+         "may not use smart"),
+        ("CMake: layout.rules says collectors may use only lib", RULES,
+         "floor collectors  lib collectors\n", "floor collectors  lib\n", "may not use devices"),
+    ]
+    failures = 0
+    ignore = shutil.ignore_patterns("build*", ".git", "__pycache__")
+    for what, rel, old, new, expect in cases:
+        tmp = tempfile.mkdtemp(prefix="diskpulse-layout-cmake-")
+        try:
+            tree = os.path.join(tmp, "src")
+            shutil.copytree(source, tree, ignore=ignore)
+            if rel:
+                path = os.path.join(tree, rel)
+                text = open(path).read()
+                if old not in text:
+                    print("FAIL: %s: %r not found in %s" % (what, old, rel))
+                    failures += 1
+                    continue
+                with open(path, "w") as f:
+                    f.write(text.replace(old, new, 1))
+            res = subprocess.run([cmake, "-S", tree, "-B", os.path.join(tmp, "build"),
+                                  "-DDISKPULSE_TESTS=OFF"], capture_output=True, text=True)
+            said = " ".join((res.stdout + res.stderr).split())
+            if expect is None:
+                ok = res.returncode == 0
+                verdict = "configures" if ok else "refused: " + said[-400:]
+            else:
+                ok = res.returncode != 0 and expect in said
+                m = re.search(r"part \S+ \([^)]*\) may not use [^:]*: .*?(?= Call Stack|$)", said)
+                verdict = ("refused: " + m.group(0)) if m else ("exit %d: %s" % (res.returncode, said[-400:]))
+            print("%s: %s -> %s" % ("ok" if ok else "FAIL", what, verdict))
+            failures += not ok
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failures else 0
 
 
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--self-test":
         return self_test(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "--cmake-self-test":
+        return cmake_self_test(sys.argv[2], sys.argv[3])
+    if len(sys.argv) >= 4 and sys.argv[1] == "--symbols":
+        return symbols_main(sys.argv[2], sys.argv[3], sys.argv[4:])
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2

@@ -1,4 +1,6 @@
-/* Regression tests: one per bug found by testing and fuzzing (BUG-n); each failed before its fix. */
+/* Regression tests: one per bug found by testing and fuzzing (BUG-n); each failed before its fix
+ * and fails again if the bug comes back. Each names the function and the behaviour it guards, not
+ * lines (they move); "expected / actual" says what the test saw while the bug was there. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,9 +24,10 @@
 #include "metrics.h"
 #include "options.h"
 
-/* BUG-1 lib/metrics.c:240-247 mfamily_add_raw(): an extra pair whose value is NULL is skipped
- * by mset_labels() (as documented for every label API), but the ',' before it is still written,
- * leaving `device="sda",` with a trailing comma. */
+/* BUG-1 mfamily_add_raw() (lib/metrics.c), the extra label pair after the pre-rendered labels:
+ * a pair whose value is NULL is skipped (as documented for every label API), but the ',' that
+ * joins it to the pre-rendered labels was still written, leaving `device="sda",` with a trailing
+ * comma. */
 static void test_bug1_add_raw_null_extra_value_leaves_trailing_comma(void **state)
 {
         struct mset *s = mset_new();
@@ -40,9 +43,10 @@ static void test_bug1_add_raw_null_extra_value_leaves_trailing_comma(void **stat
         assert_string_equal(got, "device=\"sda\"");
 }
 
-/* BUG-2 collectors/devices/devices.c:72-79 udev_decode(): the trim runs over all o bytes written,
- * but the C string ends at the first NUL (a raw NUL or a decoded \x00), so spaces before that NUL
- * are kept. Found by fuzz_udev (corpus/udev/crash_nul_before_trailing_tab). */
+/* BUG-2 udev_decode() (collectors/devices/devices.c), the trim of trailing blanks: it ran back
+ * from the end of all the bytes written, but the C string ends at the first NUL (a raw NUL or a
+ * decoded \x00), so blanks before that NUL were kept. Found by fuzz_udev
+ * (corpus/udev/crash_nul_before_trailing_tab). */
 static void test_bug2_udev_decode_nul_defeats_trim(void **state)
 {
         char out[DEV_STR_MAX];
@@ -53,11 +57,12 @@ static void test_bug2_udev_decode_nul_defeats_trim(void **state)
         assert_string_equal(out, "Model");
 }
 
-/* BUG-3 collectors/devices/devices.c:141-153 (struct prop_list, collect_prop): the file source
- * keeps only the first 64 properties of a udev record and silently drops the rest, so a device
- * whose record has more (dm/LVM/multipath disks carry dozens of DM_* and ID_FS_* properties) loses
- * its serial, WWN or model. This source is the one `diskpulse --once` uses on a live host
- * (main.c:229-234). */
+/* BUG-3 the udev file source's lookup (devsrc_files_new() in collectors/devices/devices.c, its
+ * property list filled by collect_prop()): it kept only the first 64 properties of a udev record
+ * and silently dropped the rest, so a device whose record has more (dm/LVM/multipath disks carry
+ * dozens of DM_* and ID_FS_* properties) lost its serial, WWN or model. This source is the one
+ * `diskpulse --once` (and any run with a --path.sysfs or --path.udev.data of its own) uses, and
+ * the one the canary's disk identity is read from. */
 static void test_bug3_udev_record_with_many_properties(void **state)
 {
         char root[] = "/tmp/diskpulse-test-bugs-XXXXXX", path[128], cmd[160];
@@ -98,10 +103,11 @@ static void test_bug3_udev_record_with_many_properties(void **state)
         assert_string_equal(info.serial, "serial-after-70-properties");
 }
 
-/* BUG-4 daemon/options.c:103-114 options_regex(): the bracket tracking ends the bracket
- * expression at the ']' of a POSIX class such as [:alpha:], so a later \d in the same bracket
- * is translated to "[0-9]" instead of "0-9": `^[[:alpha:]\d]+$` becomes
- * `^[[:alpha:][0-9]]+$` (a class followed by a literal ']'), which no longer matches "sda1". */
+/* BUG-4 options_regex() (daemon/options.c), a \d inside a bracket expression after a POSIX
+ * class: the translation to POSIX syntax ended the bracket expression at the ']' of [:alpha:], so
+ * the later \d became "[0-9]" instead of "0-9": `^[[:alpha:]\d]+$` turned into
+ * `^[[:alpha:][0-9]]+$` (a class followed by a literal ']'), which no longer matches "sda1".
+ * Whatever compiles the pattern, it must match. */
 static void test_bug4_regex_digit_after_posix_class(void **state)
 {
         regex_t re;
@@ -115,9 +121,10 @@ static void test_bug4_regex_digit_after_posix_class(void **state)
         assert_int_equal(m, 0);
 }
 
-/* BUG-5 collectors/diskstats/diskstats_parse.c:7,58 ds_parse_line(): the header promises that lines
- * with more counters than 17 "are accepted and ignored", but MAX_TOKENS allows only 8 more: a line
- * with 26 counters (a future kernel) is rejected as malformed and the device disappears. */
+/* BUG-5 ds_parse_line() (collectors/diskstats/diskstats_parse.c), a line with more counters than
+ * the parser knows: its header promises that they "are accepted and ignored", but the token limit
+ * allowed only 8 more than 17: a line with 26 counters (a future kernel) was rejected as malformed
+ * and the device disappeared. */
 static void test_bug5_diskstats_more_than_25_counters(void **state)
 {
         char line[512];
@@ -133,11 +140,11 @@ static void test_bug5_diskstats_more_than_25_counters(void **state)
         assert_int_equal(e.v[DS_FLUSH_MS], 17);
 }
 
-/* BUG-6 daemon/options.c:82-123 options_regex(): operator patterns go to glibc's regcomp()
- * without any bound, and regcomp() duplicates the tree for every stacked repetition, so memory
- * doubles with each extra '+': "^sd" followed by 18 '+' takes ~170 MB, 25 take ~20 GB and the
- * daemon (or --check-config, or a SIGHUP reload with a typo) is OOM-killed instead of rejecting
- * the value (libFuzzer's fuzz_config found it: out-of-memory in regcomp.c duplicate_tree).
+/* BUG-6 options_regex() (daemon/options.c), the cost of compiling a pattern: operator patterns
+ * went to glibc's regcomp() without any bound, and regcomp() duplicates the tree for every
+ * stacked repetition, so memory doubled with each extra '+': "^sd" followed by 18 '+' took
+ * ~170 MB, 25 took ~20 GB and the daemon (or --check-config, or a SIGHUP reload with a typo) was
+ * OOM-killed instead of rejecting the value (libFuzzer's fuzz_config found it: out-of-memory in regcomp.c duplicate_tree).
  * Go's RE2, whose syntax the flag follows, rejects "++" as an invalid nested repetition.
  * Measured in a child process: the peak RSS growth of one options_regex() call. */
 static void test_bug6_regex_memory_unbounded(void **state)
@@ -145,6 +152,7 @@ static void test_bug6_regex_memory_unbounded(void **state)
         char pattern[64] = "^sd";
         int pfd[2];
         long grown_kb = -1;
+        int status;
         pid_t pid;
         (void)state;
 
@@ -171,7 +179,9 @@ static void test_bug6_regex_memory_unbounded(void **state)
         close(pfd[1]);
         assert_int_equal(read(pfd[0], &grown_kb, sizeof grown_kb), sizeof grown_kb);
         close(pfd[0]);
-        waitpid(pid, NULL, 0);
+        /* a child killed on the way (out of memory) has written nothing: the read above fails */
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         print_message("options_regex(\"%s\") grew the peak RSS by %ld MB\n", pattern,
                       grown_kb / 1024);
         /* expected: a 21-byte pattern costs well under 64 MB   actual: ~170 MB (x2 per '+') */
