@@ -481,18 +481,6 @@ static void setup_collectors(struct daemon *d)
                 canary_setup(d);
 }
 
-static void swap_str(char **a, char **b)
-{
-        char *t = *a;
-        *a = *b;
-        *b = t;
-}
-
-static bool str_differs(const char *a, const char *b)
-{
-        return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
-}
-
 /* Descriptors the daemon needs besides its connections (roots, sockets, helper, canary files,
  * libmicrohttpd's own). */
 #define FD_RESERVE 64
@@ -555,7 +543,7 @@ static void reload(struct daemon *d)
         struct dp_options n;
         char err[512];
         regex_t inc, exc;
-        bool has_inc, has_exc, restart = false;
+        bool has_inc, has_exc;
         struct websec *web = NULL;
 
         if (options_parse(d->argc, d->argv, &n, err, sizeof err) < 0) {
@@ -576,14 +564,8 @@ static void reload(struct daemon *d)
                 options_free(&n);
                 return;
         }
-        restart = n.n_listen != d->opts.n_listen || str_differs(n.procfs, d->opts.procfs) ||
-                  str_differs(n.sysfs, d->opts.sysfs) ||
-                  str_differs(n.udev_data, d->opts.udev_data) ||
-                  str_differs(n.state_dir, d->opts.state_dir) ||
-                  n.systemd_socket != d->opts.systemd_socket;
-        for (size_t i = 0; !restart && i < n.n_listen; i++)
-                restart = strcmp(n.listen[i], d->opts.listen[i]) != 0;
-        if (restart)
+        /* the option table says what a reload applies */
+        if (options_reload(&d->opts, &n, NULL) > 0)
                 log_warn("listen addresses and paths change only on restart");
 
         if (d->have_include)
@@ -594,47 +576,13 @@ static void reload(struct daemon *d)
         d->exclude = exc;
         d->have_include = has_inc;
         d->have_exclude = has_exc;
-        swap_str(&d->opts.device_include, &n.device_include);
-        swap_str(&d->opts.device_exclude, &n.device_exclude);
-        d->opts.ds_interval = n.ds_interval;
-        d->opts.ds_window = n.ds_window;
-        d->opts.zygote_grace = n.zygote_grace;
-        {
-                struct dp_canary_path *tmp = d->opts.canary;
-                size_t k = d->opts.n_canary;
-                d->opts.canary = n.canary;
-                d->opts.n_canary = n.n_canary;
-                n.canary = tmp;
-                n.n_canary = k;
-        }
-        d->opts.canary_interval = n.canary_interval;
-        d->opts.canary_burst = n.canary_burst;
-        d->opts.canary_timeout = n.canary_timeout;
-        d->opts.canary_size = n.canary_size;
-        d->opts.log_level = n.log_level;
-        d->opts.log_format = n.log_format;
         log_setup(n.log_level, n.log_format);
         if (d->http) {
                 struct connguard_config lim;
                 _cleanup_free_ struct cidr *allow = http_limits_from(&n, &lim);
                 http_server_reconfigure(d->http, &lim);
         }
-        d->opts.max_connections = n.max_connections;
-        d->opts.max_per_address = n.max_per_address;
-        d->opts.header_timeout = n.header_timeout;
-        d->opts.request_timeout = n.request_timeout;
-        d->opts.idle_timeout = n.idle_timeout;
-        {
-                char **tmp = d->opts.allow_from;
-                size_t k = d->opts.n_allow_from;
-                d->opts.allow_from = n.allow_from;
-                d->opts.n_allow_from = n.n_allow_from;
-                n.allow_from = tmp;
-                n.n_allow_from = k;
-        }
 
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
-                d->opts.collector[i] = n.collector[i];
         if (d->opts.collector[COLLECTOR_DISKSTATS]) {
                 struct diskstats_config c;
                 diskstats_config_from(d, &c);
@@ -678,7 +626,6 @@ static void reload(struct daemon *d)
                 d->canary = canary_free(d->canary);
                 d->stats[COLLECTOR_CANARY].ran = false;
         }
-        swap_str(&d->opts.web_config_file, &n.web_config_file);
         websec_install(web);
         options_free(&n);
         d->next_tick = now_monotonic();

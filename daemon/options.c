@@ -1,4 +1,8 @@
-/* Flags and the config file: one table, defaults < config file < command line. */
+/* Flags and the config file (SPEC §2): defaults < config file < command line, driven by the
+ * option table (options_table.c). Parsing flags and file, defaults, checks, --help, the dump,
+ * freeing, the reload and the comparison of two parses are written here once, by storage type,
+ * over the table. Over 800 lines and one file because all of them share the storage helpers
+ * (field(), clear_value(), format_value()) that nothing else should see. */
 #include "options.h"
 
 #include <errno.h>
@@ -9,114 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "canary.h"
-#include "cidr.h"
 #include "fsroot.h"
-#include "listen.h"
 
-enum opt_kind {
-        OPT_BOOL,
-        OPT_STRING,
-        OPT_STRV,
-        OPT_DURATION,
-        OPT_UINT,
-        OPT_COUNT, /* 0 .. 65535 */
-        OPT_LOGLEVEL,
-        OPT_LOGFMT,
-        OPT_REGEX,
-        OPT_POWERMODE,
-        OPT_CANARY_PATH,
-        OPT_SIZE,
-        OPT_CIDR
-};
-
-struct opt_def {
-        const char *name;
-        enum opt_kind kind;
-        size_t offset;
-        bool cli_only;
-        const char *arg;
-        const char *help;
-};
-
-#define OFF(f) offsetof(struct dp_options, f)
-
-static const struct opt_def opts[] = {
-    {"web.listen-address", OPT_STRV, OFF(listen), false, "[HOST]:PORT",
-     "address to serve metrics on; repeatable (default :9477)"},
-    {"web.systemd-socket", OPT_BOOL, OFF(systemd_socket), false, NULL,
-     "use the sockets passed by systemd (also used whenever LISTEN_FDS is set)"},
-    {"web.max-connections", OPT_UINT, OFF(max_connections), false, "N",
-     "connections open at once, all addresses together; more are refused (default 512)"},
-    {"web.max-connections-per-address", OPT_UINT, OFF(max_per_address), false, "N",
-     "connections open at once from one IPv4 address or IPv6 /64 (default 16)"},
-    {"web.read-header-timeout", OPT_DURATION, OFF(header_timeout), false, "DUR",
-     "a request's headers must be complete this long after its start (default 5s)"},
-    {"web.request-timeout", OPT_DURATION, OFF(request_timeout), false, "DUR",
-     "a request must be answered this long after its start (default 30s)"},
-    {"web.idle-timeout", OPT_DURATION, OFF(idle_timeout), false, "DUR",
-     "a kept-alive connection may wait this long for its next request (default 2m)"},
-    {"web.allow-from", OPT_CIDR, OFF(allow_from), false, "CIDR",
-     "serve only clients in this network (ADDR or ADDR/PREFIX); repeatable (default: all)"},
-    {"web.config.file", OPT_STRING, OFF(web_config_file), false, "FILE",
-     "TLS, basic auth and response headers: an exporter-toolkit web config (YAML)"},
-    {"config.file", OPT_STRING, OFF(config_file), true, "FILE",
-     "config file of \"name = value\" lines; every flag can be set there, flags win"},
-    {"path.procfs", OPT_STRING, OFF(procfs), false, "DIR", "procfs root (default /proc)"},
-    {"path.sysfs", OPT_STRING, OFF(sysfs), false, "DIR", "sysfs root (default /sys)"},
-    {"path.udev.data", OPT_STRING, OFF(udev_data), false, "DIR",
-     "udev database (default /run/udev/data)"},
-    {"path.dev", OPT_STRING, OFF(dev), false, "DIR", "device nodes (default /dev)"},
-    {"collector.diskstats.device-include", OPT_REGEX, OFF(device_include), false, "RE",
-     "monitor only devices whose name matches (POSIX ERE)"},
-    {"collector.diskstats.device-exclude", OPT_REGEX, OFF(device_exclude), false, "RE",
-     "skip devices whose name matches (default: partitions, loop, ram, fd)"},
-    {"diskstats.interval", OPT_DURATION, OFF(ds_interval), false, "DUR",
-     "sampling period of /proc/diskstats (default 1s)"},
-    {"diskstats.window", OPT_DURATION, OFF(ds_window), false, "DUR",
-     "window of the derived, iostat-like gauges (default 10s)"},
-    {"smart.interval", OPT_DURATION, OFF(smart_interval), false, "DUR",
-     "how often each device's SMART data is read (default 10m)"},
-    {"smart.timeout", OPT_DURATION, OFF(smart_timeout), false, "DUR",
-     "a SMART read taking longer counts as timed out (default 10s)"},
-    {"smart.powermode-check", OPT_POWERMODE, OFF(smart_powermode), false, "MODE",
-     "never, standby or sleep: do not wake disks in that power mode (default standby)"},
-    {"helper.zygote-grace", OPT_DURATION, OFF(zygote_grace), false, "DUR",
-     "once the privileged zygote is lost, exit with status 75 after this long, so that the "
-     "service manager restarts diskpulse (default 1m, 1s to 1h)"},
-    {"canary.path", OPT_CANARY_PATH, OFF(canary), false, "DIR[:MODE]",
-     "probe the filesystem of DIR; MODE fdatasync (default), append, dsync or direct; "
-     "repeatable (default: the state directory)"},
-    {"canary.interval", OPT_DURATION, OFF(canary_interval), false, "DUR",
-     "time between two probe cycles of a canary target, +-10% jitter (default 3m)"},
-    {"canary.burst", OPT_COUNT, OFF(canary_burst), false, "N",
-     "back-to-back probes after each spaced one, their median the busy regime; 0: none "
-     "(default 16)"},
-    {"canary.size", OPT_SIZE, OFF(canary_size), false, "BYTES",
-     "bytes written by each probe; k, M suffixes (default 4096)"},
-    {"canary.timeout", OPT_DURATION, OFF(canary_timeout), false, "DUR",
-     "a probe running longer is stuck; no new probe starts until it returns (default 30s)"},
-    {"canary.baseline-period", OPT_DURATION, OFF(canary_baseline_period), false, "DUR",
-     "for tests and evaluation only: the baseline's hour lasts DUR (1s to 1h), so its day is "
-     "24 of them and the reference and trend come that much sooner; read at start "
-     "(default 1h)"},
-    {"state.directory", OPT_STRING, OFF(state_dir), false, "DIR",
-     "persisted state (default $STATE_DIRECTORY or /var/lib/diskpulse)"},
-    {"log.level", OPT_LOGLEVEL, OFF(log_level), false, "LEVEL",
-     "debug, info, warn or error (default info)"},
-    {"log.format", OPT_LOGFMT, OFF(log_format), false, "FORMAT", "logfmt or json (default logfmt)"},
-    {"once", OPT_BOOL, OFF(once), true, NULL,
-     "collect one round, print the metrics to stdout and exit"},
-    {"canary.reset-reference", OPT_STRING, OFF(canary_reset_reference), true, "PATH",
-     "forget the reference, daily medians and trend of the canary target PATH (every disk, mode "
-     "and regime of it) in the state directory's file and exit; while diskpulse is stopped"},
-    {"check-config", OPT_BOOL, OFF(check_config), true, NULL,
-     "check flags and config file, print the effective config and exit"},
-    {"version", OPT_BOOL, OFF(version), true, NULL, "print the version and exit"},
-    {"help", OPT_BOOL, OFF(help), true, NULL, "print this help and exit"},
-};
-
-#define N_OPTS (ARRAY_SIZE(opts) + COLLECTOR_MAX)
+/* Flags are numbered: the table's entries, then one per collector (for "given on the command
+ * line" and "list emptied" marks). */
+#define N_ENTRIES options_table_size
+#define N_FLAGS   (N_ENTRIES + COLLECTOR_MAX)
 
 static void fail(char *err, size_t errsz, const char *fmt, ...) _printf_(3, 4);
 static void fail(char *err, size_t errsz, const char *fmt, ...)
@@ -260,10 +162,29 @@ int options_regex(const char *pattern, regex_t *ret, char *err, size_t errsz)
         return 0;
 }
 
+static void *field(const struct dp_options *o, const struct opt_def *d)
+{
+        return (char *)o + d->offset;
+}
+
+static size_t *count_of(const struct dp_options *o, const struct opt_def *d)
+{
+        return (size_t *)((char *)o + d->count_offset);
+}
+
 static void set_string(char **dst, const char *v)
 {
         free(*dst);
-        *dst = xstrdup(v);
+        *dst = v ? xstrdup(v) : NULL;
+}
+
+static void list_add(const struct dp_options *o, const struct opt_def *d, const char *v)
+{
+        char ***list = field(o, d);
+        size_t *n = count_of(o, d);
+
+        *list = xrealloc(*list, (*n + 1) * sizeof(char *));
+        (*list)[(*n)++] = xstrdup(v);
 }
 
 /* --canary.path=DIR[:MODE]: DIR absolute; the part after the last ':' is the mode when it
@@ -311,58 +232,177 @@ static int add_canary_path(struct dp_options *o, const char *value, const char *
         return 0;
 }
 
-/* Empties a repeatable option's list: values from a higher source replace the lower ones. */
-static void reset_list(struct dp_options *o, size_t idx)
+/* Frees the value of d in o and sets it to nothing (a number keeps its value). */
+static void clear_value(struct dp_options *o, const struct opt_def *d)
 {
-        if (idx >= ARRAY_SIZE(opts))
-                return;
-        if (opts[idx].kind == OPT_STRV) {
-                for (size_t i = 0; i < o->n_listen; i++)
-                        free(o->listen[i]);
-                o->n_listen = 0;
-        } else if (opts[idx].kind == OPT_CIDR) {
-                for (size_t i = 0; i < o->n_allow_from; i++)
-                        free(o->allow_from[i]);
-                o->n_allow_from = 0;
-        } else if (opts[idx].kind == OPT_CANARY_PATH) {
+        switch (d->type) {
+        case OPT_STRING:
+                set_string(field(o, d), NULL);
+                break;
+        case OPT_LIST: {
+                char ***list = field(o, d);
+                for (size_t i = 0; i < *count_of(o, d); i++)
+                        free((*list)[i]);
+                free(*list);
+                *list = NULL;
+                *count_of(o, d) = 0;
+                break;
+        }
+        case OPT_CANARY_PATHS:
                 for (size_t i = 0; i < o->n_canary; i++)
                         free(o->canary[i].path);
+                free(o->canary);
+                o->canary = NULL;
                 o->n_canary = 0;
+                break;
+        default:
+                break;
         }
 }
 
-/* Applies one value; idx indexes opts[] or, past it, the collector flags. */
-static int apply(struct dp_options *o, size_t idx, const char *value, bool negated,
-                 const char *where, char *err, size_t errsz)
+/* The size of a value stored in place (every type but strings and lists). */
+static size_t scalar_size(const struct opt_def *d)
 {
-        const struct opt_def *d = idx < ARRAY_SIZE(opts) ? &opts[idx] : NULL;
-        const char *name = d ? d->name : collector_defs[idx - ARRAY_SIZE(opts)].name;
-        char *base = (char *)o;
+        switch (d->type) {
+        case OPT_BOOL:
+                return sizeof(bool);
+        case OPT_DURATION:
+                return sizeof(usec_t);
+        case OPT_UINT:
+                return sizeof(unsigned);
+        case OPT_SIZE:
+                return sizeof(uint64_t);
+        case OPT_ENUM:
+                return sizeof(int);
+        case OPT_COLLECTORS:
+                return sizeof(bool[COLLECTOR_MAX]);
+        default:
+                return 0;
+        }
+}
+
+static bool str_equal(const char *a, const char *b)
+{
+        return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+bool options_equal(const struct opt_def *d, const struct dp_options *a, const struct dp_options *b)
+{
+        switch (d->type) {
+        case OPT_STRING:
+                return str_equal(*(char **)field(a, d), *(char **)field(b, d));
+        case OPT_LIST: {
+                char **x = *(char **const *)field(a, d), **y = *(char **const *)field(b, d);
+                if (*count_of(a, d) != *count_of(b, d))
+                        return false;
+                for (size_t i = 0; i < *count_of(a, d); i++)
+                        if (strcmp(x[i], y[i]) != 0)
+                                return false;
+                return true;
+        }
+        case OPT_CANARY_PATHS:
+                if (a->n_canary != b->n_canary)
+                        return false;
+                for (size_t i = 0; i < a->n_canary; i++)
+                        if (a->canary[i].mode != b->canary[i].mode ||
+                            strcmp(a->canary[i].path, b->canary[i].path) != 0)
+                                return false;
+                return true;
+        default:
+                return memcmp(field(a, d), field(b, d), scalar_size(d)) == 0;
+        }
+}
+
+bool options_same(const struct dp_options *a, const struct dp_options *b, unsigned flags)
+{
+        for (size_t i = 0; i < N_ENTRIES; i++)
+                if ((options_table[i].flags & flags) == flags &&
+                    !options_equal(&options_table[i], a, b))
+                        return false;
+        return true;
+}
+
+/* Replaces the value of d in dst by a copy of src's. */
+static void copy_value(struct dp_options *dst, const struct dp_options *src,
+                       const struct opt_def *d)
+{
+        switch (d->type) {
+        case OPT_STRING:
+                set_string(field(dst, d), *(char **)field(src, d));
+                break;
+        case OPT_LIST:
+                clear_value(dst, d);
+                for (size_t i = 0; i < *count_of(src, d); i++)
+                        list_add(dst, d, (*(char **const *)field(src, d))[i]);
+                break;
+        case OPT_CANARY_PATHS:
+                clear_value(dst, d);
+                dst->canary = xcalloc(src->n_canary + 1, sizeof(*dst->canary));
+                for (size_t i = 0; i < src->n_canary; i++)
+                        dst->canary[i] = (struct dp_canary_path){
+                            .path = xstrdup(src->canary[i].path), .mode = src->canary[i].mode};
+                dst->n_canary = src->n_canary;
+                break;
+        default:
+                memcpy(field(dst, d), field(src, d), scalar_size(d));
+                break;
+        }
+}
+
+size_t options_reload(struct dp_options *cur, const struct dp_options *next, unsigned *ret_parts)
+{
+        unsigned parts = 0;
+        size_t restart = 0;
+
+        for (size_t i = 0; i < N_ENTRIES; i++) {
+                const struct opt_def *d = &options_table[i];
+
+                if (options_equal(d, cur, next))
+                        continue;
+                if (d->reload == OPT_RELOAD) {
+                        copy_value(cur, next, d);
+                        parts |= d->parts;
+                } else if (d->reload == OPT_RESTART) {
+                        restart++;
+                }
+        }
+        if (ret_parts)
+                *ret_parts = parts;
+        return restart;
+}
+
+/* "a, b or c" of an enum's names. */
+static const char *names_list(const char *const *names, char *buf, size_t size)
+{
+        size_t n = 0, o = 0;
+
+        while (names[n])
+                n++;
+        buf[0] = 0;
+        for (size_t i = 0; i < n && o < size; i++)
+                o += (size_t)snprintf(buf + o, size - o, "%s%s",
+                                      i == 0 ? "" : (i + 1 == n ? " or " : ", "), names[i]);
+        return buf;
+}
+
+/* Applies one value of the option d (sub: which collector of OPT_COLLECTORS). */
+static int apply(struct dp_options *o, const struct opt_def *d, int sub, const char *value,
+                 bool negated, const char *where, char *err, size_t errsz)
+{
+        void *p = field(o, d);
+        char why[256];
         int r;
 
-        if (!d) {
-                bool b = !negated;
-                if (value && parse_bool(value, &b) < 0)
-                        goto bad_bool;
-                if (negated && value)
-                        goto bad_bool;
-                o->collector[idx - ARRAY_SIZE(opts)] = b;
-                return 0;
-        bad_bool:
-                fail(err, errsz,
-                     "%sinvalid value for collector.%s: \"%s\" (expected true or false)", where,
-                     name, value);
-                return -EINVAL;
-        }
-
-        if (d->kind == OPT_BOOL) {
-                bool b = !negated;
+        if (d->type == OPT_BOOL || d->type == OPT_COLLECTORS) {
+                bool coll = d->type == OPT_COLLECTORS, b = !negated;
                 if (value && (negated || parse_bool(value, &b) < 0)) {
-                        fail(err, errsz, "%sinvalid value for %s: \"%s\" (expected true or false)",
-                             where, d->name, value);
+                        fail(err, errsz,
+                             "%sinvalid value for %s%s: \"%s\" (expected true or false)", where,
+                             coll ? "collector." : "", coll ? collector_defs[sub].name : d->name,
+                             value);
                         return -EINVAL;
                 }
-                *(bool *)(base + d->offset) = b;
+                ((bool *)p)[coll ? sub : 0] = b;
                 return 0;
         }
         if (negated) {
@@ -373,27 +413,23 @@ static int apply(struct dp_options *o, size_t idx, const char *value, bool negat
                 fail(err, errsz, "%s%s needs a value", where, d->name);
                 return -EINVAL;
         }
-        switch (d->kind) {
+        switch (d->type) {
         case OPT_STRING:
-                if (!*value) {
+        case OPT_LIST:
+                if (d->type == OPT_STRING && !*value && !d->allow_empty) {
                         fail(err, errsz, "%sinvalid value for %s: empty", where, d->name);
                         return -EINVAL;
                 }
-                set_string((char **)(base + d->offset), value);
-                return 0;
-        case OPT_STRV: {
-                char host[256], port[8];
-                if (listen_parse(value, host, sizeof host, port, sizeof port) < 0) {
-                        fail(err, errsz,
-                             "%sinvalid value for %s: \"%s\" (expected [HOST]:PORT, e.g. :9477 or "
-                             "[::1]:9477)",
-                             where, d->name, value);
+                if (d->check && d->check(value, why, sizeof why) < 0) {
+                        fail(err, errsz, "%sinvalid value for %s: \"%s\" (%s)", where, d->name,
+                             value, why);
                         return -EINVAL;
                 }
-                o->listen = xrealloc(o->listen, (o->n_listen + 1) * sizeof(char *));
-                o->listen[o->n_listen++] = xstrdup(value);
+                if (d->type == OPT_STRING)
+                        set_string(p, value);
+                else
+                        list_add(o, d, value);
                 return 0;
-        }
         case OPT_DURATION: {
                 usec_t u;
                 r = parse_duration(value, &u);
@@ -404,70 +440,19 @@ static int apply(struct dp_options *o, size_t idx, const char *value, bool negat
                              where, d->name, value);
                         return -EINVAL;
                 }
-                *(usec_t *)(base + d->offset) = u;
+                *(usec_t *)p = u;
                 return 0;
         }
         case OPT_UINT: {
                 uint64_t v;
-                if (parse_u64(value, &v) < 0 || v == 0 || v > 65535) {
+                if (parse_u64(value, &v) < 0 || v < d->min || v > 65535) {
                         fail(err, errsz,
-                             "%sinvalid value for %s: \"%s\" (expected a number from 1 to 65535)",
-                             where, d->name, value);
+                             "%sinvalid value for %s: \"%s\" (expected a number from %" PRIu64
+                             " to 65535)",
+                             where, d->name, value, d->min);
                         return -EINVAL;
                 }
-                *(unsigned *)(base + d->offset) = (unsigned)v;
-                return 0;
-        }
-        case OPT_COUNT: {
-                uint64_t v;
-                if (parse_u64(value, &v) < 0 || v > 65535) {
-                        fail(err, errsz,
-                             "%sinvalid value for %s: \"%s\" (expected a number from 0 to 65535)",
-                             where, d->name, value);
-                        return -EINVAL;
-                }
-                *(unsigned *)(base + d->offset) = (unsigned)v;
-                return 0;
-        }
-        case OPT_LOGLEVEL:
-                if (log_level_from_string(value, (enum log_level *)(base + d->offset)) < 0) {
-                        fail(err, errsz,
-                             "%sinvalid value for %s: \"%s\" (expected debug, info, warn or "
-                             "error)",
-                             where, d->name, value);
-                        return -EINVAL;
-                }
-                return 0;
-        case OPT_LOGFMT:
-                if (log_format_from_string(value, (enum log_format *)(base + d->offset)) < 0) {
-                        fail(err, errsz, "%sinvalid value for %s: \"%s\" (expected logfmt or json)",
-                             where, d->name, value);
-                        return -EINVAL;
-                }
-                return 0;
-        case OPT_POWERMODE:
-                if (smart_powermode_from_string(
-                        value, (enum smart_powermode_check *)(base + d->offset)) < 0) {
-                        fail(err, errsz,
-                             "%sinvalid value for %s: \"%s\" (expected never, standby or sleep)",
-                             where, d->name, value);
-                        return -EINVAL;
-                }
-                return 0;
-        case OPT_CANARY_PATH:
-                return add_canary_path(o, value, where, err, errsz);
-        case OPT_CIDR: {
-                struct cidr c;
-                const char *why;
-                if (cidr_parse(value, &c, &why) < 0) {
-                        fail(err, errsz,
-                             "%sinvalid value for %s: \"%s\" (%s; expected an address or "
-                             "ADDR/PREFIX such as 10.0.0.0/8 or 2001:db8::/32)",
-                             where, d->name, value, why);
-                        return -EINVAL;
-                }
-                o->allow_from = xrealloc(o->allow_from, (o->n_allow_from + 1) * sizeof(char *));
-                o->allow_from[o->n_allow_from++] = xstrdup(value);
+                *(unsigned *)p = (unsigned)v;
                 return 0;
         }
         case OPT_SIZE: {
@@ -479,40 +464,50 @@ static int apply(struct dp_options *o, size_t idx, const char *value, bool negat
                              where, d->name, value);
                         return -EINVAL;
                 }
-                *(uint64_t *)(base + d->offset) = v;
+                *(uint64_t *)p = v;
                 return 0;
         }
-        case OPT_REGEX: {
-                regex_t re;
-                char msg[160];
-                if (options_regex(value, &re, msg, sizeof msg) < 0) {
-                        fail(err, errsz, "%sinvalid value for %s: \"%s\" (%s)", where, d->name,
-                             value, msg);
-                        return -EINVAL;
-                }
-                regfree(&re);
-                set_string((char **)(base + d->offset), value);
-                return 0;
-        }
+        case OPT_ENUM:
+                for (int i = 0; d->names[i]; i++)
+                        if (strcmp(value, d->names[i]) == 0) {
+                                *(int *)p = i;
+                                return 0;
+                        }
+                fail(err, errsz, "%sinvalid value for %s: \"%s\" (expected %s)", where, d->name,
+                     value, names_list(d->names, why, sizeof why));
+                return -EINVAL;
+        case OPT_CANARY_PATHS:
+                return add_canary_path(o, value, where, err, errsz);
         default:
                 return -EINVAL;
         }
 }
 
-/* Finds an option by name; sets *negated for "no-" forms. Returns its index or -1. */
-static int lookup(const char *name, size_t len, bool allow_no, bool *negated)
+/* Finds a flag by name; sets *negated for "no-" forms and *sub to the collector of a
+ * --collector.NAME. Returns its table index or -1. */
+static int lookup(const char *name, size_t len, bool allow_no, bool *negated, int *sub)
 {
         *negated = false;
+        *sub = -1;
         for (int pass = 0; pass < 2; pass++) {
-                for (size_t i = 0; i < N_OPTS; i++) {
-                        char full[96];
-                        if (i < ARRAY_SIZE(opts))
-                                snprintf(full, sizeof full, "%s", opts[i].name);
-                        else
-                                snprintf(full, sizeof full, "collector.%s",
-                                         collector_defs[i - ARRAY_SIZE(opts)].name);
-                        if (strlen(full) == len && strncmp(full, name, len) == 0)
-                                return (int)i;
+                for (size_t i = 0; i < N_ENTRIES; i++) {
+                        const struct opt_def *d = &options_table[i];
+                        size_t l = strlen(d->name);
+
+                        if (d->type != OPT_COLLECTORS) {
+                                if (l == len && strncmp(d->name, name, len) == 0)
+                                        return (int)i;
+                                continue;
+                        }
+                        if (len <= l + 1 || strncmp(d->name, name, l) != 0 || name[l] != '.')
+                                continue;
+                        for (int c = 0; c < COLLECTOR_MAX; c++)
+                                if (strlen(collector_defs[c].name) == len - l - 1 &&
+                                    strncmp(collector_defs[c].name, name + l + 1, len - l - 1) ==
+                                        0) {
+                                        *sub = c;
+                                        return (int)i;
+                                }
                 }
                 if (!allow_no || len < 3 || strncmp(name, "no-", 3) != 0)
                         return -1;
@@ -523,9 +518,10 @@ static int lookup(const char *name, size_t len, bool allow_no, bool *negated)
         return -1;
 }
 
-static bool is_bool_opt(size_t idx)
+/* The flag's number: its entry, or one per collector past the entries. */
+static size_t flag_no(int idx, int sub)
 {
-        return idx >= ARRAY_SIZE(opts) || opts[idx].kind == OPT_BOOL;
+        return sub >= 0 ? N_ENTRIES + (size_t)sub : (size_t)idx;
 }
 
 static char *trim(char *s)
@@ -544,7 +540,7 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                         size_t errsz)
 {
         _cleanup_free_ char *buf = NULL;
-        bool reset[N_OPTS] = {false};
+        _cleanup_free_ bool *reset = xcalloc(N_FLAGS, sizeof(bool));
         size_t len;
         char *line;
         unsigned lineno = 0;
@@ -562,8 +558,10 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
         for (char *next = buf; next && next < buf + len;) {
                 char *nl = strchr(next, '\n');
                 char where[300], *eq, *key, *value;
+                const struct opt_def *d;
                 bool negated;
-                int idx;
+                int idx, sub;
+                size_t f;
 
                 if (nl)
                         *nl = 0;
@@ -588,22 +586,25 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                         value[strlen(value) - 1] = 0;
                         value++;
                 }
-                idx = lookup(key, strlen(key), false, &negated);
+                idx = lookup(key, strlen(key), false, &negated, &sub);
                 if (idx < 0) {
                         fail(err, errsz, "%sunknown option \"%s\"", where, key);
                         return -EINVAL;
                 }
-                if ((size_t)idx < ARRAY_SIZE(opts) && opts[idx].cli_only) {
+                d = &options_table[idx];
+                if (d->flags & OPT_CLI_ONLY) {
                         fail(err, errsz, "%s%s can only be given on the command line", where, key);
                         return -EINVAL;
                 }
-                if (from_cli[idx])
+                f = flag_no(idx, sub);
+                if (from_cli[f])
                         continue; /* flags win */
-                if (!reset[idx]) {
-                        reset_list(o, (size_t)idx);
-                        reset[idx] = true;
+                if (!reset[f]) {
+                        /* values from a higher source replace a list's lower ones */
+                        clear_value(o, d);
+                        reset[f] = true;
                 }
-                r = apply(o, (size_t)idx, value, false, where, err, errsz);
+                r = apply(o, d, sub, value, false, where, err, errsz);
                 if (r < 0)
                         return r;
         }
@@ -612,52 +613,122 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
 
 static void set_defaults(struct dp_options *o)
 {
-        const char *sd = getenv("STATE_DIRECTORY");
-
         memset(o, 0, sizeof(*o));
-        o->max_connections = 512;
-        o->max_per_address = 16;
-        o->header_timeout = 5 * USEC_PER_SEC;
-        o->request_timeout = 30 * USEC_PER_SEC;
-        o->idle_timeout = 120 * USEC_PER_SEC;
-        o->procfs = xstrdup("/proc");
-        o->sysfs = xstrdup("/sys");
-        o->udev_data = xstrdup("/run/udev/data");
-        o->dev = xstrdup("/dev");
-        o->ds_interval = USEC_PER_SEC;
-        o->ds_window = 10 * USEC_PER_SEC;
-        o->smart_interval = 600 * USEC_PER_SEC;
-        o->smart_timeout = 10 * USEC_PER_SEC;
-        o->smart_powermode = SMART_PM_STANDBY;
-        o->zygote_grace = 60 * USEC_PER_SEC;
-        o->canary_interval = 180 * USEC_PER_SEC;
-        o->canary_burst = 16;
-        o->canary_timeout = 30 * USEC_PER_SEC;
-        o->canary_baseline_period = 3600 * USEC_PER_SEC;
-        o->canary_size = 4096;
-        /* systemd's StateDirectory= may list several, separated by ':'; the first is ours. */
-        if (sd && *sd && *sd == '/') {
-                o->state_dir = xstrdup(sd);
-                char *colon = strchr(o->state_dir, ':');
-                if (colon)
-                        *colon = 0;
-        } else {
-                o->state_dir = xstrdup("/var/lib/diskpulse");
+        for (size_t i = 0; i < N_ENTRIES; i++) {
+                const struct opt_def *d = &options_table[i];
+                void *p = field(o, d);
+
+                switch (d->type) {
+                case OPT_BOOL:
+                        *(bool *)p = d->def != 0;
+                        break;
+                case OPT_STRING: {
+                        const char *env = d->def_env ? getenv(d->def_env) : NULL;
+                        /* systemd's StateDirectory= may list several, separated by ':'; the
+                         * first is ours. */
+                        if (env && env[0] == '/') {
+                                *(char **)p = xstrdup(env);
+                                (*(char **)p)[strcspn(env, ":")] = 0;
+                        } else if (d->def_str)
+                                *(char **)p = xstrdup(d->def_str);
+                        break;
+                }
+                case OPT_LIST:
+                        if (d->def_str)
+                                list_add(o, d, d->def_str);
+                        break;
+                case OPT_DURATION:
+                        *(usec_t *)p = d->def;
+                        break;
+                case OPT_UINT:
+                        *(unsigned *)p = (unsigned)d->def;
+                        break;
+                case OPT_SIZE:
+                        *(uint64_t *)p = d->def;
+                        break;
+                case OPT_ENUM:
+                        *(int *)p = (int)d->def;
+                        break;
+                case OPT_COLLECTORS:
+                        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                                ((bool *)p)[c] = collector_defs[c].default_enabled;
+                        break;
+                case OPT_CANARY_PATHS:
+                        break; /* none: the state directory, in validate() */
+                }
         }
-        o->log_level = LOG_LEVEL_INFO;
-        o->log_format = LOG_FORMAT_LOGFMT;
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
-                o->collector[i] = collector_defs[i].default_enabled;
 }
 
+/* A size as the messages write it: 1 byte, 8k, 16M. */
+static const char *format_size(uint64_t v, char *buf, size_t size)
+{
+        if (v && v % (1024 * 1024) == 0)
+                snprintf(buf, size, "%" PRIu64 "M", v / (1024 * 1024));
+        else if (v && v % 1024 == 0)
+                snprintf(buf, size, "%" PRIu64 "k", v / 1024);
+        else
+                snprintf(buf, size, "%" PRIu64 " byte%s", v, v == 1 ? "" : "s");
+        return buf;
+}
+
+/* The range of one option (its min and max), once flags and file are read. */
+static int check_range(const struct dp_options *o, const struct opt_def *d, char *err, size_t errsz)
+{
+        char v[32], lo[32], hi[32];
+        void *p = field(o, d);
+
+        if (!d->min && !d->max)
+                return 0;
+        switch (d->type) {
+        case OPT_DURATION: {
+                usec_t u = *(usec_t *)p;
+                if (u >= d->min && (!d->max || u <= d->max))
+                        return 0;
+                format_duration(u, v, sizeof v);
+                format_duration(d->min, lo, sizeof lo);
+                if (!d->max) {
+                        fail(err, errsz, "invalid value for %s: %s (expected at least %s)", d->name,
+                             v, lo);
+                        return -EINVAL;
+                }
+                format_duration(d->max, hi, sizeof hi);
+                break;
+        }
+        case OPT_UINT: {
+                unsigned u = *(unsigned *)p;
+                if (!d->max || u <= d->max) /* min: refused as parsed */
+                        return 0;
+                snprintf(v, sizeof v, "%u", u);
+                snprintf(lo, sizeof lo, "%" PRIu64, d->min);
+                snprintf(hi, sizeof hi, "%" PRIu64, d->max);
+                break;
+        }
+        case OPT_SIZE: {
+                uint64_t u = *(uint64_t *)p;
+                if (u >= d->min && (!d->max || u <= d->max))
+                        return 0;
+                snprintf(v, sizeof v, "%" PRIu64, u);
+                format_size(d->min, lo, sizeof lo);
+                format_size(d->max, hi, sizeof hi);
+                break;
+        }
+        default:
+                return 0;
+        }
+        fail(err, errsz, "invalid value for %s: %s (expected %s to %s)", d->name, v, lo, hi);
+        return -EINVAL;
+}
+
+/* Every option's range, then the checks that involve several options. */
 static int validate(struct dp_options *o, char *err, size_t errsz)
 {
         char a[32], b[32];
+        int r;
 
-        if (o->ds_interval < 10 * USEC_PER_MSEC || o->ds_interval > 3600 * USEC_PER_SEC) {
-                fail(err, errsz, "invalid value for diskstats.interval: %s (expected 10ms to 1h)",
-                     format_duration(o->ds_interval, a, sizeof a));
-                return -EINVAL;
+        for (size_t i = 0; i < N_ENTRIES; i++) {
+                r = check_range(o, &options_table[i], err, errsz);
+                if (r < 0)
+                        return r;
         }
         if (o->ds_window < o->ds_interval) {
                 fail(err, errsz,
@@ -673,12 +744,6 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                      format_duration(o->ds_interval, b, sizeof b));
                 return -EINVAL;
         }
-        if (o->header_timeout < 100 * USEC_PER_MSEC || o->header_timeout > 3600 * USEC_PER_SEC) {
-                fail(err, errsz,
-                     "invalid value for web.read-header-timeout: %s (expected 100ms to 1h)",
-                     format_duration(o->header_timeout, a, sizeof a));
-                return -EINVAL;
-        }
         if (o->request_timeout < o->header_timeout || o->request_timeout > 3600 * USEC_PER_SEC) {
                 fail(err, errsz,
                      "invalid value for web.request-timeout: %s (expected web.read-header-timeout "
@@ -687,58 +752,10 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                      format_duration(o->header_timeout, b, sizeof b));
                 return -EINVAL;
         }
-        if (o->idle_timeout < 100 * USEC_PER_MSEC || o->idle_timeout > 3600 * USEC_PER_SEC) {
-                fail(err, errsz, "invalid value for web.idle-timeout: %s (expected 100ms to 1h)",
-                     format_duration(o->idle_timeout, a, sizeof a));
-                return -EINVAL;
-        }
-        if (o->smart_interval < USEC_PER_SEC) {
-                fail(err, errsz, "invalid value for smart.interval: %s (expected at least 1s)",
-                     format_duration(o->smart_interval, a, sizeof a));
-                return -EINVAL;
-        }
-        if (o->smart_timeout < 100 * USEC_PER_MSEC || o->smart_timeout > 600 * USEC_PER_SEC) {
-                fail(err, errsz, "invalid value for smart.timeout: %s (expected 100ms to 10m)",
-                     format_duration(o->smart_timeout, a, sizeof a));
-                return -EINVAL;
-        }
-        if (o->zygote_grace < USEC_PER_SEC || o->zygote_grace > 3600 * USEC_PER_SEC) {
-                fail(err, errsz, "invalid value for helper.zygote-grace: %s (expected 1s to 1h)",
-                     format_duration(o->zygote_grace, a, sizeof a));
-                return -EINVAL;
-        }
-        if (o->canary_interval < 100 * USEC_PER_MSEC || o->canary_interval > 86400 * USEC_PER_SEC) {
-                fail(err, errsz, "invalid value for canary.interval: %s (expected 100ms to 24h)",
-                     format_duration(o->canary_interval, a, sizeof a));
-                return -EINVAL;
-        }
-        if (o->canary_burst > CANARY_BURST_MAX) {
-                fail(err, errsz, "invalid value for canary.burst: %u (expected 0 to %d)",
-                     o->canary_burst, CANARY_BURST_MAX);
-                return -EINVAL;
-        }
-        if (o->canary_timeout < 10 * USEC_PER_MSEC || o->canary_timeout > 3600 * USEC_PER_SEC) {
-                fail(err, errsz, "invalid value for canary.timeout: %s (expected 10ms to 1h)",
-                     format_duration(o->canary_timeout, a, sizeof a));
-                return -EINVAL;
-        }
-        if (o->canary_baseline_period < USEC_PER_SEC ||
-            o->canary_baseline_period > 3600 * USEC_PER_SEC) {
-                fail(err, errsz, "invalid value for canary.baseline-period: %s (expected 1s to 1h)",
-                     format_duration(o->canary_baseline_period, a, sizeof a));
-                return -EINVAL;
-        }
-        if (o->canary_size > CANARY_SIZE_MAX) {
-                fail(err, errsz,
-                     "invalid value for canary.size: %" PRIu64 " (expected 1 byte to 16M)",
-                     o->canary_size);
-                return -EINVAL;
-        }
         if (o->n_canary == 0) {
                 /* The default target: the state directory, where the baselines live too. */
                 char where[] = "state.directory: ", cwd[4096], *abs = NULL;
                 const char *dir = o->state_dir;
-                int r;
 
                 if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
                         abs = xmalloc(strlen(cwd) + strlen(dir) + 2);
@@ -750,27 +767,23 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                 if (r < 0)
                         return r;
         }
-        if (o->n_listen == 0) {
-                o->listen = xcalloc(1, sizeof(char *));
-                o->listen[0] = xstrdup(":9477");
-                o->n_listen = 1;
-        }
         return 0;
 }
 
 int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size_t errsz)
 {
-        bool from_cli[N_OPTS] = {false};
+        _cleanup_free_ bool *from_cli = xcalloc(N_FLAGS, sizeof(bool));
         struct dp_options o;
         int r;
 
         set_defaults(&o);
         for (int i = 1; i < argc; i++) {
                 const char *arg = argv[i], *eq, *value = NULL;
+                const struct opt_def *d;
                 char where[16] = "";
                 bool negated;
-                size_t nlen;
-                int idx;
+                size_t nlen, f;
+                int idx, sub;
 
                 if (strcmp(arg, "-h") == 0)
                         arg = "--help";
@@ -781,24 +794,26 @@ int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size
                 arg += 2;
                 eq = strchr(arg, '=');
                 nlen = eq ? (size_t)(eq - arg) : strlen(arg);
-                idx = lookup(arg, nlen, true, &negated);
+                idx = lookup(arg, nlen, true, &negated, &sub);
                 if (idx < 0) {
                         fail(err, errsz, "unknown flag --%.*s (see --help)", (int)nlen, arg);
                         goto fail;
                 }
+                d = &options_table[idx];
                 if (eq)
                         value = eq + 1;
-                else if (!is_bool_opt((size_t)idx) && !negated) {
+                else if (d->type != OPT_BOOL && d->type != OPT_COLLECTORS && !negated) {
                         if (i + 1 >= argc) {
                                 fail(err, errsz, "flag --%.*s needs a value", (int)nlen, arg);
                                 goto fail;
                         }
                         value = argv[++i];
                 }
-                if (!from_cli[idx])
-                        reset_list(&o, (size_t)idx);
-                from_cli[idx] = true;
-                r = apply(&o, (size_t)idx, value, negated, where, err, errsz);
+                f = flag_no(idx, sub);
+                if (!from_cli[f])
+                        clear_value(&o, d); /* flags replace a list's defaults and file values */
+                from_cli[f] = true;
+                r = apply(&o, d, sub, value, negated, where, err, errsz);
                 if (r < 0)
                         goto fail;
         }
@@ -825,26 +840,85 @@ fail_r:
 
 void options_free(struct dp_options *o)
 {
-        for (size_t i = 0; i < o->n_listen; i++)
-                free(o->listen[i]);
-        free(o->listen);
-        for (size_t i = 0; i < o->n_allow_from; i++)
-                free(o->allow_from[i]);
-        free(o->allow_from);
-        free(o->config_file);
-        free(o->web_config_file);
-        free(o->procfs);
-        free(o->sysfs);
-        free(o->udev_data);
-        free(o->dev);
-        free(o->device_include);
-        free(o->device_exclude);
-        free(o->state_dir);
-        free(o->canary_reset_reference);
-        for (size_t i = 0; i < o->n_canary; i++)
-                free(o->canary[i].path);
-        free(o->canary);
+        for (size_t i = 0; i < N_ENTRIES; i++)
+                clear_value(o, &options_table[i]);
         memset(o, 0, sizeof(*o));
+}
+
+/* The text of a value as the dump and --help write it; NULL when d has none in o. */
+static const char *format_value(const struct dp_options *o, const struct opt_def *d, char *buf,
+                                size_t size)
+{
+        void *p = field(o, d);
+
+        switch (d->type) {
+        case OPT_BOOL:
+                return *(bool *)p ? "true" : "false";
+        case OPT_STRING:
+                return *(char **)p ? *(char **)p : (d->unset ? d->unset(o) : NULL);
+        case OPT_DURATION:
+                return format_duration(*(usec_t *)p, buf, size);
+        case OPT_UINT:
+                snprintf(buf, size, "%u", *(unsigned *)p);
+                return buf;
+        case OPT_SIZE:
+                snprintf(buf, size, "%" PRIu64, *(uint64_t *)p);
+                return buf;
+        case OPT_ENUM:
+                return d->names[*(int *)p];
+        default:
+                return NULL; /* lists: one line per value */
+        }
+}
+
+/* "(default ...)" of --help, or nothing. */
+static void help_default(const struct opt_def *d, FILE *out)
+{
+        char buf[32], lo[32], hi[32];
+        const char *v = NULL;
+
+        if (d->help_default) {
+                fprintf(out, " (default%s)", d->help_default);
+                return;
+        }
+        switch (d->type) {
+        case OPT_BOOL:
+        case OPT_COLLECTORS:
+        case OPT_CANARY_PATHS:
+                return;
+        case OPT_STRING:
+        case OPT_LIST:
+                v = d->def_str;
+                break;
+        case OPT_DURATION:
+                v = format_duration(d->def, buf, sizeof buf);
+                break;
+        case OPT_UINT:
+        case OPT_SIZE:
+                snprintf(buf, sizeof buf, "%" PRIu64, d->def);
+                v = buf;
+                break;
+        case OPT_ENUM:
+                v = d->names[d->def];
+                break;
+        }
+        if (!v)
+                return;
+        fprintf(out, " (default ");
+        if (d->def_env)
+                fprintf(out, "$%s or ", d->def_env);
+        fputs(v, out);
+        if (d->help_range && d->type == OPT_DURATION)
+                fprintf(out, ", %s to %s", format_duration(d->min, lo, sizeof lo),
+                        format_duration(d->max, hi, sizeof hi));
+        fputs(")", out);
+}
+
+static void help_line(const char *left, const struct opt_def *d, FILE *out)
+{
+        fprintf(out, "  %-44s %s", left, d->help);
+        help_default(d, out);
+        fputs("\n", out);
 }
 
 void options_help(FILE *out)
@@ -852,20 +926,31 @@ void options_help(FILE *out)
         fputs("Usage: diskpulse [FLAGS]\n\n"
               "Watches block devices and serves Prometheus metrics.\n\nFlags:\n",
               out);
-        for (size_t i = 0; i < ARRAY_SIZE(opts); i++) {
+        for (size_t i = 0; i < N_ENTRIES; i++) {
+                const struct opt_def *d = &options_table[i];
                 char left[80];
-                const struct opt_def *d = &opts[i];
-                if (d->kind == OPT_BOOL)
+
+                if (d->type == OPT_COLLECTORS)
+                        continue;
+                if (d->type == OPT_BOOL)
                         snprintf(left, sizeof left, "--%s", d->name);
                 else
                         snprintf(left, sizeof left, "--%s=%s", d->name, d->arg);
-                fprintf(out, "  %-44s %s\n", left, d->help);
+                help_line(left, d, out);
         }
-        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
-                char left[80];
-                snprintf(left, sizeof left, "--[no-]collector.%s", collector_defs[i].name);
-                fprintf(out, "  %-44s %s (default %s)\n", left, collector_defs[i].help,
-                        collector_defs[i].default_enabled ? "on" : "off");
+        /* the collectors' switches close the list */
+        for (size_t i = 0; i < N_ENTRIES; i++) {
+                const struct opt_def *d = &options_table[i];
+
+                if (d->type != OPT_COLLECTORS)
+                        continue;
+                for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+                        char left[80];
+                        snprintf(left, sizeof left, "--[no-]%s.%s", d->name,
+                                 collector_defs[c].name);
+                        fprintf(out, "  %-44s %s (default %s)\n", left, collector_defs[c].help,
+                                collector_defs[c].default_enabled ? "on" : "off");
+                }
         }
         fputs("\nDurations take ms, s, m, h (e.g. 500ms, 1m30s). Every flag can be set in the "
               "--config.file\nas \"name = value\" (without the leading --); flags win.\n",
@@ -874,50 +959,34 @@ void options_help(FILE *out)
 
 void options_dump(const struct dp_options *o, FILE *out)
 {
-        char a[32];
+        for (size_t i = 0; i < N_ENTRIES; i++) {
+                const struct opt_def *d = &options_table[i];
+                char buf[32];
+                const char *v;
 
-        for (size_t i = 0; i < o->n_listen; i++)
-                fprintf(out, "web.listen-address = %s\n", o->listen[i]);
-        fprintf(out, "web.systemd-socket = %s\n", o->systemd_socket ? "true" : "false");
-        fprintf(out, "web.max-connections = %u\n", o->max_connections);
-        fprintf(out, "web.max-connections-per-address = %u\n", o->max_per_address);
-        fprintf(out, "web.read-header-timeout = %s\n",
-                format_duration(o->header_timeout, a, sizeof a));
-        fprintf(out, "web.request-timeout = %s\n",
-                format_duration(o->request_timeout, a, sizeof a));
-        fprintf(out, "web.idle-timeout = %s\n", format_duration(o->idle_timeout, a, sizeof a));
-        for (size_t i = 0; i < o->n_allow_from; i++)
-                fprintf(out, "web.allow-from = %s\n", o->allow_from[i]);
-        if (o->web_config_file)
-                fprintf(out, "web.config.file = %s\n", o->web_config_file);
-        fprintf(out, "path.procfs = %s\npath.sysfs = %s\npath.udev.data = %s\npath.dev = %s\n",
-                o->procfs, o->sysfs, o->udev_data, o->dev);
-        if (o->device_include)
-                fprintf(out, "collector.diskstats.device-include = %s\n", o->device_include);
-        fprintf(out, "collector.diskstats.device-exclude = %s\n",
-                o->device_exclude ? o->device_exclude
-                                  : (o->device_include ? "" : DEFAULT_DEVICE_EXCLUDE));
-        fprintf(out, "diskstats.interval = %s\n", format_duration(o->ds_interval, a, sizeof a));
-        fprintf(out, "diskstats.window = %s\n", format_duration(o->ds_window, a, sizeof a));
-        fprintf(out, "smart.interval = %s\n", format_duration(o->smart_interval, a, sizeof a));
-        fprintf(out, "smart.timeout = %s\n", format_duration(o->smart_timeout, a, sizeof a));
-        fprintf(out, "smart.powermode-check = %s\n",
-                (const char *[]){"never", "standby", "sleep"}[o->smart_powermode]);
-        fprintf(out, "helper.zygote-grace = %s\n", format_duration(o->zygote_grace, a, sizeof a));
-        for (size_t i = 0; i < o->n_canary; i++)
-                fprintf(out, "canary.path = %s:%s\n", o->canary[i].path,
-                        canary_mode_to_string(o->canary[i].mode));
-        fprintf(out, "canary.interval = %s\n", format_duration(o->canary_interval, a, sizeof a));
-        fprintf(out, "canary.burst = %u\n", o->canary_burst);
-        fprintf(out, "canary.size = %" PRIu64 "\n", o->canary_size);
-        fprintf(out, "canary.timeout = %s\n", format_duration(o->canary_timeout, a, sizeof a));
-        fprintf(out, "canary.baseline-period = %s\n",
-                format_duration(o->canary_baseline_period, a, sizeof a));
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
-                fprintf(out, "collector.%s = %s\n", collector_defs[i].name,
-                        o->collector[i] ? "true" : "false");
-        fprintf(out, "state.directory = %s\n", o->state_dir);
-        fprintf(out, "log.level = %s\n",
-                (const char *[]){"debug", "info", "warn", "error"}[o->log_level]);
-        fprintf(out, "log.format = %s\n", o->log_format == LOG_FORMAT_JSON ? "json" : "logfmt");
+                if (d->flags & OPT_CLI_ONLY)
+                        continue;
+                switch (d->type) {
+                case OPT_LIST:
+                        for (size_t k = 0; k < *count_of(o, d); k++)
+                                fprintf(out, "%s = %s\n", d->name,
+                                        (*(char **const *)field(o, d))[k]);
+                        break;
+                case OPT_CANARY_PATHS:
+                        for (size_t k = 0; k < o->n_canary; k++)
+                                fprintf(out, "%s = %s:%s\n", d->name, o->canary[k].path,
+                                        canary_mode_to_string(o->canary[k].mode));
+                        break;
+                case OPT_COLLECTORS:
+                        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                                fprintf(out, "%s.%s = %s\n", d->name, collector_defs[c].name,
+                                        ((bool *)field(o, d))[c] ? "true" : "false");
+                        break;
+                default:
+                        v = format_value(o, d, buf, sizeof buf);
+                        if (v)
+                                fprintf(out, "%s = %s\n", d->name, v);
+                        break;
+                }
+        }
 }

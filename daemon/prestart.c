@@ -197,18 +197,9 @@ int prestart_run(prestart_front_fn front, void *ud, struct dp_options *ret)
         return status;
 }
 
-static bool str_differ(const char *a, const char *b)
-{
-        return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
-}
-
 int prestart_same(const struct dp_options *facts, const struct dp_options *o)
 {
-        if (facts->n_listen != o->n_listen || facts->systemd_socket != o->systemd_socket ||
-            facts->once != o->once || str_differ(facts->dev, o->dev))
-                return -ESTALE;
-        for (size_t i = 0; i < o->n_listen; i++)
-                if (strcmp(facts->listen[i], o->listen[i]) != 0)
-                        return -ESTALE;
-        return 0;
+        /* the options marked OPT_PRESTART in the table; the log level and format, though sent,
+         * are only the child's hint for the parent's first messages */
+        return options_same(facts, o, OPT_PRESTART) ? 0 : -ESTALE;
 }

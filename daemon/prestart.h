@@ -35,6 +35,7 @@ typedef int (*prestart_front_fn)(void *ud, struct dp_options *o);
 int prestart_run(prestart_front_fn front, void *ud, struct dp_options *ret);
 
 /* After the parent parsed flags and file itself: 0 when o asks for the same listen addresses,
- * socket activation, device directory and mode as the facts it started with, else -ESTALE
- * (the config file changed in between). */
+ * socket activation, device directory and mode as the facts it started with (the options marked
+ * OPT_PRESTART in the option table; the message carries each of them), else -ESTALE (the config
+ * file changed in between). */
 int prestart_same(const struct dp_options *facts, const struct dp_options *o);

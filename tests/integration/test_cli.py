@@ -181,6 +181,27 @@ def reload_on_sighup():
             n = dp.value(d.scrape(), "diskpulse_disk_devices")
             time.sleep(0.1)
         dp.check(n and n > 0, "SIGHUP re-reads the config: %s devices" % n)
+        restart = "listen addresses and paths change only on restart"
+
+        def hup(text):
+            """Writes the file, sends SIGHUP and waits for "configuration reloaded"; the log."""
+            before = d.output().count("configuration reloaded")
+            write("reload.conf", text)
+            d.signal(signal.SIGHUP)
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline and d.output().count("configuration reloaded") == before:
+                time.sleep(0.05)
+            return d.output()
+
+        out = hup("collector.diskstats.device-include = .\nlog.level = debug\nsmart.interval = 1h\n"
+                  "canary.baseline-period = 1m\nweb.max-connections = 99\n")
+        dp.check("configuration reloaded" in out and restart not in out,
+                 "a reload of options applied at once or read at start only warns of nothing")
+        out = hup("collector.diskstats.device-include = .\nlog.level = debug\npath.sysfs = /nonexistent-sys\n")
+        dp.check(out.count(restart) == 1, "a changed --path.sysfs on SIGHUP: \"%s\"" % restart)
+        dp.check(dp.value(d.scrape(), "diskpulse_disk_devices") == n, "and the running roots stay")
+        out = hup("collector.diskstats.device-include = .\nlog.level = debug\npath.sysfs = /nonexistent-sys\n")
+        dp.check(out.count(restart) == 2, "the warning again on the next reload: still not restarted")
         write("reload.conf", "diskstats.interval = nonsense\n")
         d.signal(signal.SIGHUP)
         time.sleep(0.5)

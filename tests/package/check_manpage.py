@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """diskpulse(8): `man --warnings` silent on the built page and the installed one (80 columns);
-every flag of `diskpulse --help` is documented and every flag documented exists; every metric
+every flag of `diskpulse --help` is documented and every flag documented exists, and every key of
+`diskpulse --check-config` is one of those flags (both come from the option table); every metric
 family is documented: the names in the sources, in the golden outputs, and in the output of a
 --once run on this host; signals, files, environment and exit codes are there.
 Usage: check_manpage.py BUILD_DIR DISKPULSE_BINARY"""
@@ -71,6 +72,19 @@ def main():
     known = set(flags) | {f.replace("[no-]", "") for f in flags} | {f.replace("[no-]", "no-") for f in flags}
     stale = sorted(documented - known)
     pkg.check(not stale, "every flag in OPTIONS exists%s" % (": not in --help: " + " ".join(stale) if stale else ""))
+
+    # The config file's keys, as --check-config writes them (from the option table): each is a
+    # flag of --help, so documented above.
+    state = tempfile.mkdtemp(prefix="diskpulse-man-state-")
+    try:
+        dump = pkg.run([binary, "--check-config", "--state.directory=" + state], check_rc=True).stdout
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+    keys = sorted(set(re.findall(r"^([a-z][a-z0-9.-]*) = ", dump, re.M)))
+    pkg.check(len(keys) >= 25, "--check-config lists %d config-file keys" % len(keys))
+    undocumented = [k for k in keys if "--" + k not in known]
+    pkg.check(not undocumented, "every key of --check-config is a flag of --help%s" %
+              (": not in --help: " + " ".join(undocumented) if undocumented else ""))
 
     # Metric families: the sources' names, the golden outputs' and what this host's --once shows.
     fams = families_in_sources()

@@ -1,4 +1,5 @@
 /* Unit tests of flags and the config file: defaults, forms, every rejected value, precedence. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -781,6 +782,428 @@ static void test_help_lists_flags(void **state)
         assert_non_null(strstr(buf, "--config.file=FILE"));
 }
 
+/* Every option of the table, one at a time and all together, with a value other than its
+ * default that the checks accept. */
+
+#define SAMPLE_MAX 64
+
+struct sample {
+        char flag[SAMPLE_MAX][160]; /* "--name=value" */
+        size_t n;
+};
+
+/* The flags that give d a value other than its default (every collector switched). */
+static void sample_of(const struct opt_def *d, struct sample *s)
+{
+        char v[128], why[256];
+
+        s->n = 0;
+        switch (d->type) {
+        case OPT_BOOL:
+                snprintf(v, sizeof v, "%s", d->def ? "false" : "true");
+                break;
+        case OPT_STRING:
+                if (d->check)
+                        snprintf(v, sizeof v, "^sample-%s$", d->name);
+                else
+                        snprintf(v, sizeof v, "/sample/%s", d->name);
+                break;
+        case OPT_LIST: {
+                static const char *const candidates[] = {"127.0.0.1:1", "10.0.0.0/8"};
+                v[0] = 0;
+                for (size_t i = 0; i < ARRAY_SIZE(candidates) && !v[0]; i++)
+                        if (!d->check || d->check(candidates[i], why, sizeof why) == 0)
+                                snprintf(v, sizeof v, "%s", candidates[i]);
+                assert_true(v[0] != 0);
+                break;
+        }
+        case OPT_DURATION:
+                format_duration(d->min && d->min != d->def ? d->min : d->def * 2, v, sizeof v);
+                break;
+        case OPT_UINT:
+        case OPT_SIZE:
+                snprintf(v, sizeof v, "%" PRIu64, d->type == OPT_SIZE ? d->def * 2 : d->def + 1);
+                break;
+        case OPT_ENUM: {
+                size_t n = 0;
+                while (d->names[n])
+                        n++;
+                snprintf(v, sizeof v, "%s", d->names[(d->def + 1) % n]);
+                break;
+        }
+        case OPT_CANARY_PATHS:
+                snprintf(v, sizeof v, "/sample:append");
+                break;
+        case OPT_COLLECTORS:
+                for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                        snprintf(s->flag[s->n++], sizeof s->flag[0], "--%s.%s=%s", d->name,
+                                 collector_defs[c].name,
+                                 collector_defs[c].default_enabled ? "false" : "true");
+                return;
+        }
+        snprintf(s->flag[s->n++], sizeof s->flag[0], "--%s=%s", d->name, v);
+}
+
+static int parse_flags(struct dp_options *o, char *err, size_t errsz, const struct sample *s)
+{
+        char *argv[SAMPLE_MAX + 2];
+        int argc = 0;
+
+        argv[argc++] = (char *)"diskpulse";
+        for (size_t i = 0; i < s->n; i++)
+                argv[argc++] = (char *)s->flag[i];
+        argv[argc] = NULL;
+        err[0] = 0;
+        return options_parse(argc, argv, o, err, errsz);
+}
+
+/* The option a dump line sets: "name" of "name = value". */
+static bool line_is(const char *line, const char *name)
+{
+        size_t l = strlen(name);
+        return strncmp(line, name, l) == 0 && strncmp(line + l, " = ", 3) == 0;
+}
+
+/* Whether a line of the dump may change with option d: its own, and the value that stands
+ * for another one's default (the state directory is the default canary target; the default
+ * device exclude applies only without an include). */
+static bool line_of(const char *line, const struct opt_def *d)
+{
+        if (strcmp(d->name, "state.directory") == 0 && line_is(line, "canary.path"))
+                return true;
+        if (strcmp(d->name, "collector.diskstats.device-include") == 0 &&
+            line_is(line, "collector.diskstats.device-exclude"))
+                return true;
+        if (d->type == OPT_COLLECTORS)
+                return strncmp(line, "collector.", 10) == 0 && strstr(line, " = ") &&
+                       !strchr(line + 10, '-');
+        return line_is(line, d->name);
+}
+
+/* Every line of a that is not in b belongs to d. */
+static void only_lines_of(const char *a, const char *b, const struct opt_def *d)
+{
+        char copy[8192], *save = NULL;
+
+        snprintf(copy, sizeof copy, "%s", a);
+        for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char needle[600];
+                bool at_start = strncmp(b, line, strlen(line)) == 0 && b[strlen(line)] == '\n';
+                snprintf(needle, sizeof needle, "\n%s\n", line);
+                if (!at_start && !strstr(b, needle) && !line_of(line, d))
+                        fail_msg("%s: the dump's line \"%s\" changed too", d->name, line);
+        }
+}
+
+static void test_table_sane(void **state)
+{
+        (void)state;
+
+        assert_true(options_table_size > 30);
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+                char why[256];
+
+                assert_non_null(d->name);
+                for (size_t k = 0; k < i; k++)
+                        if (strcmp(options_table[k].name, d->name) == 0)
+                                fail_msg("%s: twice in the table", d->name);
+                if (d->type != OPT_COLLECTORS && (!d->help || !*d->help))
+                        fail_msg("%s: no help", d->name);
+                if ((d->type == OPT_BOOL || d->type == OPT_COLLECTORS) != (d->arg == NULL))
+                        fail_msg("%s: an argument name in --help exactly when it takes a value",
+                                 d->name);
+                if ((d->type == OPT_LIST || d->type == OPT_CANARY_PATHS) != (d->count_offset != 0))
+                        fail_msg("%s: a count exactly for lists", d->name);
+                if ((d->reload == OPT_RELOAD) != (d->parts != 0))
+                        fail_msg("%s: parts exactly when SIGHUP applies it", d->name);
+                if ((d->flags & OPT_CLI_ONLY) && d->reload != OPT_START)
+                        fail_msg("%s: given only on the command line, so read at start", d->name);
+                if (d->type == OPT_ENUM) {
+                        size_t n = 0;
+                        assert_non_null(d->names);
+                        while (d->names[n])
+                                n++;
+                        if (d->def >= n)
+                                fail_msg("%s: default out of its names", d->name);
+                }
+                if ((d->min || d->max) && (d->def < d->min || (d->max && d->def > d->max)))
+                        fail_msg("%s: default out of its range", d->name);
+                if (d->check && d->def_str && d->check(d->def_str, why, sizeof why) < 0)
+                        fail_msg("%s: default refused by its check: %s", d->name, why);
+        }
+}
+
+/* For every option: a value other than the default changes its lines of the dump and no
+ * other's, and the dump read back as a config file gives the same dump; the defaults' dump
+ * too. */
+static void test_every_option_roundtrip(void **state)
+{
+        char defaults[8192], text[8192], again[8192], path[64], cli[128], err[512];
+        struct dp_options o, p;
+        struct sample s = {.n = 0};
+        (void)state;
+
+        assert_int_equal(parse_flags(&o, err, sizeof err, &s), 0);
+        memset(defaults, 0, sizeof defaults);
+        dump(&o, defaults, sizeof defaults);
+        options_free(&o);
+        write_config(path, sizeof path, defaults);
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        assert_int_equal(PARSE(&p, err, cli), 0);
+        memset(again, 0, sizeof again);
+        dump(&p, again, sizeof again);
+        options_free(&p);
+        unlink(path);
+        assert_string_equal(again, defaults);
+
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+
+                if (d->flags & OPT_CLI_ONLY)
+                        continue; /* not in the dump */
+                sample_of(d, &s);
+                if (parse_flags(&o, err, sizeof err, &s) < 0)
+                        fail_msg("%s: %s refused: %s", d->name, s.flag[0], err);
+                memset(text, 0, sizeof text);
+                dump(&o, text, sizeof text);
+                if (strcmp(text, defaults) == 0)
+                        fail_msg("%s: %s does not change the dump", d->name, s.flag[0]);
+                only_lines_of(text, defaults, d);
+                only_lines_of(defaults, text, d);
+
+                write_config(path, sizeof path, text);
+                snprintf(cli, sizeof cli, "--config.file=%s", path);
+                if (PARSE(&p, err, cli) < 0)
+                        fail_msg("%s: the dump read back is refused: %s", d->name, err);
+                unlink(path);
+                memset(again, 0, sizeof again);
+                dump(&p, again, sizeof again);
+                assert_string_equal(again, text);
+                /* the same values too, but where the dump writes out what "not set" means */
+                for (size_t k = 0; k < options_table_size; k++)
+                        if (!(options_table[k].flags & OPT_CLI_ONLY) && !options_table[k].unset &&
+                            !options_equal(&options_table[k], &o, &p))
+                                fail_msg("%s: %s differs after the round trip", d->name,
+                                         options_table[k].name);
+                options_free(&o);
+                options_free(&p);
+        }
+}
+
+/* Every option given on the command line with another value than its default. */
+static void all_samples(struct sample *all)
+{
+        all->n = 0;
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+                struct sample s;
+
+                if ((d->flags & OPT_CLI_ONLY) && d->type == OPT_BOOL)
+                        continue; /* --once, --help, ...: another run altogether */
+                if (d->flags & OPT_CLI_ONLY)
+                        continue; /* --config.file, --canary.reset-reference */
+                sample_of(d, &s);
+                for (size_t k = 0; k < s.n; k++) {
+                        assert_true(all->n < SAMPLE_MAX);
+                        memcpy(all->flag[all->n++], s.flag[k], sizeof s.flag[k]);
+                }
+        }
+}
+
+static void test_reload_changes_reloadable(void **state)
+{
+        struct dp_options cur, next, def;
+        struct sample s = {.n = 0};
+        unsigned parts, want_parts = 0;
+        size_t want_restart = 0;
+        char err[512];
+        (void)state;
+
+        assert_int_equal(parse_flags(&cur, err, sizeof err, &s), 0);
+        assert_int_equal(parse_flags(&def, err, sizeof err, &s), 0);
+        all_samples(&s);
+        if (parse_flags(&next, err, sizeof err, &s) < 0)
+                fail_msg("every option changed at once is refused: %s", err);
+
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+                if (options_equal(d, &def, &next))
+                        continue;
+                if (d->reload == OPT_RELOAD)
+                        want_parts |= d->parts;
+                else if (d->reload == OPT_RESTART)
+                        want_restart++;
+        }
+        assert_true(want_restart >= 5);
+        assert_int_equal(options_reload(&cur, &next, &parts), want_restart);
+        assert_int_equal(parts, want_parts);
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+                bool changed = !options_equal(d, &def, &next);
+
+                if (d->reload == OPT_RELOAD && !options_equal(d, &cur, &next))
+                        fail_msg("%s: not applied by the reload", d->name);
+                if (d->reload != OPT_RELOAD && !options_equal(d, &cur, &def))
+                        fail_msg("%s: changed by the reload", d->name);
+                if (!(d->flags & OPT_CLI_ONLY) && !changed && strcmp(d->name, "canary.path"))
+                        fail_msg("%s: the test did not change it", d->name);
+        }
+        /* again: nothing left to apply, the same options still want a restart */
+        assert_int_equal(options_reload(&cur, &next, &parts), want_restart);
+        assert_int_equal(parts, 0);
+        assert_int_equal(options_reload(&cur, &cur, NULL), 0);
+
+        /* one at a time: the parts of what changed (a new state directory is also a new
+         * default canary target), a restart for an option read at start */
+        options_free(&cur);
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+                struct dp_options one;
+
+                if (d->flags & OPT_CLI_ONLY)
+                        continue;
+                sample_of(d, &s);
+                assert_int_equal(parse_flags(&one, err, sizeof err, &s), 0);
+                assert_int_equal(parse_flags(&cur, err, sizeof err, &(struct sample){.n = 0}), 0);
+                want_parts = 0;
+                want_restart = 0;
+                for (size_t k = 0; k < options_table_size; k++) {
+                        const struct opt_def *e = &options_table[k];
+                        if (options_equal(e, &def, &one))
+                                continue;
+                        if (e->reload == OPT_RELOAD)
+                                want_parts |= e->parts;
+                        else if (e->reload == OPT_RESTART)
+                                want_restart++;
+                }
+                if (options_reload(&cur, &one, &parts) != want_restart || parts != want_parts)
+                        fail_msg("%s: reload parts %#x, want %#x", d->name, parts, want_parts);
+                assert_int_equal(want_restart, d->reload == OPT_RESTART ? 1 : 0);
+                if ((parts & d->parts) != d->parts)
+                        fail_msg("%s: its parts %#x not all reported", d->name, d->parts);
+                options_free(&one);
+                options_free(&cur);
+        }
+        options_free(&next);
+        options_free(&def);
+}
+
+/* What SIGHUP does, as the manual page and the README say it: a change of the table is a change
+ * of the contract. */
+static void test_reload_contract(void **state)
+{
+        static const char *const restart[] = {"web.listen-address", "web.systemd-socket",
+                                              "path.procfs",        "path.sysfs",
+                                              "path.udev.data",     "state.directory"};
+        static const char *const applied[] = {"web.max-connections",
+                                              "web.max-connections-per-address",
+                                              "web.read-header-timeout",
+                                              "web.request-timeout",
+                                              "web.idle-timeout",
+                                              "web.allow-from",
+                                              "web.config.file",
+                                              "collector.diskstats.device-include",
+                                              "collector.diskstats.device-exclude",
+                                              "diskstats.interval",
+                                              "diskstats.window",
+                                              "helper.zygote-grace",
+                                              "canary.path",
+                                              "canary.interval",
+                                              "canary.burst",
+                                              "canary.size",
+                                              "canary.timeout",
+                                              "collector",
+                                              "log.level",
+                                              "log.format"};
+        (void)state;
+
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+                enum opt_reload want = OPT_START;
+
+                for (size_t k = 0; k < ARRAY_SIZE(restart); k++)
+                        if (strcmp(restart[k], d->name) == 0)
+                                want = OPT_RESTART;
+                for (size_t k = 0; k < ARRAY_SIZE(applied); k++)
+                        if (strcmp(applied[k], d->name) == 0)
+                                want = OPT_RELOAD;
+                if (d->reload != want)
+                        fail_msg("%s: reload %d, the documentation says %d", d->name, d->reload,
+                                 want);
+        }
+}
+
+/* The pre-start child's message (prestart.c) carries exactly the options marked OPT_PRESTART. */
+static void test_prestart_facts(void **state)
+{
+        static const char *const carried[] = {"web.listen-address", "web.systemd-socket",
+                                              "path.dev", "once"};
+        struct dp_options a, b;
+        char err[256];
+        size_t n = 0;
+        (void)state;
+
+        for (size_t i = 0; i < options_table_size; i++) {
+                bool in = false;
+                for (size_t k = 0; k < ARRAY_SIZE(carried); k++)
+                        in = in || strcmp(carried[k], options_table[i].name) == 0;
+                if (in != !!(options_table[i].flags & OPT_PRESTART))
+                        fail_msg("%s: OPT_PRESTART and the pre-start message disagree",
+                                 options_table[i].name);
+                n += in;
+        }
+        assert_int_equal(n, ARRAY_SIZE(carried));
+
+        assert_int_equal(PARSE(&a, err, "--web.listen-address=:1", "--log.level=debug"), 0);
+        assert_int_equal(PARSE(&b, err, "--web.listen-address=:1", "--diskstats.interval=2s"), 0);
+        assert_true(options_same(&a, &b, OPT_PRESTART));
+        assert_false(options_same(&a, &b, 0));
+        options_free(&b);
+        assert_int_equal(PARSE(&b, err, "--web.listen-address=:1", "--path.dev=/d"), 0);
+        assert_false(options_same(&a, &b, OPT_PRESTART));
+        options_free(&b);
+        assert_int_equal(PARSE(&b, err, "--web.listen-address=:1", "--web.listen-address=:2"), 0);
+        assert_false(options_same(&a, &b, OPT_PRESTART));
+        options_free(&b);
+        options_free(&a);
+}
+
+static void test_help_lists_every_option(void **state)
+{
+        char buf[8192] = {0};
+        FILE *f = fmemopen(buf, sizeof buf, "w");
+        (void)state;
+
+        assert_non_null(f);
+        options_help(f);
+        fclose(f);
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+                char want[128];
+
+                if (d->type == OPT_COLLECTORS) {
+                        for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+                                snprintf(want, sizeof want, "\n  --[no-]%s.%s ", d->name,
+                                         collector_defs[c].name);
+                                if (!strstr(buf, want))
+                                        fail_msg("--help lacks \"%s\"", want + 1);
+                        }
+                        continue;
+                }
+                snprintf(want, sizeof want, "\n  --%s%s%s ", d->name, d->arg ? "=" : "",
+                         d->arg ? d->arg : "");
+                if (!strstr(buf, want))
+                        fail_msg("--help lacks \"%s\"", want + 1);
+        }
+        /* the defaults come from the table, written as the dump writes them */
+        assert_non_null(strstr(buf, "after its start (default 5s)\n"));
+        assert_non_null(strstr(buf, "(default 1m, 1s to 1h)\n"));
+        assert_non_null(strstr(buf, "(default $STATE_DIRECTORY or /var/lib/diskpulse)\n"));
+        assert_non_null(strstr(buf, "warn or error (default info)\n"));
+        assert_non_null(strstr(buf, "repeatable (default: all)\n"));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -802,6 +1225,12 @@ int main(void)
             cmocka_unit_test(test_regex),
             cmocka_unit_test(test_dump_roundtrip),
             cmocka_unit_test(test_help_lists_flags),
+            cmocka_unit_test(test_table_sane),
+            cmocka_unit_test(test_every_option_roundtrip),
+            cmocka_unit_test(test_reload_changes_reloadable),
+            cmocka_unit_test(test_reload_contract),
+            cmocka_unit_test(test_prestart_facts),
+            cmocka_unit_test(test_help_lists_every_option),
         };
         return cmocka_run_group_tests(tests, setup, NULL);
 }

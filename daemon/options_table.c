@@ -1,0 +1,395 @@
+/* The option table: every flag and config-file key of diskpulse, one entry each, with its
+ * storage, default, checks, help and what SIGHUP does with it (options.h says what each field
+ * means). Adding an option is adding an entry here and its field in struct dp_options; parsing,
+ * checking, --help, the dump, the reload and the pre-start comparison follow from it
+ * (options.c). */
+#include "options.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "canary.h"
+#include "cidr.h"
+#include "listen.h"
+/* OPT_ENUM values are read and written as int. */
+_Static_assert(sizeof(enum log_level) == sizeof(int), "enum log_level is int-sized");
+_Static_assert(sizeof(enum log_format) == sizeof(int), "enum log_format is int-sized");
+_Static_assert(sizeof(enum smart_powermode_check) == sizeof(int), "enum smart_powermode_check");
+
+static const char *const log_level_names[] = {[LOG_LEVEL_DEBUG] = "debug",
+                                              [LOG_LEVEL_INFO] = "info",
+                                              [LOG_LEVEL_WARN] = "warn",
+                                              [LOG_LEVEL_ERROR] = "error",
+                                              [LOG_LEVEL_ERROR + 1] = NULL};
+static const char *const log_format_names[] = {
+    [LOG_FORMAT_LOGFMT] = "logfmt", [LOG_FORMAT_JSON] = "json", [LOG_FORMAT_JSON + 1] = NULL};
+static const char *const powermode_names[] = {[SMART_PM_NEVER] = "never",
+                                              [SMART_PM_STANDBY] = "standby",
+                                              [SMART_PM_SLEEP] = "sleep",
+                                              [SMART_PM_SLEEP + 1] = NULL};
+
+static int check_listen(const char *value, char *why, size_t whysz)
+{
+        char host[256], port[8];
+
+        if (listen_parse(value, host, sizeof host, port, sizeof port) < 0) {
+                snprintf(why, whysz, "expected [HOST]:PORT, e.g. :9477 or [::1]:9477");
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int check_cidr(const char *value, char *why, size_t whysz)
+{
+        struct cidr c;
+        const char *reason;
+
+        if (cidr_parse(value, &c, &reason) < 0) {
+                snprintf(why, whysz,
+                         "%s; expected an address or ADDR/PREFIX such as 10.0.0.0/8 or "
+                         "2001:db8::/32",
+                         reason);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* A device filter: compiled once to be checked (the collectors compile their own). */
+static int check_regex(const char *value, char *why, size_t whysz)
+{
+        regex_t re;
+        char msg[160];
+
+        if (options_regex(value, &re, msg, sizeof msg) < 0) {
+                snprintf(why, whysz, "%s", msg);
+                return -EINVAL;
+        }
+        regfree(&re);
+        return 0;
+}
+
+/* node_exporter's rule: the default exclude applies only when no include is given. */
+static const char *exclude_unset(const struct dp_options *o)
+{
+        return o->device_include ? "" : DEFAULT_DEVICE_EXCLUDE;
+}
+
+#define OFF(f) offsetof(struct dp_options, f)
+#define SEC    USEC_PER_SEC
+#define MSEC   USEC_PER_MSEC
+
+const struct opt_def options_table[] = {
+    {.name = "web.listen-address",
+     .type = OPT_LIST,
+     .offset = OFF(listen),
+     .count_offset = OFF(n_listen),
+     .flags = OPT_PRESTART,
+     .def_str = ":9477",
+     .check = check_listen,
+     .arg = "[HOST]:PORT",
+     .help = "address to serve metrics on; repeatable",
+     .reload = OPT_RESTART},
+    {.name = "web.systemd-socket",
+     .type = OPT_BOOL,
+     .offset = OFF(systemd_socket),
+     .flags = OPT_PRESTART,
+     .help = "use the sockets passed by systemd (also used whenever LISTEN_FDS is set)",
+     .reload = OPT_RESTART},
+    {.name = "web.max-connections",
+     .type = OPT_UINT,
+     .offset = OFF(max_connections),
+     .def = 512,
+     .min = 1,
+     .arg = "N",
+     .help = "connections open at once, all addresses together; more are refused",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_HTTP},
+    {.name = "web.max-connections-per-address",
+     .type = OPT_UINT,
+     .offset = OFF(max_per_address),
+     .def = 16,
+     .min = 1,
+     .arg = "N",
+     .help = "connections open at once from one IPv4 address or IPv6 /64",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_HTTP},
+    {.name = "web.read-header-timeout",
+     .type = OPT_DURATION,
+     .offset = OFF(header_timeout),
+     .def = 5 * SEC,
+     .min = 100 * MSEC,
+     .max = 3600 * SEC,
+     .arg = "DUR",
+     .help = "a request's headers must be complete this long after its start",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_HTTP},
+    /* at least web.read-header-timeout, at most 1h: checked with it, in validate() */
+    {.name = "web.request-timeout",
+     .type = OPT_DURATION,
+     .offset = OFF(request_timeout),
+     .def = 30 * SEC,
+     .arg = "DUR",
+     .help = "a request must be answered this long after its start",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_HTTP},
+    {.name = "web.idle-timeout",
+     .type = OPT_DURATION,
+     .offset = OFF(idle_timeout),
+     .def = 120 * SEC,
+     .min = 100 * MSEC,
+     .max = 3600 * SEC,
+     .arg = "DUR",
+     .help = "a kept-alive connection may wait this long for its next request",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_HTTP},
+    {.name = "web.allow-from",
+     .type = OPT_LIST,
+     .offset = OFF(allow_from),
+     .count_offset = OFF(n_allow_from),
+     .check = check_cidr,
+     .arg = "CIDR",
+     .help = "serve only clients in this network (ADDR or ADDR/PREFIX); repeatable",
+     .help_default = ": all",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_HTTP},
+    {.name = "web.config.file",
+     .type = OPT_STRING,
+     .offset = OFF(web_config_file),
+     .arg = "FILE",
+     .help = "TLS, basic auth and response headers: an exporter-toolkit web config (YAML)",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_WEBCONFIG},
+    {.name = "config.file",
+     .type = OPT_STRING,
+     .offset = OFF(config_file),
+     .flags = OPT_CLI_ONLY,
+     .arg = "FILE",
+     .help = "config file of \"name = value\" lines; every flag can be set there, flags win"},
+    {.name = "path.procfs",
+     .type = OPT_STRING,
+     .offset = OFF(procfs),
+     .def_str = "/proc",
+     .arg = "DIR",
+     .help = "procfs root",
+     .reload = OPT_RESTART},
+    {.name = "path.sysfs",
+     .type = OPT_STRING,
+     .offset = OFF(sysfs),
+     .def_str = "/sys",
+     .arg = "DIR",
+     .help = "sysfs root",
+     .reload = OPT_RESTART},
+    {.name = "path.udev.data",
+     .type = OPT_STRING,
+     .offset = OFF(udev_data),
+     .def_str = "/run/udev/data",
+     .arg = "DIR",
+     .help = "udev database",
+     .reload = OPT_RESTART},
+    /* the helper's device directory, fixed when it is forked (not reported on SIGHUP) */
+    {.name = "path.dev",
+     .type = OPT_STRING,
+     .offset = OFF(dev),
+     .flags = OPT_PRESTART,
+     .def_str = "/dev",
+     .arg = "DIR",
+     .help = "device nodes"},
+    {.name = "collector.diskstats.device-include",
+     .type = OPT_STRING,
+     .offset = OFF(device_include),
+     .check = check_regex,
+     .allow_empty = true,
+     .arg = "RE",
+     .help = "monitor only devices whose name matches (POSIX ERE)",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_DISKSTATS | OPT_PART_SMART},
+    {.name = "collector.diskstats.device-exclude",
+     .type = OPT_STRING,
+     .offset = OFF(device_exclude),
+     .check = check_regex,
+     .allow_empty = true,
+     .arg = "RE",
+     .help = "skip devices whose name matches",
+     .help_default = ": partitions, loop, ram, fd",
+     .unset = exclude_unset,
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_DISKSTATS | OPT_PART_SMART},
+    {.name = "diskstats.interval",
+     .type = OPT_DURATION,
+     .offset = OFF(ds_interval),
+     .def = 1 * SEC,
+     .min = 10 * MSEC,
+     .max = 3600 * SEC,
+     .arg = "DUR",
+     .help = "sampling period of /proc/diskstats",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_DISKSTATS},
+    /* at least diskstats.interval, at most 3600 of them: checked with it, in validate() */
+    {.name = "diskstats.window",
+     .type = OPT_DURATION,
+     .offset = OFF(ds_window),
+     .def = 10 * SEC,
+     .arg = "DUR",
+     .help = "window of the derived, iostat-like gauges",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_DISKSTATS},
+    /* The three smart.* options are read at start: a reload reconfigures the SMART thread with
+     * the running values (and reads every device again), without a warning. */
+    {.name = "smart.interval",
+     .type = OPT_DURATION,
+     .offset = OFF(smart_interval),
+     .def = 600 * SEC,
+     .min = 1 * SEC,
+     .arg = "DUR",
+     .help = "how often each device's SMART data is read"},
+    {.name = "smart.timeout",
+     .type = OPT_DURATION,
+     .offset = OFF(smart_timeout),
+     .def = 10 * SEC,
+     .min = 100 * MSEC,
+     .max = 600 * SEC,
+     .arg = "DUR",
+     .help = "a SMART read taking longer counts as timed out"},
+    {.name = "smart.powermode-check",
+     .type = OPT_ENUM,
+     .offset = OFF(smart_powermode),
+     .def = SMART_PM_STANDBY,
+     .names = powermode_names,
+     .arg = "MODE",
+     .help = "never, standby or sleep: do not wake disks in that power mode"},
+    {.name = "helper.zygote-grace",
+     .type = OPT_DURATION,
+     .offset = OFF(zygote_grace),
+     .def = 60 * SEC,
+     .min = 1 * SEC,
+     .max = 3600 * SEC,
+     .arg = "DUR",
+     .help = "once the privileged zygote is lost, exit with status 75 after this long, so that "
+             "the service manager restarts diskpulse",
+     .help_range = true,
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_HELPER},
+    {.name = "canary.path",
+     .type = OPT_CANARY_PATHS,
+     .offset = OFF(canary),
+     .count_offset = OFF(n_canary),
+     .arg = "DIR[:MODE]",
+     .help = "probe the filesystem of DIR; MODE fdatasync (default), append, dsync or direct; "
+             "repeatable",
+     .help_default = ": the state directory",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_CANARY},
+    {.name = "canary.interval",
+     .type = OPT_DURATION,
+     .offset = OFF(canary_interval),
+     .def = 180 * SEC,
+     .min = 100 * MSEC,
+     .max = 86400 * SEC,
+     .arg = "DUR",
+     .help = "time between two probe cycles of a canary target, +-10% jitter",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_CANARY},
+    {.name = "canary.burst",
+     .type = OPT_UINT,
+     .offset = OFF(canary_burst),
+     .def = 16,
+     .min = 0,
+     .max = CANARY_BURST_MAX,
+     .arg = "N",
+     .help = "back-to-back probes after each spaced one, their median the busy regime; 0: none",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_CANARY},
+    {.name = "canary.size",
+     .type = OPT_SIZE,
+     .offset = OFF(canary_size),
+     .def = 4096,
+     .min = 1,
+     .max = CANARY_SIZE_MAX,
+     .arg = "BYTES",
+     .help = "bytes written by each probe; k, M suffixes",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_CANARY},
+    {.name = "canary.timeout",
+     .type = OPT_DURATION,
+     .offset = OFF(canary_timeout),
+     .def = 30 * SEC,
+     .min = 10 * MSEC,
+     .max = 3600 * SEC,
+     .arg = "DUR",
+     .help = "a probe running longer is stuck; no new probe starts until it returns",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_CANARY},
+    {.name = "canary.baseline-period",
+     .type = OPT_DURATION,
+     .offset = OFF(canary_baseline_period),
+     .def = 3600 * SEC,
+     .min = 1 * SEC,
+     .max = 3600 * SEC,
+     .arg = "DUR",
+     .help = "for tests and evaluation only: the baseline's hour lasts DUR (1s to 1h), so its "
+             "day is 24 of them and the reference and trend come that much sooner; read at "
+             "start"},
+    /* --[no-]collector.NAME for every collector of the registry; last in --help */
+    {.name = "collector",
+     .type = OPT_COLLECTORS,
+     .offset = OFF(collector),
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_DISKSTATS | OPT_PART_SMART | OPT_PART_CANARY},
+    {.name = "state.directory",
+     .type = OPT_STRING,
+     .offset = OFF(state_dir),
+     .def_str = "/var/lib/diskpulse",
+     .def_env = "STATE_DIRECTORY", /* systemd's StateDirectory= */
+     .arg = "DIR",
+     .help = "persisted state",
+     .reload = OPT_RESTART},
+    {.name = "log.level",
+     .type = OPT_ENUM,
+     .offset = OFF(log_level),
+     .def = LOG_LEVEL_INFO,
+     .names = log_level_names,
+     .arg = "LEVEL",
+     .help = "debug, info, warn or error",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_LOG},
+    {.name = "log.format",
+     .type = OPT_ENUM,
+     .offset = OFF(log_format),
+     .def = LOG_FORMAT_LOGFMT,
+     .names = log_format_names,
+     .arg = "FORMAT",
+     .help = "logfmt or json",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_LOG},
+    {.name = "once",
+     .type = OPT_BOOL,
+     .offset = OFF(once),
+     .flags = OPT_CLI_ONLY | OPT_PRESTART,
+     .help = "collect one round, print the metrics to stdout and exit"},
+    {.name = "canary.reset-reference",
+     .type = OPT_STRING,
+     .offset = OFF(canary_reset_reference),
+     .flags = OPT_CLI_ONLY,
+     .arg = "PATH",
+     .help = "forget the reference, daily medians and trend of the canary target PATH (every "
+             "disk, mode and regime of it) in the state directory's file and exit; while "
+             "diskpulse is stopped"},
+    {.name = "check-config",
+     .type = OPT_BOOL,
+     .offset = OFF(check_config),
+     .flags = OPT_CLI_ONLY,
+     .help = "check flags and config file, print the effective config and exit"},
+    {.name = "version",
+     .type = OPT_BOOL,
+     .offset = OFF(version),
+     .flags = OPT_CLI_ONLY,
+     .help = "print the version and exit"},
+    {.name = "help",
+     .type = OPT_BOOL,
+     .offset = OFF(help),
+     .flags = OPT_CLI_ONLY,
+     .help = "print this help and exit"},
+};
+
+const size_t options_table_size = ARRAY_SIZE(options_table);
