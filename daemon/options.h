@@ -1,13 +1,13 @@
 /* Flags and the config file (SPEC §2): one table, defaults < config file < command line. */
 #pragma once
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
 #include "canary_probe.h"
 #include "log.h"
+#include "namefilter.h"
 #include "registry.h"
 #include "smart.h"
 #include "util.h"
@@ -60,9 +60,11 @@ void options_free(struct dp_options *o);
 /* Prints --help. */
 void options_help(FILE *out);
 
-/* Compiles a POSIX extended regular expression; `\d` is accepted for [0-9] as node_exporter's
- * Go syntax uses it. Returns 0 or -EINVAL with the reason in err. */
-int options_regex(const char *pattern, regex_t *ret, char *err, size_t errsz);
+/* Compiles the device name filters of o (Go RE2 patterns, lib/namefilter.h), the default
+ * exclude when neither is set. Returns 0 and sets *ret (the caller frees it with
+ * namefilter_free), or -EINVAL / -ENOMEM with the reason in err. */
+int options_device_filter(const struct dp_options *o, struct namefilter **ret, char *err,
+                          size_t errsz);
 
 /* Lists the options as config-file lines (--check-config shows the effective config). */
 void options_dump(const struct dp_options *o, FILE *out);

@@ -2,7 +2,6 @@
 #include "util.h"
 
 #include <ctype.h>
-#include <regex.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -248,15 +247,6 @@ int unhexchar(char c)
         if (c >= 'A' && c <= 'F')
                 return c - 'A' + 10;
         return -1;
-}
-
-bool name_filter_match(const regex_t *include, const regex_t *exclude, const char *name)
-{
-        if (include && regexec(include, name, 0, NULL, 0) != 0)
-                return false;
-        if (exclude && regexec(exclude, name, 0, NULL, 0) == 0)
-                return false;
-        return true;
 }
 
 void malloc_setup(void)

@@ -62,11 +62,6 @@ int parse_bool(const char *s, bool *ret);
 /* The value of a hexadecimal digit, or -1. */
 int unhexchar(char c);
 
-/* True when name passes the device filters: matches include (when set) and not exclude. */
-struct re_pattern_buffer;
-bool name_filter_match(const struct re_pattern_buffer *include,
-                       const struct re_pattern_buffer *exclude, const char *name);
-
 /* Copies at most size-1 bytes and always terminates; returns true when nothing was cut. */
 bool strscpy(char *dst, const char *src, size_t size);
 
