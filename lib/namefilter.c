@@ -30,7 +30,8 @@ struct namefilter {
         _Atomic uint64_t errors;
 };
 
-static void fail(char *err, size_t errsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t errsz, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void fail(char *err, size_t errsz, const char *fmt, ...)
 {
         va_list ap;

@@ -9,6 +9,7 @@
 
 #include "encoding.h"
 #include "expo.h"
+#include "refcount.h"
 
 /* One rendered form of the page, made on first use. */
 struct page {
@@ -17,7 +18,7 @@ struct page {
 };
 
 struct snapshot {
-        unsigned refs;
+        struct refcount refs;
         struct mset **sets;
         size_t n;
         usec_t realtime;
@@ -62,7 +63,7 @@ struct snapshot *snapshot_new(struct mset **sets, size_t n, usec_t realtime)
 {
         struct snapshot *s = xcalloc(1, sizeof(*s));
 
-        s->refs = 1;
+        refcount_init(&s->refs);
         s->sets = xcalloc(n ? n : 1, sizeof(*s->sets));
         memcpy(s->sets, sets, n * sizeof(*sets));
         s->n = n;
@@ -74,13 +75,13 @@ struct snapshot *snapshot_new(struct mset **sets, size_t n, usec_t realtime)
 struct snapshot *snapshot_ref(struct snapshot *s)
 {
         if (s)
-                __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+                refcount_get(&s->refs);
         return s;
 }
 
 struct snapshot *snapshot_unref(struct snapshot *s)
 {
-        if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        if (!s || !refcount_put(&s->refs))
                 return NULL;
         for (size_t i = 0; i < s->n; i++)
                 mset_free(s->sets[i]);

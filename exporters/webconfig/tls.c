@@ -13,13 +13,14 @@
 
 #include "fsroot.h"
 #include "log.h"
+#include "refcount.h"
 #include "util.h"
 
 #define MAX_FILE  (1 << 20)
 #define MAX_CHAIN 16
 
 struct tls_creds {
-        int refs;
+        struct refcount refs;
         gnutls_datum_t *chain; /* DER, leaf first */
         unsigned n_chain;
         gnutls_datum_t key; /* PKCS#8 DER */
@@ -55,13 +56,13 @@ static int fail(char *err, size_t errsz, const char *name, unsigned line, const 
 struct tls_creds *tls_creds_ref(struct tls_creds *t)
 {
         if (t)
-                __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+                refcount_get(&t->refs);
         return t;
 }
 
 struct tls_creds *tls_creds_unref(struct tls_creds *t)
 {
-        if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        if (!t || !refcount_put(&t->refs))
                 return NULL;
         for (unsigned i = 0; i < t->n_chain; i++)
                 gnutls_free(t->chain[i].data);
@@ -461,7 +462,7 @@ int tls_creds_load(const struct webconfig *c, const char *name, struct tls_creds
         bool listed13;
         int r;
 
-        t->refs = 1;
+        refcount_init(&t->refs);
         t->auth = c->client_auth;
         r = load_chain(t, c, name, err, errsz, &leaf);
         if (r >= 0)

@@ -17,6 +17,7 @@
 #include "fsroot.h"
 #include "log.h"
 #include "metrics.h"
+#include "refcount.h"
 #include "tls.h"
 #include "util.h"
 #include "webconfig.h"
@@ -24,7 +25,7 @@
 #define MAX_FILE (1 << 20)
 
 struct websec {
-        int refs;
+        struct refcount refs;
         char *path;            /* NULL: no web config */
         struct webconfig *cfg; /* NULL: no web config */
         struct tls_creds *tls; /* NULL: plain HTTP */
@@ -58,13 +59,13 @@ static void count(uint64_t *c)
 static struct websec *websec_ref(struct websec *s)
 {
         if (s)
-                __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+                refcount_get(&s->refs);
         return s;
 }
 
 struct websec *websec_free(struct websec *s)
 {
-        if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        if (!s || !refcount_put(&s->refs))
                 return NULL;
         free(s->path);
         webconfig_free(s->cfg);
@@ -92,7 +93,7 @@ int websec_load(const char *path, struct websec **ret, char *err, size_t errsz)
         char *slash;
         int r;
 
-        s->refs = 1;
+        refcount_init(&s->refs);
         if (!path || !*path) {
                 *ret = s;
                 return 0;

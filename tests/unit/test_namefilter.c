@@ -37,10 +37,9 @@ static void test_node_exporter_defaults(void **state)
         static const char *const both_drop[] = {"sda1",  "sdz15", "nvme0n1p2", "nvme12n3p45",
                                                 "loop3", "loop0", "ram0",      "xvda1",
                                                 "hda2",  "vdb1",  "fd0",       "ram15"};
-        static const char *const both_keep[] = {"sda",   "nvme0n1", "dm-0",   "md127",
-                                                "vda",   "xvda",    "zram",   "loop",
-                                                "sr0",   "mmcblk0", "nvme0n1p", "sda1x",
-                                                "mmcblk0p1", "nbd0", "sdaa1",  "dm-12"};
+        static const char *const both_keep[] = {
+            "sda", "nvme0n1", "dm-0",     "md127", "vda",       "xvda", "zram",  "loop",
+            "sr0", "mmcblk0", "nvme0n1p", "sda1x", "mmcblk0p1", "nbd0", "sdaa1", "dm-12"};
         (void)state;
 
         for (size_t i = 0; i < ARRAY_SIZE(both_drop); i++) {
