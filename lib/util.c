@@ -96,6 +96,16 @@ int parse_duration(const char *s, usec_t *ret_usec)
         return 0;
 }
 
+const char *format_double_shortest(double v, char *buf, size_t size)
+{
+        for (int prec = 15; prec <= 17; prec++) {
+                snprintf(buf, size, "%.*g", prec, v);
+                if (strtod(buf, NULL) == v)
+                        break;
+        }
+        return buf;
+}
+
 const char *format_duration(usec_t u, char *buf, size_t size)
 {
         if (u == 0)
