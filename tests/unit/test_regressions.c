@@ -40,8 +40,9 @@ static void test_bug1_add_raw_null_extra_value_leaves_trailing_comma(void **stat
 }
 
 /* BUG-2 collectors/devices/devices.c:72-79 device_udev_decode() (then udev_decode()): the trim runs
- * over all o bytes written, but the C string ends at the first NUL (a raw NUL or a decoded \x00), so spaces before that NUL
- * are kept. Found by fuzz_udev (corpus/udev/crash_nul_before_trailing_tab). */
+ * over all o bytes written, but the C string ends at the first NUL (a raw NUL or a decoded \x00),
+ * so spaces before that NUL are kept. Found by fuzz_udev
+ * (corpus/udev/crash_nul_before_trailing_tab). */
 static void test_bug2_udev_decode_nul_defeats_trim(void **state)
 {
         char out[DEV_STR_MAX];
