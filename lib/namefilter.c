@@ -215,6 +215,16 @@ static int check_go_syntax(const char *p, char *err, size_t errsz)
                         end = check_count(p, i, err, errsz);
                         if (end < 0)
                                 return -1;
+                        if (end == 0 && (p[i + 1] == ',' || p[i + 1] == ' ' || p[i + 1] == '\t' ||
+                                         is_digit(p[i + 1]))) {
+                                /* "{,3}", "{ 1 }", "{1,x": literal in Go, but PCRE2 10.43 and
+                                 * later read some of them as repetitions */
+                                fail(err, errsz,
+                                     "ambiguous \"{\" at offset %zu: not a repetition {n}, {n,} "
+                                     "or {n,m}; write \\{ for a literal brace",
+                                     i);
+                                return -1;
+                        }
                         if (end == 0) {
                                 last = ATOM;
                                 continue;

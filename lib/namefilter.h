@@ -6,6 +6,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What differs from Go's regexp (RE2):
+ * - refused though Go accepts: \NN octal escapes (\1..\9 read as backreferences; \0NN works),
+ *   a "{" that is not a repetition but starts like one ("{,3}", "{ 1}": write \{), POSIX
+ *   [=x=] and [.x.] inside brackets (PCRE2 refuses them), nesting deeper than 250 parentheses,
+ *   and a pattern that backtracks past the limits on a probe name ("(a+)+$");
+ * - refused as Go refuses them: backreferences, lookaround, atomic groups, recursion,
+ *   conditionals, PCRE2's verbs "(*...)", possessive and stacked quantifiers, counts over 1000,
+ *   escapes outside Go's list (\C, \K, \G, \R, \h, ...);
+ * - matched the same: "$" only at the end, "." never a newline, \d \w \s \b ASCII only,
+ *   (?imsU) flags, (?P<name>), \Q...\E, \pL, [[:alpha:]];
+ * - matching backtracks (PCRE2), bounded per name by a match, depth and heap limit, where RE2 is
+ *   linear: a name whose match reaches a limit does not pass. */
+
 /* Longest pattern accepted, in bytes. */
 #define NAMEFILTER_PATTERN_MAX 1024
 

@@ -83,7 +83,8 @@ static void test_include_and_exclude(void **state)
         assert_true(passes("^\\x{64}m\\b", NULL, "dm-3"));
         assert_true(passes("^\\pL+\\d*\\z", NULL, "sda12"));
         assert_true(passes("^sd[a-z]*?$", NULL, "sdab"));
-        assert_true(passes("a{,5}", NULL, "a{,5}")); /* not a repetition in Go: literal */
+        assert_true(passes("^a{x}$", NULL, "a{x}")); /* not a repetition: a literal, as in Go */
+        assert_true(passes("^a\\{,5}$", NULL, "a{,5}"));
         /* \d is ASCII only, as in Go */
         assert_false(passes("^\\d$", NULL, "\xd9\xa3")); /* ARABIC-INDIC DIGIT THREE */
 }
@@ -129,6 +130,9 @@ static void test_refuses_what_go_refuses(void **state)
         refused("a{2}{3}", "nested repetition");
         refused("a*??", "nested repetition");
         refused("a{1001}", "repetition count over 1000");
+        /* literal in Go, a repetition in newer PCRE2: refused, with the way to write it */
+        refused("a{,5}", "write \\{ for a literal brace");
+        refused("a{ 1,2 }", "ambiguous");
         refused("[\\b]", "invalid escape \\b");
         /* the error names the pattern */
         assert_int_equal(namefilter_new("^sd", "a(", &f, err, sizeof err), -EINVAL);
