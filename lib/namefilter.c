@@ -15,8 +15,9 @@
 /* Bounds of one match. Device names are short (the kernel's DISK_NAME_LEN is 32), and a pattern
  * that needs more than this much backtracking on such a name is one that nests repetitions.
  * The match limit counts PCRE2's steps from each start position; the depth limit bounds the
- * nested backtracking points, the heap limit (KiB) the memory they take. No JIT: the depth and
- * heap limits apply to the interpreter only, and a filter runs once per new device name. */
+ * nested backtracking points, the heap limit (KiB) the memory they take. No JIT: the service runs
+ * with MemoryDenyWriteExecute=yes (no executable memory can be made), the depth and heap limits
+ * apply to the interpreter only, and a filter runs once per new device name. */
 #define MATCH_LIMIT  100000
 #define DEPTH_LIMIT  1000
 #define HEAP_LIMIT   1024
