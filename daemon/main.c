@@ -52,8 +52,7 @@ struct daemon {
         int argc;
         char **argv;
         int procfs_fd, sysfs_fd, udev_fd;
-        regex_t include, exclude;
-        bool have_include, have_exclude;
+        struct namefilter *filter; /* the device name filters */
         struct devsrc *devsrc;
         struct diskstats *diskstats;
         struct devio *io; /* the privileged helper */
@@ -73,40 +72,12 @@ struct daemon {
         unsigned rounds;
 };
 
-static int compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc,
-                           bool *has_inc, regex_t *exc, bool *has_exc)
-{
-        char err[160];
-        const char *exclude = o->device_exclude;
-
-        /* node_exporter's rule: the default exclude applies only when no include is given. */
-        if (!exclude && !o->device_include)
-                exclude = DEFAULT_DEVICE_EXCLUDE;
-        *has_inc = *has_exc = false;
-        (void)d;
-        if (o->device_include) {
-                if (options_regex(o->device_include, inc, err, sizeof err) < 0)
-                        return -EINVAL;
-                *has_inc = true;
-        }
-        if (exclude && *exclude) {
-                if (options_regex(exclude, exc, err, sizeof err) < 0) {
-                        if (*has_inc)
-                                regfree(inc);
-                        return -EINVAL;
-                }
-                *has_exc = true;
-        }
-        return 0;
-}
-
 static void diskstats_config_from(struct daemon *d, struct diskstats_config *c)
 {
         memset(c, 0, sizeof(*c));
         c->procfs_fd = d->procfs_fd;
         c->devsrc = d->devsrc;
-        c->include = d->have_include ? &d->include : NULL;
-        c->exclude = d->have_exclude ? &d->exclude : NULL;
+        c->filter = d->filter;
         c->interval = d->opts.ds_interval;
         c->window = d->opts.ds_window;
         /* A safety net for what changes without an event (a write cache mode switched by
@@ -120,8 +91,7 @@ static void smart_config_from(struct daemon *d, struct smart_config *c)
         memset(c, 0, sizeof(*c));
         c->io = d->io;
         c->sysfs_fd = d->sysfs_fd;
-        c->include = d->have_include ? &d->include : NULL;
-        c->exclude = d->have_exclude ? &d->exclude : NULL;
+        c->filter = d->filter;
         c->interval = d->opts.smart_interval;
         c->timeout = d->opts.smart_timeout;
         c->powermode = d->opts.smart_powermode;
@@ -542,25 +512,22 @@ static void reload(struct daemon *d)
 {
         struct dp_options n;
         char err[512];
-        regex_t inc, exc;
-        bool has_inc, has_exc;
+        struct namefilter *filter = NULL;
         struct websec *web = NULL;
 
         if (options_parse(d->argc, d->argv, &n, err, sizeof err) < 0) {
                 log_error("reload failed, keeping the running configuration", "reason", err);
                 return;
         }
-        if (compile_filters(d, &n, &inc, &has_inc, &exc, &has_exc) < 0) {
-                log_error("reload failed: bad device filter, keeping the running configuration");
+        if (options_device_filter(&n, &filter, err, sizeof err) < 0) {
+                log_error("reload failed: bad device filter, keeping the running configuration",
+                          "reason", err);
                 options_free(&n);
                 return;
         }
         if (websec_load(n.web_config_file, &web, err, sizeof err) < 0) {
                 log_error("reload failed, keeping the running configuration", "reason", err);
-                if (has_inc)
-                        regfree(&inc);
-                if (has_exc)
-                        regfree(&exc);
+                namefilter_free(filter);
                 options_free(&n);
                 return;
         }
@@ -568,14 +535,8 @@ static void reload(struct daemon *d)
         if (options_reload(&d->opts, &n, NULL) > 0)
                 log_warn("listen addresses and paths change only on restart");
 
-        if (d->have_include)
-                regfree(&d->include);
-        if (d->have_exclude)
-                regfree(&d->exclude);
-        d->include = inc;
-        d->exclude = exc;
-        d->have_include = has_inc;
-        d->have_exclude = has_exc;
+        namefilter_free(d->filter);
+        d->filter = filter;
         log_setup(n.log_level, n.log_format);
         if (d->http) {
                 struct connguard_config lim;
@@ -892,10 +853,7 @@ static void daemon_done(struct daemon *d)
         d->diskstats = diskstats_free(d->diskstats);
         d->devsrc = devsrc_free(d->devsrc);
         d->pub = publisher_free(d->pub);
-        if (d->have_include)
-                regfree(&d->include);
-        if (d->have_exclude)
-                regfree(&d->exclude);
+        d->filter = namefilter_free(d->filter);
         if (d->procfs_fd >= 0)
                 close(d->procfs_fd);
         if (d->sysfs_fd >= 0)
@@ -946,9 +904,8 @@ static int front(void *ud, struct dp_options *o)
                        DISKPULSE_REVISION);
                 return 0;
         }
-        if (compile_filters(d, o, &d->include, &d->have_include, &d->exclude, &d->have_exclude) <
-            0) {
-                fprintf(stderr, "diskpulse: invalid device filter\n");
+        if (options_device_filter(o, &d->filter, err, sizeof err) < 0) {
+                fprintf(stderr, "diskpulse: invalid device filter: %s\n", err);
                 return 2;
         }
         if (o->canary_reset_reference)

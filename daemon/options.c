@@ -29,137 +29,15 @@ static void fail(char *err, size_t errsz, const char *fmt, ...)
         va_end(ap);
 }
 
-/* glibc's regcomp copies a subexpression once per allowed repetition, and stacked repetitions
- * (`a++`, `(a{1,99}){1,99}`) multiply: estimate the size of the compiled tree and refuse
- * patterns that would take more than a little memory, as RE2 refuses nested repetitions. */
-#define REGEX_MAX_COST 20000
-
-static bool regex_too_costly(const char *p)
+int options_device_filter(const struct dp_options *o, struct namefilter **ret, char *err,
+                          size_t errsz)
 {
-        size_t cost = 0, last = 0, stack[64], depth = 0;
+        const char *exclude = o->device_exclude;
 
-        for (size_t i = 0; p[i]; i++) {
-                char c = p[i];
-                size_t k = 0;
-
-                if (c == '\\' && p[i + 1]) {
-                        i++;
-                        cost += (last = 1);
-                } else if (c == '[') {
-                        size_t j = i + 1;
-                        if (p[j] == '^')
-                                j++;
-                        if (p[j] == ']')
-                                j++;
-                        while (p[j] && p[j] != ']') {
-                                if (p[j] == '[' &&
-                                    (p[j + 1] == ':' || p[j + 1] == '=' || p[j + 1] == '.')) {
-                                        const char *e = strchr(p + j + 2, p[j + 1]);
-                                        j = e && e[1] == ']' ? (size_t)(e - p) + 2 : j + 1;
-                                        continue;
-                                }
-                                j++;
-                        }
-                        i = p[j] ? j : j - 1;
-                        cost += (last = 1);
-                } else if (c == '(') {
-                        if (depth == ARRAY_SIZE(stack))
-                                return true;
-                        stack[depth++] = cost;
-                        last = 0;
-                } else if (c == ')') {
-                        last = depth ? cost - stack[--depth] : 0;
-                } else if (c == '*' || c == '?') {
-                        k = 1;
-                } else if (c == '+') {
-                        k = 2;
-                } else if (c == '{') {
-                        unsigned long lo = 0, hi = 0;
-                        char *end;
-                        lo = strtoul(p + i + 1, &end, 10);
-                        hi = lo;
-                        if (*end == ',')
-                                hi = end[1] == '}' ? lo + 1 : strtoul(end + 1, &end, 10);
-                        if (hi > 255)
-                                return true;
-                        k = hi > 1 ? hi : 1;
-                        while (p[i] && p[i] != '}')
-                                i++;
-                        if (!p[i])
-                                break;
-                } else {
-                        cost += (last = 1);
-                }
-                if (k) {
-                        /* the repeated piece is copied k times in place of once */
-                        cost += last * (k - 1);
-                        last *= k;
-                }
-                if (cost > REGEX_MAX_COST || last > REGEX_MAX_COST)
-                        return true;
-        }
-        return false;
-}
-
-int options_regex(const char *pattern, regex_t *ret, char *err, size_t errsz)
-{
-        size_t n = strlen(pattern), o = 0;
-        _cleanup_free_ char *ere = xmalloc(n * 5 + 1);
-        bool bracket = false;
-        int r;
-
-        for (size_t i = 0; i < n; i++) {
-                char c = pattern[i];
-                if (c == '\\' && i + 1 < n) {
-                        if (pattern[i + 1] == 'd') {
-                                const char *rep = bracket ? "0-9" : "[0-9]";
-                                memcpy(ere + o, rep, strlen(rep));
-                                o += strlen(rep);
-                        } else {
-                                ere[o++] = c;
-                                ere[o++] = pattern[i + 1];
-                        }
-                        i++;
-                        continue;
-                }
-                if (c == '[' && !bracket) {
-                        bracket = true;
-                        ere[o++] = c;
-                        /* "[]" and "[^]" start with a literal ] */
-                        if (i + 1 < n && pattern[i + 1] == '^')
-                                ere[o++] = pattern[++i];
-                        if (i + 1 < n && pattern[i + 1] == ']')
-                                ere[o++] = pattern[++i];
-                        continue;
-                }
-                if (bracket && c == '[' && i + 1 < n &&
-                    (pattern[i + 1] == ':' || pattern[i + 1] == '=' || pattern[i + 1] == '.')) {
-                        /* [:class:], [=equiv=], [.coll.]: copied whole, their ']' is not ours */
-                        char close[3] = {pattern[i + 1], ']', 0};
-                        const char *end = strstr(pattern + i + 2, close);
-                        size_t l = end ? (size_t)(end + 2 - (pattern + i)) : n - i;
-                        memcpy(ere + o, pattern + i, l);
-                        o += l;
-                        i += l - 1;
-                        continue;
-                }
-                if (c == ']' && bracket)
-                        bracket = false;
-                ere[o++] = c;
-        }
-        ere[o] = 0;
-        if (n > 1024 || regex_too_costly(ere)) {
-                fail(err, errsz, "too complex: nested or large repetitions");
-                return -EINVAL;
-        }
-        r = regcomp(ret, ere, REG_EXTENDED | REG_NOSUB);
-        if (r != 0) {
-                char msg[128];
-                regerror(r, ret, msg, sizeof msg);
-                fail(err, errsz, "%s", msg);
-                return -EINVAL;
-        }
-        return 0;
+        /* node_exporter's rule: the default exclude applies only when no include is given. */
+        if (!exclude && !o->device_include)
+                exclude = DEFAULT_DEVICE_EXCLUDE;
+        return namefilter_new(o->device_include, exclude, ret, err, errsz);
 }
 
 static void *field(const struct dp_options *o, const struct opt_def *d)

@@ -1,7 +1,6 @@
 /* Flags and the config file (SPEC §2): one table, defaults < config file < command line. */
 #pragma once
 
-#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -9,6 +8,7 @@
 
 #include "canary_probe.h"
 #include "log.h"
+#include "namefilter.h"
 #include "registry.h"
 #include "smart.h"
 #include "util.h"
@@ -134,9 +134,11 @@ void options_free(struct dp_options *o);
 /* Prints --help. */
 void options_help(FILE *out);
 
-/* Compiles a POSIX extended regular expression; `\d` is accepted for [0-9] as node_exporter's
- * Go syntax uses it. Returns 0 or -EINVAL with the reason in err. */
-int options_regex(const char *pattern, regex_t *ret, char *err, size_t errsz);
+/* Compiles the device name filters of o (Go RE2 patterns, lib/namefilter.h), the default
+ * exclude when neither is set. Returns 0 and sets *ret (the caller frees it with
+ * namefilter_free), or -EINVAL / -ENOMEM with the reason in err. */
+int options_device_filter(const struct dp_options *o, struct namefilter **ret, char *err,
+                          size_t errsz);
 
 /* Lists the options as config-file lines (--check-config shows the effective config), in the
  * table's order, the collectors' switches before state.directory; cli-only ones are left out. */

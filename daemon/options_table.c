@@ -12,6 +12,7 @@
 #include "canary.h"
 #include "cidr.h"
 #include "listen.h"
+#include "namefilter.h"
 /* OPT_ENUM values are read and written as int. */
 _Static_assert(sizeof(enum log_level) == sizeof(int), "enum log_level is int-sized");
 _Static_assert(sizeof(enum log_format) == sizeof(int), "enum log_format is int-sized");
@@ -58,15 +59,7 @@ static int check_cidr(const char *value, char *why, size_t whysz)
 /* A device filter: compiled once to be checked (the collectors compile their own). */
 static int check_regex(const char *value, char *why, size_t whysz)
 {
-        regex_t re;
-        char msg[160];
-
-        if (options_regex(value, &re, msg, sizeof msg) < 0) {
-                snprintf(why, whysz, "%s", msg);
-                return -EINVAL;
-        }
-        regfree(&re);
-        return 0;
+        return namefilter_check(value, why, whysz);
 }
 
 /* node_exporter's rule: the default exclude applies only when no include is given. */
@@ -201,7 +194,7 @@ const struct opt_def options_table[] = {
      .check = check_regex,
      .allow_empty = true,
      .arg = "RE",
-     .help = "monitor only devices whose name matches (POSIX ERE)",
+     .help = "monitor only devices whose name matches (Go RE2 syntax, as node_exporter)",
      .reload = OPT_RELOAD,
      .parts = OPT_PART_DISKSTATS | OPT_PART_SMART},
     {.name = "collector.diskstats.device-exclude",

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "escape.h"
+
 static enum log_level min_level = LOG_LEVEL_INFO;
 static enum log_format format = LOG_FORMAT_LOGFMT;
 static bool journal;
@@ -71,27 +73,26 @@ int log_format_from_string(const char *s, enum log_format *ret)
 /* Appends s quoted for logfmt (only when needed) or JSON (always). */
 static void put_value(FILE *f, const char *s, bool json)
 {
-        bool quote = json || !*s;
+        size_t (*escape)(const char *, char *) = json ? escape_json : escape_logfmt;
+        char small[256], *e = small;
+        size_t n;
 
-        for (const char *p = s; !quote && *p; p++)
-                if (*p == ' ' || *p == '"' || *p == '=' || (unsigned char)*p < 0x20)
-                        quote = true;
-        if (!quote) {
+        if (!json && !escape_logfmt_needs_quotes(s)) {
                 fputs(s, f);
                 return;
         }
-        fputc('"', f);
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-                if (*p == '"' || *p == '\\')
-                        fprintf(f, "\\%c", *p);
-                else if (*p == '\n')
-                        fputs("\\n", f);
-                else if (*p < 0x20)
-                        fprintf(f, json ? "\\u%04x" : "\\x%02x", *p);
-                else
-                        fputc(*p, f);
+        n = escape(s, NULL);
+        if (n > sizeof small) {
+                e = malloc(n);
+                if (!e)
+                        return;
         }
+        escape(s, e);
         fputc('"', f);
+        fwrite(e, 1, n, f);
+        fputc('"', f);
+        if (e != small)
+                free(e);
 }
 
 static void put_field(FILE *f, const char *key, const char *value, bool first)

@@ -332,7 +332,7 @@ struct mrows *mrows_new(const char *const *names, size_t n)
 
         if (n > MROWS_MAX_LABELS)
                 abort();
-        r->refs = 1;
+        refcount_init(&r->refs);
         r->nnames = n;
         for (size_t k = 0; k < n; k++) {
                 size_t l = strlen(names[k]);
@@ -455,13 +455,13 @@ size_t mrows_copy_row(struct mrows *r, const struct mrows *src, size_t row)
 struct mrows *mrows_ref(struct mrows *r)
 {
         if (r)
-                __atomic_add_fetch(&r->refs, 1, __ATOMIC_RELAXED);
+                refcount_get(&r->refs);
         return r;
 }
 
 struct mrows *mrows_unref(struct mrows *r)
 {
-        if (!r || __atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        if (!r || !refcount_put(&r->refs))
                 return NULL;
         free(r->off);
         free(r->data);
@@ -476,7 +476,7 @@ struct mtable *mtable_new(struct mrows *rows, size_t cols)
 
         if (cols > MTABLE_MAX_COLS || cols == 0)
                 abort();
-        t->refs = 1;
+        refcount_init(&t->refs);
         t->rows = mrows_ref(rows);
         t->cols = cols;
         t->present = xcalloc(n, sizeof(*t->present));
@@ -530,13 +530,13 @@ double mtable_get_double(const struct mtable *t, size_t row, size_t col)
 struct mtable *mtable_ref(struct mtable *t)
 {
         if (t)
-                __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+                refcount_get(&t->refs);
         return t;
 }
 
 struct mtable *mtable_unref(struct mtable *t)
 {
-        if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        if (!t || !refcount_put(&t->refs))
                 return NULL;
         mrows_unref(t->rows);
         free(t->cells);

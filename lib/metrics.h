@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "refcount.h"
+
 enum mtype { MT_COUNTER, MT_GAUGE, MT_HISTOGRAM, MT_SUMMARY, MT_INFO, MT_UNTYPED };
 
 struct msample {
@@ -36,7 +38,7 @@ enum mcell {
  * the sets of several rounds share them while the rows stay the same; immutable once shared.
  * Read-only outside metrics.c. */
 struct mrows {
-        unsigned refs;
+        struct refcount refs;
         size_t nnames;
         const char *names[MROWS_MAX_LABELS]; /* static strings */
         unsigned char name_len[MROWS_MAX_LABELS];
@@ -54,7 +56,7 @@ struct mrows {
  * each column that has a sample. Reference counted like its rows. Read-only outside
  * metrics.c: read cells with mtable_cell(). */
 struct mtable {
-        unsigned refs;
+        struct refcount refs;
         struct mrows *rows; /* referenced */
         size_t cols;
         size_t added;      /* rows added so far */

@@ -2,7 +2,6 @@
 #include "util.h"
 
 #include <ctype.h>
-#include <regex.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -95,6 +94,16 @@ int parse_duration(const char *s, usec_t *ret_usec)
         }
         *ret_usec = total;
         return 0;
+}
+
+const char *format_double_shortest(double v, char *buf, size_t size)
+{
+        for (int prec = 15; prec <= 17; prec++) {
+                snprintf(buf, size, "%.*g", prec, v);
+                if (strtod(buf, NULL) == v)
+                        break;
+        }
+        return buf;
 }
 
 const char *format_duration(usec_t u, char *buf, size_t size)
@@ -248,15 +257,6 @@ int unhexchar(char c)
         if (c >= 'A' && c <= 'F')
                 return c - 'A' + 10;
         return -1;
-}
-
-bool name_filter_match(const regex_t *include, const regex_t *exclude, const char *name)
-{
-        if (include && regexec(include, name, 0, NULL, 0) != 0)
-                return false;
-        if (exclude && regexec(exclude, name, 0, NULL, 0) == 0)
-                return false;
-        return true;
 }
 
 void malloc_setup(void)

@@ -49,6 +49,15 @@ int parse_duration(const char *s, usec_t *ret_usec);
 /* Formats a duration in the largest exact unit ("10s", "250ms", "1h"); returns buf. */
 const char *format_duration(usec_t u, char *buf, size_t size);
 
+/* Room format_double_shortest() needs: "-1.7976931348623157e+308" and its terminator. */
+#define FORMAT_DOUBLE_MAX 25
+
+/* Formats v as the first of "%.15g", "%.16g", "%.17g" that reads back (strtod) as exactly v: the
+ * shortest form for a double (%g drops trailing zeros, so 0.1 is "0.1"), the one the exposition
+ * and the state files write. NaN and infinities come out as printf spells them ("nan", "inf").
+ * Returns buf; size should be at least FORMAT_DOUBLE_MAX. Pure. */
+const char *format_double_shortest(double v, char *buf, size_t size);
+
 /* Parses an unsigned decimal integer with optional binary suffix (K, M, G = 1024^n; "B"
  * accepted). Returns 0, -EINVAL or -ERANGE. */
 int parse_size(const char *s, uint64_t *ret);
@@ -62,10 +71,32 @@ int parse_bool(const char *s, bool *ret);
 /* The value of a hexadecimal digit, or -1. */
 int unhexchar(char c);
 
-/* True when name passes the device filters: matches include (when set) and not exclude. */
-struct re_pattern_buffer;
-bool name_filter_match(const struct re_pattern_buffer *include,
-                       const struct re_pattern_buffer *exclude, const char *name);
+/* The pseudo-random generator of the code base: xorshift64 (Marsaglia, "Xorshift RNGs", 2003;
+ * shifts 13, 7, 17), fast and small, not for secrets. The state is the caller's (one per thread),
+ * never 0. */
+
+/* A state from any seed (0, which xorshift would never leave, becomes a fixed odd constant). */
+static inline uint64_t prng_seed(uint64_t seed)
+{
+        return seed ? seed : UINT64_C(0x9e3779b97f4a7c15);
+}
+
+/* The next number of the sequence (never 0); advances *state. */
+static inline uint64_t prng_next(uint64_t *state)
+{
+        uint64_t x = *state;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return *state = x;
+}
+
+/* A uniform double in [0, 1), from the top 53 bits of the next number. */
+static inline double prng_unit(uint64_t *state)
+{
+        return (double)(prng_next(state) >> 11) / (double)(UINT64_C(1) << 53);
+}
 
 /* Copies at most size-1 bytes and always terminates; returns true when nothing was cut. */
 bool strscpy(char *dst, const char *src, size_t size);

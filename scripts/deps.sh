@@ -5,7 +5,7 @@
 set -euo pipefail
 
 build_pkgs=(gcc make cmake pkg-config libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev
-            libyaml-dev libgnutls28-dev libcrypt-dev scdoc)
+            libyaml-dev libgnutls28-dev libcrypt-dev libpcre2-dev scdoc)
 package_pkgs=(dpkg-dev file)
 test_pkgs=(libcmocka-dev python3 clang-format valgrind sysstat fio systemd util-linux e2fsprogs
            procps qemu-system-x86 linux-image-amd64 busybox-static smartmontools dmsetup sdparm

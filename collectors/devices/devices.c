@@ -14,10 +14,10 @@
 #include "fsroot.h"
 #include "util.h"
 
-int udev_data_parse(const char *buf, size_t len,
-                    void (*cb)(const char *key, size_t klen, const char *value, size_t vlen,
-                               void *userdata),
-                    void *userdata)
+int device_udev_parse(const char *buf, size_t len,
+                      void (*cb)(const char *key, size_t klen, const char *value, size_t vlen,
+                                 void *userdata),
+                      void *userdata)
 {
         size_t i = 0;
         int n = 0;
@@ -48,7 +48,7 @@ int udev_data_parse(const char *buf, size_t len,
         return bad ? -EINVAL : n;
 }
 
-void udev_decode(const char *in, size_t len, char *out, size_t size)
+void device_udev_decode(const char *in, size_t len, char *out, size_t size)
 {
         size_t o = 0, start = 0;
 
@@ -77,7 +77,7 @@ void udev_decode(const char *in, size_t len, char *out, size_t size)
 static void set_decoded(char *dst, size_t size, const char *v)
 {
         if (v && !dst[0])
-                udev_decode(v, strlen(v), dst, size);
+                device_udev_decode(v, strlen(v), dst, size);
 }
 
 static void set_attr(char *dst, size_t size, int sysfs_fd, const char *name, const char *attr)
@@ -88,7 +88,7 @@ static void set_attr(char *dst, size_t size, int sysfs_fd, const char *name, con
                 return;
         snprintf(path, sizeof path, "block/%s/%s", name, attr);
         if (read_attr_at(sysfs_fd, path, buf, sizeof buf) > 0)
-                udev_decode(buf, strlen(buf), dst, size);
+                device_udev_decode(buf, strlen(buf), dst, size);
 }
 
 void device_info_fill(struct device_info *info, int sysfs_fd, const char *name,
@@ -329,7 +329,7 @@ static int files_lookup(struct devsrc *src, const char *name, unsigned major, un
 
         snprintf(path, sizeof path, "b%u:%u", major, minor);
         if (f->udev_fd >= 0 && read_file_at(f->udev_fd, path, 1 << 20, &buf, &len) == 0)
-                (void)udev_data_parse(buf, len, collect_prop, &props);
+                (void)device_udev_parse(buf, len, collect_prop, &props);
         device_info_fill(ret, f->sysfs_fd, name, get_prop, &props);
         free(props.items);
         return 0;

@@ -64,10 +64,10 @@ struct devsrc *devsrc_free(struct devsrc *src);
 /* Pure parser of a udev database file (lines "E:KEY=VALUE"; systemd src/libsystemd/sd-device
  * device-private.c). Calls cb for each property. Returns the number of properties, or -EINVAL
  * when a line is malformed (the good properties are still reported). */
-int udev_data_parse(const char *buf, size_t len,
-                    void (*cb)(const char *key, size_t klen, const char *value, size_t vlen,
-                               void *userdata),
-                    void *userdata);
+int device_udev_parse(const char *buf, size_t len,
+                      void (*cb)(const char *key, size_t klen, const char *value, size_t vlen,
+                                 void *userdata),
+                      void *userdata);
 
 /* The stamp of both sources: the udev record's inode, size and modification time
  * ("b<major>:<minor>" below udev_fd, or below udev_dir when not NULL), and the contents of
@@ -81,7 +81,7 @@ uint64_t device_stamp(int sysfs_fd, int udev_fd, const char *udev_dir, const cha
 void device_sets(int sysfs_fd, const char *name, char *out, size_t size);
 
 /* Decodes udev's \xNN escapes (ID_MODEL_ENC) and trims spaces; writes at most size bytes. */
-void udev_decode(const char *in, size_t len, char *out, size_t size);
+void device_udev_decode(const char *in, size_t len, char *out, size_t size);
 
 /* Fills identity from a property getter and sysfs; shared by both sources. get returns NULL
  * when the property is absent. */

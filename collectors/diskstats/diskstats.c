@@ -177,7 +177,7 @@ struct diskstats *diskstats_free(struct diskstats *d)
 
 static bool name_included(const struct diskstats_config *cfg, const char *name)
 {
-        return name_filter_match(cfg->include, cfg->exclude, name);
+        return namefilter_match(cfg->filter, name);
 }
 
 /* Forgets the device's samples: its next one starts a new window. */

@@ -2,19 +2,17 @@
  * counters and iostat's derived gauges over the window, and the device facts. Main thread only. */
 #pragma once
 
-#include <regex.h>
-
 #include "devices.h"
 #include "metrics.h"
+#include "namefilter.h"
 #include "util.h"
 
 struct diskstats_config {
-        int procfs_fd;           /* borrowed; /proc/diskstats and /proc/uptime below it */
-        struct devsrc *devsrc;   /* borrowed; identity lookups */
-        const regex_t *include;  /* borrowed, may be NULL: only matching names */
-        const regex_t *exclude;  /* borrowed, may be NULL: matching names dropped */
-        usec_t interval, window; /* sampling period, derived-gauge window */
-        usec_t identity_refresh; /* re-read device facts this often (0: never) */
+        int procfs_fd;                   /* borrowed; /proc/diskstats and /proc/uptime below it */
+        struct devsrc *devsrc;           /* borrowed; identity lookups */
+        const struct namefilter *filter; /* borrowed, may be NULL: the device name filters */
+        usec_t interval, window;         /* sampling period, derived-gauge window */
+        usec_t identity_refresh;         /* re-read device facts this often (0: never) */
 };
 
 struct diskstats;

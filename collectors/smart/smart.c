@@ -121,7 +121,7 @@ void smart_reconfigure(struct smart *s, const struct smart_config *cfg)
 
 static bool included(const struct smart_config *cfg, const char *name)
 {
-        return name_filter_match(cfg->include, cfg->exclude, name);
+        return namefilter_match(cfg->filter, name);
 }
 
 static int classify_sysfs(int sysfs_fd, const char *name)

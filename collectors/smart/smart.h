@@ -3,10 +3,9 @@
  * results. A device that hangs, fails or sleeps shows as metrics, never as a missing page. */
 #pragma once
 
-#include <regex.h>
-
 #include "devio.h"
 #include "metrics.h"
+#include "namefilter.h"
 #include "util.h"
 
 enum smart_powermode_check {
@@ -16,10 +15,9 @@ enum smart_powermode_check {
 };
 
 struct smart_config {
-        struct devio *io;       /* borrowed: runs the commands (the privileged helper) */
-        int sysfs_fd;           /* borrowed: block devices and their kind */
-        const regex_t *include; /* borrowed, may be NULL: the diskstats device filters */
-        const regex_t *exclude;
+        struct devio *io;                /* borrowed: runs the commands (the privileged helper) */
+        int sysfs_fd;                    /* borrowed: block devices and their kind */
+        const struct namefilter *filter; /* borrowed, may be NULL: the diskstats device filters */
         usec_t interval, timeout;
         enum smart_powermode_check powermode;
 };

@@ -33,13 +33,13 @@ static bool all_zero(const uint8_t *p, size_t n)
         return true;
 }
 
-double u128_to_double(struct u128 v)
+double nvme_u128_to_double(struct u128 v)
 {
         /* 2^64 is exact in a double; hi * 2^64 only rounds, never wraps. */
         return (double)v.hi * 18446744073709551616.0 + (double)v.lo;
 }
 
-uint64_t u128_to_u64_saturated(struct u128 v)
+uint64_t nvme_u128_to_u64_saturated(struct u128 v)
 {
         return v.hi ? UINT64_MAX : v.lo;
 }
@@ -51,7 +51,7 @@ int nvme_kelvin_to_celsius(uint16_t k)
 
 double nvme_data_units_to_bytes(struct u128 units)
 {
-        return u128_to_double(units) * 512000.0;
+        return nvme_u128_to_double(units) * 512000.0;
 }
 
 int nvme_parse_identify_ctrl(const uint8_t *buf, size_t len, struct nvme_identity *ret)

@@ -25,10 +25,10 @@ struct u128 {
 
 /* The value as a double: exact below 2^53, correctly rounded magnitude above; never wraps (a
  * value of 2^64 or more comes out as 2^64 or more). */
-double u128_to_double(struct u128 v);
+double nvme_u128_to_double(struct u128 v);
 
 /* The value clamped to UINT64_MAX. */
-uint64_t u128_to_u64_saturated(struct u128 v);
+uint64_t nvme_u128_to_u64_saturated(struct u128 v);
 
 /* Critical Warning bits (byte 0 of log page 02h). */
 enum {

@@ -172,10 +172,10 @@ static void read_nvme(struct devio *io, const char *name, usec_t timeout, struct
                 set(d, SMART_TEMPERATURE_WARNING_C, nvme_kelvin_to_celsius(id.warning_temp_k));
         if (id.critical_temp_k)
                 set(d, SMART_TEMPERATURE_CRITICAL_C, nvme_kelvin_to_celsius(id.critical_temp_k));
-        set(d, SMART_POWER_ON_SECONDS, u128_to_double(h->power_on_hours) * 3600.0);
-        set(d, SMART_POWER_CYCLES, u128_to_double(h->power_cycles));
-        set(d, SMART_UNSAFE_SHUTDOWNS, u128_to_double(h->unsafe_shutdowns));
-        set(d, SMART_MEDIA_ERRORS, u128_to_double(h->media_errors));
+        set(d, SMART_POWER_ON_SECONDS, nvme_u128_to_double(h->power_on_hours) * 3600.0);
+        set(d, SMART_POWER_CYCLES, nvme_u128_to_double(h->power_cycles));
+        set(d, SMART_UNSAFE_SHUTDOWNS, nvme_u128_to_double(h->unsafe_shutdowns));
+        set(d, SMART_MEDIA_ERRORS, nvme_u128_to_double(h->media_errors));
         set(d, SMART_WEAR_USED, h->percentage_used / 100.0);
         set(d, SMART_SPARE, h->available_spare / 100.0);
         set(d, SMART_SPARE_THRESHOLD, h->available_spare_threshold / 100.0);
@@ -611,23 +611,23 @@ static void export_nvme(struct mset *out, const char *dev, const struct nvme_hea
                 "Data units written x 512,000 bytes.", dev,
                 nvme_data_units_to_bytes(h->data_units_written));
         counter(out, "diskpulse_nvme_host_read_commands_total", "Read commands completed.", dev,
-                u128_to_double(h->host_read_commands));
+                nvme_u128_to_double(h->host_read_commands));
         counter(out, "diskpulse_nvme_host_write_commands_total", "Write commands completed.", dev,
-                u128_to_double(h->host_write_commands));
+                nvme_u128_to_double(h->host_write_commands));
         counter(out, "diskpulse_nvme_controller_busy_seconds_total",
                 "Time the controller was busy with I/O (minutes x 60).", dev,
-                u128_to_double(h->controller_busy_time) * 60.0);
+                nvme_u128_to_double(h->controller_busy_time) * 60.0);
         counter(out, "diskpulse_nvme_power_cycles_total", "Power cycles.", dev,
-                u128_to_double(h->power_cycles));
+                nvme_u128_to_double(h->power_cycles));
         counter(out, "diskpulse_nvme_power_on_seconds_total", "Power-on hours x 3600.", dev,
-                u128_to_double(h->power_on_hours) * 3600.0);
+                nvme_u128_to_double(h->power_on_hours) * 3600.0);
         counter(out, "diskpulse_nvme_unsafe_shutdowns_total", "Unsafe shutdowns.", dev,
-                u128_to_double(h->unsafe_shutdowns));
+                nvme_u128_to_double(h->unsafe_shutdowns));
         counter(out, "diskpulse_nvme_media_errors_total", "Unrecovered data integrity errors.", dev,
-                u128_to_double(h->media_errors));
+                nvme_u128_to_double(h->media_errors));
         counter(out, "diskpulse_nvme_error_log_entries_total",
                 "Error information log entries over the controller's life.", dev,
-                u128_to_double(h->error_log_entries));
+                nvme_u128_to_double(h->error_log_entries));
         counter(out, "diskpulse_nvme_warning_temperature_seconds_total",
                 "Time above the warning composite temperature threshold (minutes x 60).", dev,
                 (double)h->warning_temp_time * 60.0);

@@ -160,7 +160,7 @@ bool accept_gzip(const char *value)
         return star_q > 0;
 }
 
-int gzip_compress(const void *in, size_t len, int level, void **ret, size_t *ret_len)
+int encoding_gzip_compress(const void *in, size_t len, int level, void **ret, size_t *ret_len)
 {
         z_stream z;
         unsigned char *out;
@@ -224,7 +224,7 @@ struct gzip_stream {
         z_stream z;
 };
 
-struct gzip_stream *gzip_stream_new(int level, int *ret_err)
+struct gzip_stream *encoding_gzip_stream_new(int level, int *ret_err)
 {
         struct gzip_stream *g;
         int r;
@@ -248,8 +248,8 @@ struct gzip_stream *gzip_stream_new(int level, int *ret_err)
         return g;
 }
 
-int gzip_stream_deflate(struct gzip_stream *g, const void *in, size_t in_len, bool finish,
-                        void *out, size_t out_max, size_t *ret_used, size_t *ret_len)
+int encoding_gzip_stream_deflate(struct gzip_stream *g, const void *in, size_t in_len, bool finish,
+                                 void *out, size_t out_max, size_t *ret_used, size_t *ret_len)
 {
         uInt ai = in_len > UINT_MAX ? UINT_MAX : (uInt)in_len;
         uInt ao = out_max > UINT_MAX ? UINT_MAX : (uInt)out_max;
@@ -269,7 +269,7 @@ int gzip_stream_deflate(struct gzip_stream *g, const void *in, size_t in_len, bo
         return -ENOMEM;
 }
 
-struct gzip_stream *gzip_stream_free(struct gzip_stream *g)
+struct gzip_stream *encoding_gzip_stream_free(struct gzip_stream *g)
 {
         if (g) {
                 deflateEnd(&g->z);

@@ -23,18 +23,18 @@ bool accept_openmetrics(const char *value);
 /* Compresses len bytes of in into a malloc'd gzip member (*ret, *ret_len; the caller frees).
  * level: zlib's 1 (fastest) to 9. Returns 0, -EINVAL for a bad level or a length zlib cannot
  * take, -ENOMEM. */
-int gzip_compress(const void *in, size_t len, int level, void **ret, size_t *ret_len);
+int encoding_gzip_compress(const void *in, size_t len, int level, void **ret, size_t *ret_len);
 
 /* A gzip member compressed piece by piece, for pages that are never whole in memory. */
 struct gzip_stream;
 
 /* Returns a stream at zlib level (1..9), or NULL (-ENOMEM, -EINVAL) with *ret_err set. */
-struct gzip_stream *gzip_stream_new(int level, int *ret_err);
+struct gzip_stream *encoding_gzip_stream_new(int level, int *ret_err);
 /* Compresses in[0..in_len) (finish: it is the last piece) into out, at most out_max bytes.
  * Sets *ret_used to the input consumed and *ret_len to the output written; call again with the
  * rest (and, after the last piece, with no input while finish) until it returns 1. Returns 0
  * (more to come), 1 (the member is complete) or -ENOMEM. */
-int gzip_stream_deflate(struct gzip_stream *z, const void *in, size_t in_len, bool finish,
-                        void *out, size_t out_max, size_t *ret_used, size_t *ret_len);
+int encoding_gzip_stream_deflate(struct gzip_stream *z, const void *in, size_t in_len, bool finish,
+                                 void *out, size_t out_max, size_t *ret_used, size_t *ret_len);
 /* Accepts NULL; returns NULL. */
-struct gzip_stream *gzip_stream_free(struct gzip_stream *z);
+struct gzip_stream *encoding_gzip_stream_free(struct gzip_stream *z);

@@ -16,13 +16,8 @@ const char *expo_format_double(double v, char *buf, size_t size)
                 snprintf(buf, size, "NaN");
         else if (isinf(v))
                 snprintf(buf, size, v > 0 ? "+Inf" : "-Inf");
-        else {
-                for (int prec = 15; prec <= 17; prec++) {
-                        snprintf(buf, size, "%.*g", prec, v);
-                        if (strtod(buf, NULL) == v)
-                                break;
-                }
-        }
+        else
+                format_double_shortest(v, buf, size);
         return buf;
 }
 

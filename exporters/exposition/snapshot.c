@@ -9,6 +9,7 @@
 
 #include "encoding.h"
 #include "expo.h"
+#include "refcount.h"
 
 /* One rendered form of the page, made on first use. */
 struct page {
@@ -17,7 +18,7 @@ struct page {
 };
 
 struct snapshot {
-        unsigned refs;
+        struct refcount refs;
         struct mset **sets;
         size_t n;
         usec_t realtime;
@@ -62,7 +63,7 @@ struct snapshot *snapshot_new(struct mset **sets, size_t n, usec_t realtime)
 {
         struct snapshot *s = xcalloc(1, sizeof(*s));
 
-        s->refs = 1;
+        refcount_init(&s->refs);
         s->sets = xcalloc(n ? n : 1, sizeof(*s->sets));
         memcpy(s->sets, sets, n * sizeof(*sets));
         s->n = n;
@@ -74,13 +75,13 @@ struct snapshot *snapshot_new(struct mset **sets, size_t n, usec_t realtime)
 struct snapshot *snapshot_ref(struct snapshot *s)
 {
         if (s)
-                __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+                refcount_get(&s->refs);
         return s;
 }
 
 struct snapshot *snapshot_unref(struct snapshot *s)
 {
-        if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        if (!s || !refcount_put(&s->refs))
                 return NULL;
         for (size_t i = 0; i < s->n; i++)
                 mset_free(s->sets[i]);
@@ -99,7 +100,7 @@ static int render_gzip(struct snapshot *s, enum expo_format fmt, struct page *re
 {
         struct expo_stream *st = expo_stream_new(s->sets, s->n, fmt);
         int err = 0;
-        struct gzip_stream *z = gzip_stream_new(SNAPSHOT_GZIP_LEVEL, &err);
+        struct gzip_stream *z = encoding_gzip_stream_new(SNAPSHOT_GZIP_LEVEL, &err);
         char *in = xmalloc(EXPO_CHUNK);
         /* metrics text compresses some tenfold; pages not written are not resident, and a
          * short guess grows in place */
@@ -116,13 +117,13 @@ static int render_gzip(struct snapshot *s, enum expo_format fmt, struct page *re
                                 cap *= 2;
                                 out = xrealloc(out, cap);
                         }
-                        r = gzip_stream_deflate(z, in + off, n - off, finish, out + len, cap - len,
-                                                &used, &wrote);
+                        r = encoding_gzip_stream_deflate(z, in + off, n - off, finish, out + len,
+                                                         cap - len, &used, &wrote);
                         off += used;
                         len += wrote;
                 } while (r == 0 && (off < n || (finish && r == 0)));
         }
-        gzip_stream_free(z);
+        encoding_gzip_stream_free(z);
         expo_stream_free(st);
         free(in);
         if (r < 0) {
@@ -146,8 +147,8 @@ static int make_page(struct snapshot *s, enum expo_format fmt, bool gzip)
         if (gzip) {
                 /* from the plain page when it is there, else straight from the sets */
                 if (s->pages[fmt][0].buf)
-                        return gzip_compress(s->pages[fmt][0].buf, s->pages[fmt][0].len,
-                                             SNAPSHOT_GZIP_LEVEL, &p->buf, &p->len);
+                        return encoding_gzip_compress(s->pages[fmt][0].buf, s->pages[fmt][0].len,
+                                                      SNAPSHOT_GZIP_LEVEL, &p->buf, &p->len);
                 return render_gzip(s, fmt, p);
         }
         r = expo_render(s->sets, s->n, fmt, &text, &p->len);
@@ -230,7 +231,7 @@ int snapshot_body(struct snapshot *s, enum expo_format fmt, bool gzip, const voi
         __atomic_store_n(&s->rendered, true, __ATOMIC_RELAXED);
         ps = xcalloc(1, sizeof(*ps));
         if (gzip) {
-                ps->z = gzip_stream_new(SNAPSHOT_GZIP_LEVEL, &r);
+                ps->z = encoding_gzip_stream_new(SNAPSHOT_GZIP_LEVEL, &r);
                 if (!ps->z) {
                         free(ps);
                         return r;
@@ -260,8 +261,9 @@ ssize_t page_stream_read(struct page_stream *ps, char *buf, size_t max)
                         ps->in_off = 0;
                         ps->eof = ps->in_len == 0;
                 }
-                r = gzip_stream_deflate(ps->z, ps->in + ps->in_off, ps->in_len - ps->in_off,
-                                        ps->eof, buf + out, max - out, &used, &wrote);
+                r = encoding_gzip_stream_deflate(ps->z, ps->in + ps->in_off,
+                                                 ps->in_len - ps->in_off, ps->eof, buf + out,
+                                                 max - out, &used, &wrote);
                 if (r < 0)
                         return r;
                 ps->in_off += used;
@@ -277,7 +279,7 @@ struct page_stream *page_stream_free(struct page_stream *ps)
 {
         if (ps) {
                 expo_stream_free(ps->st);
-                gzip_stream_free(ps->z);
+                encoding_gzip_stream_free(ps->z);
                 free(ps->in);
                 snapshot_unref(ps->snap);
                 free(ps);

@@ -1,10 +1,11 @@
-/* Basic authentication: RFC 7617 (the Basic scheme), RFC 4648 section 4 (base64), libxcrypt's
+/* Basic authentication: RFC 7617 (the Basic scheme), RFC 4648 section 4 (base64, decoded by GnuTLS), libxcrypt's
  * crypt(5) for bcrypt ($2b$, $2y$, $2a$). */
 #include "auth.h"
 
 #include <crypt.h>
 #include <errno.h>
 #include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -15,62 +16,33 @@
 #include "log.h"
 #include "util.h"
 
-static int b64val(unsigned char c)
+/* True when s has the shape of Go's base64.StdEncoding (RFC 4648 section 4 with padding): groups
+ * of four from the standard alphabet, '=' only as the last one or two bytes. GnuTLS decodes, and
+ * checks that a padded group leaves no bits over, but skips whitespace and stops quietly at a
+ * byte outside the alphabet (base64url's '-' ends the data early): what it must not see is
+ * refused here. */
+static bool b64_strict_shape(const char *s, size_t len)
 {
-        if (c >= 'A' && c <= 'Z')
-                return c - 'A';
-        if (c >= 'a' && c <= 'z')
-                return c - 'a' + 26;
-        if (c >= '0' && c <= '9')
-                return c - '0' + 52;
-        if (c == '+')
-                return 62;
-        if (c == '/')
-                return 63;
-        return -1;
-}
+        size_t pad = 0;
 
-/* Strict base64 with padding, as Go's base64.StdEncoding (what the toolkit decodes with).
- * Returns the decoded length or -1. */
-static long b64decode(const char *in, size_t len, unsigned char *out, size_t outsz)
-{
-        size_t o = 0;
-
-        if (len % 4)
-                return -1;
-        for (size_t i = 0; i < len; i += 4) {
-                int v[4], pad = 0;
-                for (int k = 0; k < 4; k++) {
-                        unsigned char c = (unsigned char)in[i + k];
-                        if (c == '=' && i + 4 == len && k >= 2 && (k == 3 || in[i + 3] == '=')) {
-                                v[k] = 0;
-                                pad++;
-                                continue;
-                        }
-                        if (pad || (v[k] = b64val(c)) < 0)
-                                return -1;
-                }
-                if (o + 3 - (size_t)pad > outsz)
-                        return -1;
-                out[o++] = (unsigned char)(v[0] << 2 | v[1] >> 4);
-                if (pad < 2)
-                        out[o++] = (unsigned char)((v[1] & 15) << 4 | v[2] >> 2);
-                if (pad < 1)
-                        out[o++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
-                /* the bits a padded group leaves over must be zero (canonical encoding) */
-                if ((pad == 2 && (v[1] & 15)) || (pad == 1 && (v[2] & 3)))
-                        return -1;
+        if (len == 0 || len % 4)
+                return false;
+        pad = (s[len - 1] == '=') + (s[len - 1] == '=' && s[len - 2] == '=');
+        for (size_t i = 0; i < len - pad; i++) {
+                char c = s[i];
+                if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                      c == '+' || c == '/'))
+                        return false;
         }
-        return (long)o;
+        return true;
 }
 
 bool auth_parse_basic(const char *value, char *user, size_t usz, char *pass, size_t psz)
 {
-        unsigned char buf[AUTH_USER_MAX + AUTH_PASS_MAX];
         const char *p = value, *tok;
-        size_t toklen;
-        long n;
-        unsigned char *colon;
+        size_t toklen, n;
+        gnutls_datum_t b64, plain = {NULL, 0};
+        unsigned char *buf, *colon;
         bool ok = false;
 
         if (!value || usz == 0 || psz == 0)
@@ -87,22 +59,27 @@ bool auth_parse_basic(const char *value, char *user, size_t usz, char *pass, siz
         for (const char *q = tok + toklen; *q; q++)
                 if (*q != ' ' && *q != '\t')
                         return false; /* one token68 only (RFC 7235 section 2.1) */
-        if (toklen == 0 || toklen > (sizeof buf / 3 + 1) * 4)
+        if (toklen > ((AUTH_USER_MAX + AUTH_PASS_MAX) / 3 + 1) * 4 ||
+            !b64_strict_shape(tok, toklen))
                 return false;
-        n = b64decode(tok, toklen, buf, sizeof buf);
-        if (n < 0)
+        b64 = (gnutls_datum_t){.data = (unsigned char *)tok, .size = (unsigned)toklen};
+        if (gnutls_base64_decode2(&b64, &plain) < 0)
                 return false;
-        colon = memchr(buf, ':', (size_t)n);
-        if (colon && !memchr(buf, 0, (size_t)n) && (size_t)(colon - buf) < usz &&
-            (size_t)(n - (colon + 1 - buf)) < psz) {
-                size_t ul = (size_t)(colon - buf), pl = (size_t)n - ul - 1;
+        buf = plain.data;
+        n = plain.size;
+        colon = buf ? memchr(buf, ':', n) : NULL;
+        if (colon && !memchr(buf, 0, n) && (size_t)(colon - buf) < usz &&
+            n - (size_t)(colon + 1 - buf) < psz) {
+                size_t ul = (size_t)(colon - buf), pl = n - ul - 1;
                 memcpy(user, buf, ul);
                 user[ul] = 0;
                 memcpy(pass, colon + 1, pl);
                 pass[pl] = 0;
                 ok = true;
         }
-        explicit_bzero(buf, sizeof buf);
+        if (buf)
+                explicit_bzero(buf, n);
+        gnutls_free(buf);
         return ok;
 }
 

@@ -13,13 +13,14 @@
 
 #include "fsroot.h"
 #include "log.h"
+#include "refcount.h"
 #include "util.h"
 
 #define MAX_FILE  (1 << 20)
 #define MAX_CHAIN 16
 
 struct tls_creds {
-        int refs;
+        struct refcount refs;
         gnutls_datum_t *chain; /* DER, leaf first */
         unsigned n_chain;
         gnutls_datum_t key; /* PKCS#8 DER */
@@ -55,13 +56,13 @@ static int fail(char *err, size_t errsz, const char *name, unsigned line, const 
 struct tls_creds *tls_creds_ref(struct tls_creds *t)
 {
         if (t)
-                __atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+                refcount_get(&t->refs);
         return t;
 }
 
 struct tls_creds *tls_creds_unref(struct tls_creds *t)
 {
-        if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        if (!t || !refcount_put(&t->refs))
                 return NULL;
         for (unsigned i = 0; i < t->n_chain; i++)
                 gnutls_free(t->chain[i].data);
@@ -310,9 +311,9 @@ static char *build_priorities(const struct webconfig *c, bool *ret_listed13)
 
 static const char *suite_name(const unsigned char id[2], const char *gnutls_name)
 {
-        for (size_t i = 0; i < web_n_ciphers; i++)
-                if (web_ciphers[i].id[0] == id[0] && web_ciphers[i].id[1] == id[1])
-                        return web_ciphers[i].name;
+        for (size_t i = 0; i < webconfig_n_ciphers; i++)
+                if (webconfig_ciphers[i].id[0] == id[0] && webconfig_ciphers[i].id[1] == id[1])
+                        return webconfig_ciphers[i].name;
         return gnutls_name;
 }
 
@@ -374,7 +375,7 @@ static int check_priorities(struct tls_creds *t, const struct webconfig *c, bool
                         return fail(err, errsz, name, 0,
                                     "tls_server_config: %s is disabled by this system's GnuTLS "
                                     "configuration",
-                                    web_tls_version_name((enum web_tls_version)v));
+                                    webconfig_tls_version_name((enum web_tls_version)v));
                 }
         }
         for (unsigned i = 0; n_on < ARRAY_SIZE(on); i++) {
@@ -416,7 +417,7 @@ static int check_priorities(struct tls_creds *t, const struct webconfig *c, bool
                 if (w->kx && strcmp(w->mac, "AEAD") == 0 && c->max_version < WEB_TLS12)
                         return fail(err, errsz, name, c->ciphers_line,
                                     "cipher_suites: %s needs TLS 1.2, above max_version %s",
-                                    w->name, web_tls_version_name(c->max_version));
+                                    w->name, webconfig_tls_version_name(c->max_version));
                 for (size_t k = 0; k < n_on; k++)
                         found |= on[k].id[0] == w->id[0] && on[k].id[1] == w->id[1];
                 if (!found) {
@@ -449,7 +450,7 @@ static int check_priorities(struct tls_creds *t, const struct webconfig *c, bool
                 return fail(err, errsz, name, c->n_ciphers ? c->ciphers_line : 0,
                             "tls_server_config: every enabled suite needs TLS 1.2, above "
                             "max_version %s",
-                            web_tls_version_name(c->max_version));
+                            webconfig_tls_version_name(c->max_version));
         return 0;
 }
 
@@ -461,7 +462,7 @@ int tls_creds_load(const struct webconfig *c, const char *name, struct tls_creds
         bool listed13;
         int r;
 
-        t->refs = 1;
+        refcount_init(&t->refs);
         t->auth = c->client_auth;
         r = load_chain(t, c, name, err, errsz, &leaf);
         if (r >= 0)
@@ -488,7 +489,7 @@ int tls_creds_load(const struct webconfig *c, const char *name, struct tls_creds
         return 0;
 }
 
-void tls_use(struct tls_creds *t)
+void tls_creds_use(struct tls_creds *t)
 {
         struct tls_creds *old;
 
@@ -552,8 +553,8 @@ static bool san_allowed(const struct tls_creds *t, gnutls_x509_crt_t leaf, char 
         return false;
 }
 
-int tls_check_peer(const struct tls_creds *t, const gnutls_datum_t *chain, unsigned n, char *why,
-                   size_t whysz)
+int tls_creds_check_peer(const struct tls_creds *t, const gnutls_datum_t *chain, unsigned n,
+                         char *why, size_t whysz)
 {
         gnutls_x509_crt_t crts[MAX_CHAIN];
         unsigned k = 0, status = 0;
@@ -608,7 +609,7 @@ int tls_check_peer(const struct tls_creds *t, const gnutls_datum_t *chain, unsig
 
 static uint64_t refused;
 
-uint64_t tls_refused_client_certs(void)
+uint64_t tls_creds_refused_client_certs(void)
 {
         return __atomic_load_n(&refused, __ATOMIC_RELAXED);
 }
@@ -619,7 +620,7 @@ static int verify_peer(gnutls_session_t s)
         unsigned n = 0;
         const gnutls_datum_t *chain = gnutls_certificate_get_peers(s, &n);
         char why[256] = "no TLS configuration";
-        int r = t ? tls_check_peer(t, chain, n, why, sizeof why) : -EACCES;
+        int r = t ? tls_creds_check_peer(t, chain, n, why, sizeof why) : -EACCES;
 
         tls_creds_unref(t);
         if (r < 0) {
@@ -635,9 +636,10 @@ static int verify_peer(gnutls_session_t s)
         return 0;
 }
 
-int tls_retrieve(gnutls_session_t s, const struct gnutls_cert_retr_st *info,
-                 gnutls_pcert_st **certs, unsigned int *certs_length, gnutls_ocsp_data_st **ocsp,
-                 unsigned int *ocsp_length, gnutls_privkey_t *privkey, unsigned int *flags)
+int tls_creds_retrieve(gnutls_session_t s, const struct gnutls_cert_retr_st *info,
+                       gnutls_pcert_st **certs, unsigned int *certs_length,
+                       gnutls_ocsp_data_st **ocsp, unsigned int *ocsp_length,
+                       gnutls_privkey_t *privkey, unsigned int *flags)
 {
         struct tls_creds *t = current_get();
         gnutls_pcert_st *p = NULL;
@@ -690,7 +692,7 @@ fail:
         return -1;
 }
 
-bool tls_session_ok(gnutls_session_t s)
+bool tls_creds_session_ok(gnutls_session_t s)
 {
         struct tls_creds *t = current_get();
         unsigned n = 0;

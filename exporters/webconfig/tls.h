@@ -1,7 +1,7 @@
 /* TLS of the HTTP server with GnuTLS: the certificate, key and client CA that a web config
  * names, read into memory, and the GnuTLS priority string of its versions, cipher suites and
  * curves. libmicrohttpd asks for the certificate at every handshake (its
- * MHD_OPTION_HTTPS_CERT_CALLBACK2, GnuTLS's retrieve function), so tls_use() swaps the
+ * MHD_OPTION_HTTPS_CERT_CALLBACK2, GnuTLS's retrieve function), so tls_creds_use() swaps the
  * certificate, key, client CA and client-auth policy for new handshakes without restarting the
  * server or touching open connections. The priority string is fixed when the server starts. */
 #pragma once
@@ -36,23 +36,23 @@ enum web_client_auth tls_creds_client_auth(const struct tls_creds *t);
 
 /* Makes t (a new reference is taken; NULL: none) the credentials of every handshake from now
  * on. Any thread. */
-void tls_use(struct tls_creds *t);
+void tls_creds_use(struct tls_creds *t);
 
 /* The retrieve function for MHD_OPTION_HTTPS_CERT_CALLBACK2: hands GnuTLS fresh copies of the
  * current certificate chain and key (GnuTLS frees them with the session), asks for a client
  * certificate as the policy says and installs the check of it. */
-gnutls_certificate_retrieve_function3 tls_retrieve;
+gnutls_certificate_retrieve_function3 tls_creds_retrieve;
 
 /* Handshakes ended because of the client's certificate (a bad chain, a SAN not allowed, none
  * where one is required and GnuTLS asked us). Any thread. */
-uint64_t tls_refused_client_certs(void);
+uint64_t tls_creds_refused_client_certs(void);
 
 /* Whether an established session satisfies the current client-certificate policy (a required
  * certificate was presented). The handshake already refused a bad one; this is the second
  * look before a request is served. */
-bool tls_session_ok(gnutls_session_t s);
+bool tls_creds_session_ok(gnutls_session_t s);
 
 /* Checks the peer's certificate chain of session s against creds t as the handshake does
  * (exposed for tests): 0 when acceptable, -EACCES with the reason in why. */
-int tls_check_peer(const struct tls_creds *t, const gnutls_datum_t *chain, unsigned n, char *why,
-                   size_t whysz);
+int tls_creds_check_peer(const struct tls_creds *t, const gnutls_datum_t *chain, unsigned n,
+                         char *why, size_t whysz);

@@ -12,7 +12,7 @@
 #include "util.h"
 
 /* Go's tls.CipherSuites() (crypto/tls cipher_suites.go), the list the toolkit accepts. */
-const struct web_cipher web_ciphers[] = {
+const struct web_cipher webconfig_ciphers[] = {
     {"TLS_RSA_WITH_AES_128_CBC_SHA", {0x00, 0x2f}, "RSA", "AES-128-CBC", "SHA1"},
     {"TLS_RSA_WITH_AES_256_CBC_SHA", {0x00, 0x35}, "RSA", "AES-256-CBC", "SHA1"},
     {"TLS_RSA_WITH_AES_128_GCM_SHA256", {0x00, 0x9c}, "RSA", "AES-128-GCM", "AEAD"},
@@ -39,18 +39,18 @@ const struct web_cipher web_ciphers[] = {
      "CHACHA20-POLY1305",
      "AEAD"},
 };
-const size_t web_n_ciphers = ARRAY_SIZE(web_ciphers);
+const size_t webconfig_n_ciphers = ARRAY_SIZE(webconfig_ciphers);
 
 /* The toolkit's curve names (tls_config.go) and the GnuTLS groups. */
-const struct web_curve web_curves[] = {
+const struct web_curve webconfig_curves[] = {
     {"CurveP256", "GROUP-SECP256R1"},
     {"CurveP384", "GROUP-SECP384R1"},
     {"CurveP521", "GROUP-SECP521R1"},
     {"X25519", "GROUP-X25519"},
 };
-const size_t web_n_curves = ARRAY_SIZE(web_curves);
+const size_t webconfig_n_curves = ARRAY_SIZE(webconfig_curves);
 
-const char *const web_header_names[WEB_HEADER_MAX] = {
+const char *const webconfig_header_names[WEB_HEADER_MAX] = {
     [WEB_HEADER_CSP] = "Content-Security-Policy",
     [WEB_HEADER_FRAME_OPTIONS] = "X-Frame-Options",
     [WEB_HEADER_CONTENT_TYPE_OPTIONS] = "X-Content-Type-Options",
@@ -73,17 +73,17 @@ static const char *const version_names[] = {
     [WEB_TLS13] = "TLS13",
 };
 
-const char *web_client_auth_name(enum web_client_auth a)
+const char *webconfig_client_auth_name(enum web_client_auth a)
 {
         return (size_t)a < ARRAY_SIZE(client_auth_names) ? client_auth_names[a] : "?";
 }
 
-const char *web_tls_version_name(enum web_tls_version v)
+const char *webconfig_tls_version_name(enum web_tls_version v)
 {
         return v >= WEB_TLS10 && v <= WEB_TLS13 ? version_names[v] : "?";
 }
 
-bool web_bcrypt_valid(const char *s, unsigned *ret_cost)
+bool webconfig_bcrypt_valid(const char *s, unsigned *ret_cost)
 {
         static const char alphabet[] =
             "./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -310,14 +310,14 @@ static int add_cipher(struct parser *p, const yaml_node_t *n, const char *v, voi
         struct webconfig *c = p->c;
 
         (void)ud;
-        for (size_t i = 0; i < web_n_ciphers; i++) {
-                if (strcmp(web_ciphers[i].name, v) != 0)
+        for (size_t i = 0; i < webconfig_n_ciphers; i++) {
+                if (strcmp(webconfig_ciphers[i].name, v) != 0)
                         continue;
                 for (size_t k = 0; k < c->n_ciphers; k++)
-                        if (c->ciphers[k] == &web_ciphers[i])
+                        if (c->ciphers[k] == &webconfig_ciphers[i])
                                 return fail(p, line_of(n), "cipher_suites: %s is listed twice", v);
                 c->ciphers = xrealloc(c->ciphers, (c->n_ciphers + 1) * sizeof(*c->ciphers));
-                c->ciphers[c->n_ciphers++] = &web_ciphers[i];
+                c->ciphers[c->n_ciphers++] = &webconfig_ciphers[i];
                 return 0;
         }
         return fail(p, line_of(n),
@@ -331,15 +331,15 @@ static int add_curve(struct parser *p, const yaml_node_t *n, const char *v, void
         struct webconfig *c = p->c;
 
         (void)ud;
-        for (size_t i = 0; i < web_n_curves; i++) {
-                if (strcmp(web_curves[i].name, v) != 0)
+        for (size_t i = 0; i < webconfig_n_curves; i++) {
+                if (strcmp(webconfig_curves[i].name, v) != 0)
                         continue;
                 for (size_t k = 0; k < c->n_curves; k++)
-                        if (c->curves[k] == &web_curves[i])
+                        if (c->curves[k] == &webconfig_curves[i])
                                 return fail(p, line_of(n), "curve_preferences: %s is listed twice",
                                             v);
                 c->curves = xrealloc(c->curves, (c->n_curves + 1) * sizeof(*c->curves));
-                c->curves[c->n_curves++] = &web_curves[i];
+                c->curves[c->n_curves++] = &webconfig_curves[i];
                 return 0;
         }
         return fail(p, line_of(n),
@@ -474,7 +474,7 @@ static int header_key(struct parser *p, const char *key, const yaml_node_t *k, c
                 char **dst = &c->headers[i];
                 int r;
 
-                if (strcmp(key, web_header_names[i]) != 0)
+                if (strcmp(key, webconfig_header_names[i]) != 0)
                         continue;
                 r = get_string(p, v, key, dst);
                 if (r < 0 || !*dst)
@@ -533,7 +533,7 @@ static int user_key(struct parser *p, const char *key, const yaml_node_t *k, con
         r = get_string(p, v, key, &hash);
         if (r < 0)
                 return r;
-        if (!hash || !web_bcrypt_valid(hash, &cost))
+        if (!hash || !webconfig_bcrypt_valid(hash, &cost))
                 return fail(p, line_of(v),
                             "basic_auth_users: user \"%s\": not a bcrypt hash (expected $2y$, $2b$ "
                             "or $2a$, a cost from 04 to 31 and 53 characters, as htpasswd -nBC 10 "
@@ -607,16 +607,17 @@ static int check_tls(struct parser *p)
                 return fail(p, p->auth_line,
                             "tls_server_config: client_auth_type %s needs client_ca_file (the CA "
                             "that signs the client certificates)",
-                            web_client_auth_name(c->client_auth));
+                            webconfig_client_auth_name(c->client_auth));
         if (c->n_allowed_sans && c->client_auth != WEB_CLIENT_REQUIRE_ANY &&
             c->client_auth != WEB_CLIENT_REQUIRE_VERIFY)
                 return fail(p, p->sans_line,
                             "client_allowed_sans requires client_auth_type to be one of "
                             "RequireAnyClientCert or RequireAndVerifyClientCert");
         if (c->min_version > c->max_version)
-                return fail(
-                    p, p->version_line, "tls_server_config: min_version %s is above max_version %s",
-                    web_tls_version_name(c->min_version), web_tls_version_name(c->max_version));
+                return fail(p, p->version_line,
+                            "tls_server_config: min_version %s is above max_version %s",
+                            webconfig_tls_version_name(c->min_version),
+                            webconfig_tls_version_name(c->max_version));
         return 0;
 }
 

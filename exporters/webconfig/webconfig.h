@@ -36,10 +36,10 @@ struct web_curve {
         const char *group;
 };
 
-extern const struct web_cipher web_ciphers[];
-extern const size_t web_n_ciphers;
-extern const struct web_curve web_curves[];
-extern const size_t web_n_curves;
+extern const struct web_cipher webconfig_ciphers[];
+extern const size_t webconfig_n_ciphers;
+extern const struct web_curve webconfig_curves[];
+extern const size_t webconfig_n_curves;
 
 /* The headers http_server_config.headers may set, as the toolkit allows them. */
 enum web_header {
@@ -50,7 +50,7 @@ enum web_header {
         WEB_HEADER_HSTS,
         WEB_HEADER_MAX
 };
-extern const char *const web_header_names[WEB_HEADER_MAX];
+extern const char *const webconfig_header_names[WEB_HEADER_MAX];
 
 struct web_user {
         char *name;
@@ -95,9 +95,9 @@ int webconfig_parse(const char *buf, size_t len, const char *name, const char *d
 struct webconfig *webconfig_free(struct webconfig *c);
 
 /* The toolkit's names, for messages and --check-config. */
-const char *web_client_auth_name(enum web_client_auth a);
-const char *web_tls_version_name(enum web_tls_version v);
+const char *webconfig_client_auth_name(enum web_client_auth a);
+const char *webconfig_tls_version_name(enum web_tls_version v);
 
 /* Whether s is a bcrypt hash libxcrypt can check ($2a$, $2b$ or $2y$, cost 04 to 31, 22
  * characters of salt and 31 of hash in bcrypt's base64); sets *ret_cost. */
-bool web_bcrypt_valid(const char *s, unsigned *ret_cost);
+bool webconfig_bcrypt_valid(const char *s, unsigned *ret_cost);

@@ -17,6 +17,7 @@
 #include "fsroot.h"
 #include "log.h"
 #include "metrics.h"
+#include "refcount.h"
 #include "tls.h"
 #include "util.h"
 #include "webconfig.h"
@@ -24,7 +25,7 @@
 #define MAX_FILE (1 << 20)
 
 struct websec {
-        int refs;
+        struct refcount refs;
         char *path;            /* NULL: no web config */
         struct webconfig *cfg; /* NULL: no web config */
         struct tls_creds *tls; /* NULL: plain HTTP */
@@ -58,13 +59,13 @@ static void count(uint64_t *c)
 static struct websec *websec_ref(struct websec *s)
 {
         if (s)
-                __atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+                refcount_get(&s->refs);
         return s;
 }
 
 struct websec *websec_free(struct websec *s)
 {
-        if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        if (!s || !refcount_put(&s->refs))
                 return NULL;
         free(s->path);
         webconfig_free(s->cfg);
@@ -92,7 +93,7 @@ int websec_load(const char *path, struct websec **ret, char *err, size_t errsz)
         char *slash;
         int r;
 
-        s->refs = 1;
+        refcount_init(&s->refs);
         if (!path || !*path) {
                 *ret = s;
                 return 0;
@@ -146,8 +147,9 @@ void websec_describe(const struct websec *s, FILE *out)
                 if (gmtime_r(&t, &tm))
                         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
                 fprintf(out, "# web: TLS %s to %s, client certificates %s\n",
-                        web_tls_version_name(c->min_version), web_tls_version_name(c->max_version),
-                        web_client_auth_name(c->client_auth));
+                        webconfig_tls_version_name(c->min_version),
+                        webconfig_tls_version_name(c->max_version),
+                        webconfig_client_auth_name(c->client_auth));
                 fprintf(out, "# web: certificate \"%s\", valid until %s\n",
                         tls_creds_subject(s->tls), when);
                 fprintf(out, "# web: GnuTLS priorities %s\n", tls_creds_priorities(s->tls));
@@ -160,7 +162,7 @@ void websec_describe(const struct websec *s, FILE *out)
         fputs("\n# web: headers", out);
         for (size_t i = 0; i < WEB_HEADER_MAX; i++)
                 if (c->headers[i]) {
-                        fprintf(out, " %s", web_header_names[i]);
+                        fprintf(out, " %s", webconfig_header_names[i]);
                         any = true;
                 }
         fputs(any ? "\n" : " none\n", out);
@@ -188,14 +190,14 @@ void websec_install(struct websec *s)
         }
         current = s;
         pthread_mutex_unlock(&lock);
-        tls_use(s->tls);
+        tls_creds_use(s->tls);
         if (s->tls && tls_creds_not_after(s->tls) < (long long)time(NULL))
                 log_warn("the TLS certificate has expired", "subject", tls_creds_subject(s->tls));
         if (s->cfg)
                 log_info("web config in use", "file", s->path, "tls", s->tls ? "on" : "off",
                          "client_auth_type",
-                         s->tls ? web_client_auth_name(s->cfg->client_auth) : "-", "basic_auth",
-                         s->cfg->n_users ? "on" : "off");
+                         s->tls ? webconfig_client_auth_name(s->cfg->client_auth) : "-",
+                         "basic_auth", s->cfg->n_users ? "on" : "off");
         websec_free(old);
 }
 
@@ -231,7 +233,7 @@ const struct MHD_OptionItem *websec_mhd_options(int listen_fd)
                 if (setsockopt(listen_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
                         log_debug("cannot set TCP_NODELAY", "error", strerror(errno));
                 mhd_opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK2, 0,
-                                                        (void *)tls_retrieve};
+                                                        (void *)tls_creds_retrieve};
                 mhd_opts[n++] =
                     (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, started_prio};
         }
@@ -385,7 +387,8 @@ bool websec_admit(struct MHD_Connection *c, enum MHD_Result *ret)
         if (s && s->tls) {
                 const union MHD_ConnectionInfo *i =
                     MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-                if (!i || !i->tls_session || !tls_session_ok((gnutls_session_t)i->tls_session)) {
+                if (!i || !i->tls_session ||
+                    !tls_creds_session_ok((gnutls_session_t)i->tls_session)) {
                         *ret = MHD_NO;
                         ok = false;
                 }
@@ -402,7 +405,7 @@ void websec_add_headers(struct MHD_Response *r)
 
         for (size_t i = 0; s && s->cfg && i < WEB_HEADER_MAX; i++)
                 if (s->cfg->headers[i])
-                        MHD_add_response_header(r, web_header_names[i], s->cfg->headers[i]);
+                        MHD_add_response_header(r, webconfig_header_names[i], s->cfg->headers[i]);
         websec_free(s);
 }
 
@@ -456,7 +459,7 @@ void websec_export(struct mset *out)
                 f = mset_family(out, "diskpulse_http_tls_client_cert_refused_total",
                                 "TLS handshakes ended because of the client's certificate.",
                                 MT_COUNTER);
-                mfamily_add_u64(out, f, "", tls_refused_client_certs(), NULL);
+                mfamily_add_u64(out, f, "", tls_creds_refused_client_certs(), NULL);
         }
         websec_free(s);
 }

@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,7 +168,7 @@ int main(int argc, char **argv)
         int procfs, sysfs, udev;
         unsigned rounds;
         bool churn;
-        regex_t exclude;
+        struct namefilter *exclude = NULL;
         struct devsrc *src;
         struct diskstats *d;
         struct churn c = {0};
@@ -193,7 +192,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "%s: not a fixture tree\n", argv[1]);
                 return 1;
         }
-        if (regcomp(&exclude, EXCLUDE, REG_EXTENDED | REG_NOSUB) != 0)
+        if (namefilter_new(NULL, EXCLUDE, &exclude, NULL, 0) < 0)
                 return 1;
         snprintf(path, sizeof path, "%s/proc/diskstats", argv[1]);
         c.path = path;
@@ -206,7 +205,7 @@ int main(int argc, char **argv)
         src = devsrc_files_new(sysfs, udev);
         d = diskstats_new(&(struct diskstats_config){.procfs_fd = procfs,
                                                      .devsrc = src,
-                                                     .exclude = &exclude,
+                                                     .filter = exclude,
                                                      .interval = USEC_PER_SEC,
                                                      .window = 10 * USEC_PER_SEC,
                                                      .identity_refresh = 60 * USEC_PER_SEC});
@@ -234,7 +233,7 @@ int main(int argc, char **argv)
                parsed, diskstats_device_count(d), text, gz, om, omgz);
         diskstats_free(d);
         devsrc_free(src);
-        regfree(&exclude);
+        namefilter_free(exclude);
         free(c.e);
         close(procfs);
         close(sysfs);

@@ -1,5 +1,6 @@
 /* Fuzz target of the Authorization header path (exporters/webconfig/auth.c): the Basic parser never
- * reads or writes out of bounds, what it accepts encodes back to the same credentials, and
+ * reads or writes out of bounds, what it accepts encodes back to the same credentials and to the
+ * very token it was given (strict base64 has one form), and
  * the cache key and lookup take any result. */
 #include <ctype.h>
 #include <stdint.h>
@@ -30,6 +31,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 memcpy(plain + ul + 1, pass, pl);
                 memcpy(hdr, "bAsIc ", 6);
                 base64_encode(plain, ul + pl + 1, hdr + 6);
+                /* strict base64 is canonical: the token accepted is the encoding itself */
+                {
+                        const char *t = v + strspn(v, " \t") + 5;
+                        t += strspn(t, " \t");
+                        if (strcspn(t, " \t") != strlen(hdr + 6) ||
+                            memcmp(t, hdr + 6, strlen(hdr + 6)) != 0)
+                                abort();
+                }
                 if (!auth_parse_basic(hdr, u2, sizeof u2, p2, sizeof p2) || strcmp(u2, user) ||
                     strcmp(p2, pass))
                         abort();

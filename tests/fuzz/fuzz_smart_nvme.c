@@ -26,7 +26,7 @@ static void check_string(const char *s, size_t size)
 
 static void check_u128(struct u128 v)
 {
-        double d = u128_to_double(v);
+        double d = nvme_u128_to_double(v);
 
         if (!isfinite(d) || d < 0 || d < (double)v.lo)
                 abort();
@@ -34,7 +34,7 @@ static void check_u128(struct u128 v)
                 abort(); /* wrapped */
         if (!v.hi && v.lo < (1ULL << 53) && d != (double)v.lo)
                 abort(); /* not exact */
-        if (u128_to_u64_saturated(v) != (v.hi ? UINT64_MAX : v.lo))
+        if (nvme_u128_to_u64_saturated(v) != (v.hi ? UINT64_MAX : v.lo))
                 abort();
 }
 

@@ -39,7 +39,7 @@ static void check_decode(const char *in, size_t len)
                 size_t size = sizes[k], n;
 
                 out[size] = 'Z'; /* guard: nothing is written past size */
-                udev_decode(in, len, out, size);
+                device_udev_decode(in, len, out, size);
                 if (out[size] != 'Z')
                         abort();
                 n = strnlen(out, size);
@@ -78,7 +78,7 @@ static void on_prop(const char *key, size_t klen, const char *value, size_t vlen
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         struct ctx c = {(const char *)data, size, 0};
-        int r = udev_data_parse((const char *)data, size, on_prop, &c);
+        int r = device_udev_parse((const char *)data, size, on_prop, &c);
 
         if (r != -EINVAL && r != c.calls)
                 abort();

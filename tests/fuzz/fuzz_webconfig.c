@@ -29,10 +29,11 @@ static void check(const struct webconfig *c)
             c->client_auth != WEB_CLIENT_REQUIRE_VERIFY)
                 abort();
         for (size_t i = 0; i < c->n_ciphers; i++)
-                if (c->ciphers[i] < web_ciphers || c->ciphers[i] >= web_ciphers + web_n_ciphers)
+                if (c->ciphers[i] < webconfig_ciphers ||
+                    c->ciphers[i] >= webconfig_ciphers + webconfig_n_ciphers)
                         abort();
         for (size_t i = 0; i < c->n_users; i++) {
-                if (!web_bcrypt_valid(c->users[i].hash, &cost) || cost != c->users[i].cost ||
+                if (!webconfig_bcrypt_valid(c->users[i].hash, &cost) || cost != c->users[i].cost ||
                     strchr(c->users[i].name, ':'))
                         abort();
                 for (size_t k = 0; k < i; k++)

@@ -41,6 +41,15 @@ static void test_parse_basic(void **state)
             {"Basic YWxpY2U6c2VjcmV0 extra", NULL, NULL},
             {"Basic !!!!", NULL, NULL},
             {"Basic YWxpY2U6c2Vj-mV0", NULL, NULL}, /* base64url is not base64 */
+            {"Basic YWxpY2U6c2Vj_mV0", NULL, NULL},
+            {"Basic YWxpY2U6\nc2VjcmV0", NULL, NULL}, /* no line breaks inside */
+            {"Basic YWxpY2U6\r\nc2VjcmV0", NULL, NULL},
+            {"Basic YWxpY2U6\vc2VjcmV0", NULL, NULL},
+            {"Basic YWxpY2U6c2VjcmV0\n", NULL, NULL},
+            {"Basic YTo", NULL, NULL}, /* padding required */
+            {"Basic YQ=", NULL, NULL},
+            {"Basic =YTo", NULL, NULL},
+            {"Basic YTo==", NULL, NULL},
             {"Basic ", NULL, NULL},
             {"Basic", NULL, NULL},
             {"BasicYWxpY2U6c2VjcmV0", NULL, NULL},

@@ -17,7 +17,7 @@
 #include "fsroot.h"
 #include "util.h"
 
-/* udev_data_parse: collects properties as "KEY=VALUE" strings. */
+/* device_udev_parse: collects properties as "KEY=VALUE" strings. */
 struct props {
         char kv[32][160];
         size_t n;
@@ -62,7 +62,7 @@ static void test_udev_data_parse_real(void **state)
         struct props p = {.n = 0};
         (void)state;
 
-        assert_int_equal(udev_data_parse(udev_sata, strlen(udev_sata), collect, &p), 14);
+        assert_int_equal(device_udev_parse(udev_sata, strlen(udev_sata), collect, &p), 14);
         assert_int_equal(p.n, 14);
         assert_string_equal(p.kv[0], "ID_ATA=1");
         assert_string_equal(p.kv[3], "ID_MODEL=Samsung_SSD_860_EVO_500GB");
@@ -85,21 +85,21 @@ static void test_udev_data_parse_edges(void **state)
         (void)state;
 
         /* empty input and blank lines */
-        assert_int_equal(udev_data_parse("", 0, collect, &p), 0);
-        assert_int_equal(udev_data_parse("\n\n", 2, collect, &p), 0);
+        assert_int_equal(device_udev_parse("", 0, collect, &p), 0);
+        assert_int_equal(device_udev_parse("\n\n", 2, collect, &p), 0);
         assert_int_equal(p.n, 0);
 
         /* no trailing newline */
-        assert_int_equal(udev_data_parse(no_nl, strlen(no_nl), collect, &p), 2);
+        assert_int_equal(device_udev_parse(no_nl, strlen(no_nl), collect, &p), 2);
         assert_string_equal(p.kv[1], "B=2");
 
         /* only len bytes are read: "E:B" is cut before its '=' */
         p.n = 0;
-        assert_int_equal(udev_data_parse(cut, 9, collect, &p), -EINVAL);
+        assert_int_equal(device_udev_parse(cut, 9, collect, &p), -EINVAL);
         assert_int_equal(p.n, 1);
         assert_string_equal(p.kv[0], "A=1");
         p.n = 0;
-        assert_int_equal(udev_data_parse(cut, 11, collect, &p), 2);
+        assert_int_equal(device_udev_parse(cut, 11, collect, &p), 2);
         assert_string_equal(p.kv[1], "B=2");
 }
 
@@ -115,7 +115,7 @@ static void test_udev_data_parse_malformed(void **state)
                 char buf[128];
                 /* good properties around the bad line are still reported */
                 snprintf(buf, sizeof buf, "E:BEFORE=1\n%sE:AFTER=2\n", bad[i]);
-                int r = udev_data_parse(buf, strlen(buf), collect, &p);
+                int r = device_udev_parse(buf, strlen(buf), collect, &p);
                 if (r != -EINVAL)
                         fail_msg("\"%s\": got %d, want -EINVAL", bad[i], r);
                 assert_int_equal(p.n, 2);
@@ -126,13 +126,13 @@ static void test_udev_data_parse_malformed(void **state)
         /* other record types are skipped, not errors */
         struct props p = {.n = 0};
         const char ok[] = "S:x\nL:0\nW:1\nI:2\nG:g\nQ:q\nV:1\nZ:unknown\n";
-        assert_int_equal(udev_data_parse(ok, strlen(ok), collect, &p), 0);
+        assert_int_equal(device_udev_parse(ok, strlen(ok), collect, &p), 0);
         assert_int_equal(p.n, 0);
 }
 
 static void decode(const char *in, char *out, size_t size)
 {
-        udev_decode(in, strlen(in), out, size);
+        device_udev_decode(in, strlen(in), out, size);
 }
 
 static void test_udev_decode(void **state)
@@ -188,14 +188,14 @@ static void test_udev_decode_bounds(void **state)
         assert_int_equal(out[1], 'Z');
         /* size 0 writes nothing */
         memset(out, 'Z', sizeof out);
-        udev_decode("abc", 3, out, 0);
+        device_udev_decode("abc", 3, out, 0);
         assert_int_equal(out[0], 'Z');
         /* only len bytes of the input are read */
-        udev_decode(in, 6, out, sizeof out);
+        device_udev_decode(in, 6, out, sizeof out);
         assert_string_equal(out, "ABC\\x2");
-        udev_decode(in, 7, out, sizeof out);
+        device_udev_decode(in, 7, out, sizeof out);
         assert_string_equal(out, "ABC"); /* the decoded space is trailing: trimmed */
-        udev_decode(in, 8, out, sizeof out);
+        device_udev_decode(in, 8, out, sizeof out);
         assert_string_equal(out, "ABC D");
 }
 

@@ -397,7 +397,7 @@ static void test_against_reference(void **state)
 {
         struct tree t;
         struct stub src = {.base = {.ops = &stub_ops}};
-        regex_t exclude;
+        struct namefilter *exclude = NULL;
         struct ref r;
         uint64_t x = 0x9E3779B97F4A7C15ULL;
         usec_t now = 100 * USEC_PER_SEC;
@@ -407,7 +407,7 @@ static void test_against_reference(void **state)
         tree_init(&t);
         memset(&r, 0, sizeof r);
         r.uptime = 1000 * USEC_PER_SEC + 500000;
-        assert_int_equal(regcomp(&exclude, "^(sdb1|zram0)$", REG_EXTENDED | REG_NOSUB), 0);
+        assert_int_equal(namefilter_new(NULL, "^(sdb1|zram0)$", &exclude, NULL, 0), 0);
         for (size_t i = 0; i < NDEV; i++) {
                 r.dev[i].listed = true;
                 r.dev[i].major = 8;
@@ -421,7 +421,7 @@ static void test_against_reference(void **state)
         }
         d = diskstats_new(&(struct diskstats_config){.procfs_fd = t.procfs,
                                                      .devsrc = &src.base,
-                                                     .exclude = &exclude,
+                                                     .filter = exclude,
                                                      .interval = INTERVAL,
                                                      .window = WINDOW,
                                                      .identity_refresh = 0});
@@ -479,7 +479,7 @@ static void test_against_reference(void **state)
                 mset_free(want);
         }
         diskstats_free(d);
-        regfree(&exclude);
+        namefilter_free(exclude);
         tree_done(&t);
 }
 
@@ -616,14 +616,15 @@ static void test_filters_changed_at_reload(void **state)
 {
         struct tree t;
         struct diskstats *d;
-        regex_t ex;
-        struct diskstats_config c = {.interval = INTERVAL, .window = WINDOW, .exclude = &ex};
+        struct namefilter *ex = NULL;
+        struct diskstats_config c = {.interval = INTERVAL, .window = WINDOW};
         usec_t now = 5 * USEC_PER_SEC;
         (void)state;
 
         tree_init(&t);
         c.procfs_fd = t.procfs;
-        assert_int_equal(regcomp(&ex, "^sda[0-9]+$", REG_EXTENDED | REG_NOSUB), 0);
+        assert_int_equal(namefilter_new(NULL, "^sda[0-9]+$", &ex, NULL, 0), 0);
+        c.filter = ex;
         write_file(&t, "diskstats",
                    "8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n"
                    "8 1 sda1 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n"
@@ -634,7 +635,7 @@ static void test_filters_changed_at_reload(void **state)
                 size_t want = round >= 2 && round < 5 ? 3 : 1;
                 if (round == 2 || round == 5) {
                         /* a reload: the partitions in (their state grows), then out again */
-                        c.exclude = round == 2 ? NULL : &ex;
+                        c.filter = round == 2 ? NULL : ex;
                         diskstats_reconfigure(d, &c);
                 }
                 assert_int_equal(diskstats_sample(d, now += INTERVAL), 0);
@@ -645,7 +646,7 @@ static void test_filters_changed_at_reload(void **state)
                 mset_free(s);
         }
         diskstats_free(d);
-        regfree(&ex);
+        namefilter_free(ex);
         tree_done(&t);
 }
 

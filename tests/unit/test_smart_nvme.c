@@ -33,20 +33,21 @@ static void put_u128(uint8_t *p, uint64_t lo, uint64_t hi)
 static void test_u128_to_double(void **state)
 {
         (void)state;
-        assert_true(u128_to_double((struct u128){0, 0}) == 0.0);
-        assert_true(u128_to_double((struct u128){1, 0}) == 1.0);
+        assert_true(nvme_u128_to_double((struct u128){0, 0}) == 0.0);
+        assert_true(nvme_u128_to_double((struct u128){1, 0}) == 1.0);
         /* exact below 2^53 */
-        assert_true(u128_to_double((struct u128){(1ULL << 53) - 1, 0}) == 9007199254740991.0);
-        assert_true(u128_to_double((struct u128){123456789012345ULL, 0}) == 123456789012345.0);
+        assert_true(nvme_u128_to_double((struct u128){(1ULL << 53) - 1, 0}) == 9007199254740991.0);
+        assert_true(nvme_u128_to_double((struct u128){123456789012345ULL, 0}) == 123456789012345.0);
         /* correct magnitude at the top of 64 bits: rounds to 2^64, never wraps to 0 */
-        assert_true(u128_to_double((struct u128){UINT64_MAX, 0}) == ldexp(1, 64));
+        assert_true(nvme_u128_to_double((struct u128){UINT64_MAX, 0}) == ldexp(1, 64));
         /* beyond 2^64: hi counts 2^64 each */
-        assert_true(u128_to_double((struct u128){0, 1}) == ldexp(1, 64));
-        assert_true(u128_to_double((struct u128){1ULL << 20, 1}) == ldexp(1, 64) + ldexp(1, 20));
-        assert_true(u128_to_double((struct u128){0, 3}) == 3 * ldexp(1, 64));
-        assert_true(u128_to_double((struct u128){5, 1}) >= ldexp(1, 64));
+        assert_true(nvme_u128_to_double((struct u128){0, 1}) == ldexp(1, 64));
+        assert_true(nvme_u128_to_double((struct u128){1ULL << 20, 1}) ==
+                    ldexp(1, 64) + ldexp(1, 20));
+        assert_true(nvme_u128_to_double((struct u128){0, 3}) == 3 * ldexp(1, 64));
+        assert_true(nvme_u128_to_double((struct u128){5, 1}) >= ldexp(1, 64));
         /* the largest value is finite and about 2^128 */
-        double top = u128_to_double((struct u128){UINT64_MAX, UINT64_MAX});
+        double top = nvme_u128_to_double((struct u128){UINT64_MAX, UINT64_MAX});
         assert_true(isfinite(top));
         assert_true(top == ldexp(1, 128));
 }
@@ -54,8 +55,8 @@ static void test_u128_to_double(void **state)
 static void test_u128_saturated_and_units(void **state)
 {
         (void)state;
-        assert_true(u128_to_u64_saturated((struct u128){42, 0}) == 42);
-        assert_true(u128_to_u64_saturated((struct u128){42, 1}) == UINT64_MAX);
+        assert_true(nvme_u128_to_u64_saturated((struct u128){42, 0}) == 42);
+        assert_true(nvme_u128_to_u64_saturated((struct u128){42, 1}) == UINT64_MAX);
         assert_true(nvme_data_units_to_bytes((struct u128){3, 0}) == 1536000.0);
         assert_true(nvme_data_units_to_bytes((struct u128){0, 1}) == ldexp(1, 64) * 512000.0);
 }
@@ -118,7 +119,7 @@ static void test_smart_log_every_field(void **state)
                 assert_true(c[i]->lo == 1000 + i);
                 assert_true(c[i]->hi == i);
                 if (i > 0) /* above 2^64 and not wrapped */
-                        assert_true(u128_to_double(*c[i]) >= i * ldexp(1, 64));
+                        assert_true(nvme_u128_to_double(*c[i]) >= i * ldexp(1, 64));
         }
         assert_int_equal(h.warning_temp_time, 0x01020304);
         assert_int_equal(h.critical_temp_time, 0xfffffffe);

@@ -331,7 +331,7 @@ static void der_of(const struct ident *id, gnutls_datum_t *d)
         assert_int_equal(gnutls_x509_crt_export2(id->crt, GNUTLS_X509_FMT_DER, d), 0);
 }
 
-/* tls_check_peer of ident (NULL: no certificate) under the given tls_server_config lines. */
+/* tls_creds_check_peer of ident (NULL: no certificate) under the given tls_server_config lines. */
 static int check(const char *extra, const struct ident *id, char *why, size_t whysz)
 {
         char text[1024];
@@ -344,7 +344,7 @@ static int check(const char *extra, const struct ident *id, char *why, size_t wh
         if (id)
                 der_of(id, &d[0]);
         why[0] = 0;
-        r = tls_check_peer(t, id ? d : NULL, id ? 1 : 0, why, whysz);
+        r = tls_creds_check_peer(t, id ? d : NULL, id ? 1 : 0, why, whysz);
         gnutls_free(d[0].data);
         tls_creds_unref(t);
         return r;
@@ -413,11 +413,11 @@ static void test_use(void **state)
         struct tls_creds *t = load_ok(BASE);
         (void)state;
 
-        /* tls_use takes its own reference: dropping ours leaves it alive until replaced */
-        tls_use(t);
+        /* tls_creds_use takes its own reference: dropping ours leaves it alive until replaced */
+        tls_creds_use(t);
         tls_creds_unref(t);
         assert_string_equal(tls_creds_subject(t), "CN=localhost");
-        tls_use(NULL);
+        tls_creds_use(NULL);
 }
 
 int main(void)

@@ -3,10 +3,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "escape.h"
 #include "util.h"
 
 static void test_parse_duration_good(void **state)
@@ -309,6 +314,96 @@ static void test_clocks(void **state)
         assert_true(now_boottime() > 0);
 }
 
+static void test_format_double_shortest(void **state)
+{
+        static const struct {
+                double v;
+                const char *s;
+        } cases[] = {
+            {0, "0"},
+            {0.1, "0.1"},
+            {-2.5, "-2.5"},
+            {1e21, "1e+21"},
+            {0.30000000000000004, "0.30000000000000004"},
+            {1.0 / 3, "0.3333333333333333"},
+            {123456789012345678.0, "1.2345678901234568e+17"},
+            {1.7976931348623157e308, "1.7976931348623157e+308"},
+            {-1.7976931348623157e308, "-1.7976931348623157e+308"},
+            {5e-324, "4.94065645841247e-324"},
+        };
+        char buf[FORMAT_DOUBLE_MAX], big[64];
+        uint64_t rng = prng_seed(42);
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+                assert_string_equal(format_double_shortest(cases[i].v, buf, sizeof buf),
+                                    cases[i].s);
+        /* every double reads back exactly, in the room promised */
+        for (int i = 0; i < 100000; i++) {
+                uint64_t bits = prng_next(&rng);
+                double v;
+                memcpy(&v, &bits, sizeof v);
+                if (!isfinite(v))
+                        continue;
+                format_double_shortest(v, big, sizeof big);
+                assert_true(strlen(big) < FORMAT_DOUBLE_MAX);
+                assert_true(strtod(big, NULL) == v);
+        }
+}
+
+static void test_prng(void **state)
+{
+        uint64_t s = prng_seed(0), t = prng_seed(1);
+        (void)state;
+
+        assert_true(s != 0);
+        assert_int_equal(t, 1);
+        /* xorshift64 (13, 7, 17) from 1: the published sequence */
+        assert_true(prng_next(&t) == UINT64_C(1082269761));
+        assert_true(prng_next(&t) == UINT64_C(1152992998833853505));
+        for (int i = 0; i < 1000; i++) {
+                double u = prng_unit(&s);
+                assert_true(s != 0);
+                assert_true(u >= 0 && u < 1);
+        }
+}
+
+static void check_escape(size_t (*f)(const char *, char *), const char *in, const char *want)
+{
+        char out[256];
+        size_t n = f(in, NULL);
+
+        assert_int_equal(f(in, out), n);
+        out[n] = 0;
+        assert_string_equal(out, want);
+}
+
+static void test_escape(void **state)
+{
+        char out[64];
+        (void)state;
+
+        check_escape(escape_json, "a\"b\\c\nd\x01\x1f\x7f\xc3\xa9",
+                     "a\\\"b\\\\c\\nd\\u0001\\u001f\x7f\xc3\xa9");
+        check_escape(escape_logfmt, "a\"b\\c\nd\x01\t", "a\\\"b\\\\c\\nd\\x01\\x09");
+        assert_true(escape_logfmt_needs_quotes(""));
+        assert_true(escape_logfmt_needs_quotes("a b"));
+        assert_true(escape_logfmt_needs_quotes("a=b"));
+        assert_true(escape_logfmt_needs_quotes("a\""));
+        assert_true(escape_logfmt_needs_quotes("a\tb"));
+        assert_false(escape_logfmt_needs_quotes("/dev/sda1:fsync"));
+        check_escape(escape_html, "<a href=\"x\">&'</a>",
+                     "&lt;a href=&quot;x&quot;&gt;&amp;'&lt;/a&gt;");
+        check_escape(escape_hex, "/srv/my db\\x\xff", "/srv/my\\x20db\\\\x\\xff");
+        assert_int_equal(unescape_hex("/srv/my\\x20db\\\\x\\xff", 20, out, sizeof out), 0);
+        assert_string_equal(out, "/srv/my db\\x\xff");
+        assert_int_equal(unescape_hex("a b", 3, out, sizeof out), -EINVAL);
+        assert_int_equal(unescape_hex("a\\x00", 5, out, sizeof out), -EINVAL);
+        assert_int_equal(unescape_hex("a\\q", 3, out, sizeof out), -EINVAL);
+        assert_int_equal(unescape_hex("abcd", 4, out, 4), -ERANGE);
+        assert_int_equal(unescape_hex("abc", 3, out, 4), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -323,6 +418,9 @@ int main(void)
             cmocka_unit_test(test_strscpy),
             cmocka_unit_test(test_grow_array),
             cmocka_unit_test(test_clocks),
+            cmocka_unit_test(test_format_double_shortest),
+            cmocka_unit_test(test_prng),
+            cmocka_unit_test(test_escape),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -403,26 +403,27 @@ static void test_bcrypt_syntax(void **state)
 
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
                 unsigned cost = 0;
-                bool ok = web_bcrypt_valid(cases[i].hash, &cost);
+                bool ok = webconfig_bcrypt_valid(cases[i].hash, &cost);
                 if (ok != cases[i].ok || (ok && cost != cases[i].cost))
-                        fail_msg("web_bcrypt_valid(\"%s\") = %d, cost %u", cases[i].hash, ok, cost);
+                        fail_msg("webconfig_bcrypt_valid(\"%s\") = %d, cost %u", cases[i].hash, ok,
+                                 cost);
         }
 }
 
 static void test_names(void **state)
 {
         (void)state;
-        assert_string_equal(web_client_auth_name(WEB_CLIENT_REQUIRE_VERIFY),
+        assert_string_equal(webconfig_client_auth_name(WEB_CLIENT_REQUIRE_VERIFY),
                             "RequireAndVerifyClientCert");
-        assert_string_equal(web_tls_version_name(WEB_TLS11), "TLS11");
+        assert_string_equal(webconfig_tls_version_name(WEB_TLS11), "TLS11");
         /* every cipher has a name, an id and GnuTLS words; only TLS 1.3 ones lack a kx */
-        for (size_t i = 0; i < web_n_ciphers; i++) {
-                const struct web_cipher *w = &web_ciphers[i];
+        for (size_t i = 0; i < webconfig_n_ciphers; i++) {
+                const struct web_cipher *w = &webconfig_ciphers[i];
                 assert_non_null(w->cipher);
                 assert_non_null(w->mac);
                 assert_true((w->kx == NULL) == (w->id[0] == 0x13));
         }
-        assert_int_equal(web_n_ciphers, 17);
+        assert_int_equal(webconfig_n_ciphers, 17);
 }
 
 int main(void)
