@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "canary.h"
-#include "canary_stats.h"
+#include "canary_records.h"
 #include "log.h"
 
 struct cerr {

@@ -251,7 +251,7 @@ static void *prober(void *arg)
                                 count_error(t, -r);
                                 pthread_mutex_unlock(&t->lock);
                                 canary_target_log_error(t, "canary directory is gone", -r,
-                                                 c->ops.now(c->ops.ud));
+                                                        c->ops.now(c->ops.ud));
                                 goto next;
                         }
                 }
@@ -269,7 +269,7 @@ static void *prober(void *arg)
                                 count_error(t, -r);
                                 pthread_mutex_unlock(&t->lock);
                                 canary_target_log_error(t, "cannot open the canary file", -r,
-                                                 c->ops.now(c->ops.ud));
+                                                        c->ops.now(c->ops.ud));
                                 goto next;
                         }
                         is_open = true;
