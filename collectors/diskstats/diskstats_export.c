@@ -11,7 +11,6 @@
 #define MASK_CACHE  (1u << L_DEVICE | 1u << L_MODE)
 #define MASK_SET    (1u << L_DEVICE | 1u << L_SETS)
 
-
 /* The window's counters as of round r (r within the device's samples). */
 static const struct ds_point *point_at(const struct ds_device *dev, uint64_t r)
 {
@@ -24,7 +23,7 @@ static const struct ds_point *point_at(const struct ds_device *dev, uint64_t r)
 
 /* The label values of a device's row. */
 size_t diskstats_add_row(struct mrows *rows, const struct ds_device *dev,
-                      const struct device_info *info)
+                         const struct device_info *info)
 {
         char maj[16], min[16];
         const char *values[L_MAX];
@@ -58,7 +57,6 @@ void diskstats_read_identity(struct diskstats *d, struct ds_device *dev, struct 
         if (src && src->ops->stamp)
                 dev->identity_stamp = src->ops->stamp(src, dev->name, dev->major, dev->minor);
 }
-
 
 /* Exported: included and sampled (in this round, or in the last one when this round's read
  * failed half-way). */

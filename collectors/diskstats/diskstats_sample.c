@@ -185,7 +185,8 @@ static int on_entry(const struct ds_entry *e, void *userdata)
                 uint64_t prev[DS_NFIELDS];
                 diskstats_device_values(dev, prev);
                 if (iostat_is_reset(prev, e->v))
-                        diskstats_device_restart(dev); /* removed and added again: the old samples mean
+                        diskstats_device_restart(
+                            dev); /* removed and added again: the old samples mean
                                               * nothing */
         }
         dev->changed = !same || memcmp(l, dev->latest, sizeof l) != 0 ||
@@ -238,7 +239,7 @@ static bool unchanged_line(struct sample_ctx *c)
         return true;
 }
 
-/* The lines of buf as ds_parse_chunk takes them, with unchanged ones left out; each leaves its
+/* The lines of buf as diskstats_parse_chunk takes them, with unchanged ones left out; each leaves its
  * record at its position. */
 static size_t parse_lines(struct sample_ctx *c, const char *buf, size_t len, bool final,
                           unsigned *bad)
@@ -261,7 +262,7 @@ static size_t parse_lines(struct sample_ctx *c, const char *buf, size_t len, boo
                                           .len = l > UINT32_MAX ? UINT32_MAX : (uint32_t)l,
                                           .kind = LINE_OTHER};
                 if (!unchanged_line(c))
-                        (void)ds_parse_chunk(buf + i, l, true, on_entry, c, bad, &err);
+                        (void)diskstats_parse_chunk(buf + i, l, true, on_entry, c, bad, &err);
                 GROW(d->lines, d->lines_cap, c->pos + 1);
                 d->lines[c->pos++] = c->cur;
                 i += l + (nl ? 1 : 0);

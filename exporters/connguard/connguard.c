@@ -295,7 +295,7 @@ static struct gconn *gconn_new(struct connguard *g, int fd, const struct netaddr
         c->accepted = c->since = now;
         if (ip) {
                 c->addr = *a;
-                c->key = netaddr_key(a);
+                c->key = cidr_netaddr_key(a);
                 c->keyed = true;
                 addrmap_inc(&g->addrs, c->key);
         } else {
@@ -468,7 +468,7 @@ static enum verdict admit(struct connguard *g, int fd, const struct sockaddr *sa
                           usec_t now, struct gconn **ret)
 {
         struct netaddr a;
-        bool ip = netaddr_from_sockaddr(sa, len, &a) == 0;
+        bool ip = cidr_netaddr_from_sockaddr(sa, len, &a) == 0;
         struct addrkey k;
         uint32_t load;
 
@@ -480,7 +480,7 @@ static enum verdict admit(struct connguard *g, int fd, const struct sockaddr *sa
         if (ip) {
                 /* At its limit an address may replace its own connection that has waited
                  * longest (a client that reconnects is not locked out by its stale ones). */
-                k = netaddr_key(&a);
+                k = cidr_netaddr_key(&a);
                 load = addrmap_get(&g->addrs, k);
                 if (load >= g->cfg.max_per_address)
                         take_hangups(g);
@@ -938,8 +938,8 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
                          * PENDING_MAX_AGE): count it again. */
                         struct netaddr a;
                         bool ip = ai && ai->client_addr &&
-                                  netaddr_from_sockaddr(ai->client_addr,
-                                                        sizeof(struct sockaddr_in6), &a) == 0;
+                                  cidr_netaddr_from_sockaddr(ai->client_addr,
+                                                             sizeof(struct sockaddr_in6), &a) == 0;
                         c = gconn_new(g, fd, &a, ip, now_monotonic());
                         if (fd >= 0)
                                 table_put(g, c);

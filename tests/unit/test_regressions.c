@@ -115,7 +115,7 @@ static void test_bug4_regex_digit_after_posix_class(void **state)
         assert_int_equal(m, 0);
 }
 
-/* BUG-5 collectors/diskstats/diskstats_parse.c:7,58 ds_parse_line(): the header promises that lines
+/* BUG-5 collectors/diskstats/diskstats_parse.c:7,58 diskstats_parse_line(): the header promises that lines
  * with more counters than 17 "are accepted and ignored", but MAX_TOKENS allows only 8 more: a line
  * with 26 counters (a future kernel) is rejected as malformed and the device disappears. */
 static void test_bug5_diskstats_more_than_25_counters(void **state)
@@ -129,7 +129,7 @@ static void test_bug5_diskstats_more_than_25_counters(void **state)
         for (int k = 1; k <= 26; k++)
                 o += (size_t)snprintf(line + o, sizeof line - o, " %d", k);
         /* expected: 0 (17 counters read, the rest ignored)   actual: -EINVAL */
-        assert_int_equal(ds_parse_line(line, o, &e), 0);
+        assert_int_equal(diskstats_parse_line(line, o, &e), 0);
         assert_int_equal(e.v[DS_FLUSH_MS], 17);
 }
 
