@@ -65,4 +65,3 @@ void connguard_sweep(struct connguard *g, usec_t now)
         }
         g->last_sweep = now;
 }
-

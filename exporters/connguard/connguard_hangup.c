@@ -42,8 +42,9 @@ bool connguard_reap_hung_up(struct connguard *g, const struct addrkey *key)
                 struct tcp_info ti;
 
                 if (!c || !c->hup || !c->started || c->closing || c->phase != PHASE_IDLE ||
-                    (key && !(c->keyed && addrkey_equal(c->key, *key))) || !connguard_tcp_view(c->fd, &ti) ||
-                    ti.tcpi_state == TCPI_STATE_ESTABLISHED || connguard_request_bytes(&ti, c->rx_mark) > 0)
+                    (key && !(c->keyed && addrkey_equal(c->key, *key))) ||
+                    !connguard_tcp_view(c->fd, &ti) || ti.tcpi_state == TCPI_STATE_ESTABLISHED ||
+                    connguard_request_bytes(&ti, c->rx_mark) > 0)
                         continue;
                 connguard_shut(g, c, NULL);
                 any = true;
@@ -61,8 +62,8 @@ bool connguard_closing_soon(struct connguard *g, const struct addrkey *key)
                 struct tcp_info ti;
 
                 if (c && c->started && !c->closing && c->phase == PHASE_HANDLING &&
-                    (!key || (c->keyed && addrkey_equal(c->key, *key))) && connguard_tcp_view(c->fd, &ti) &&
-                    ti.tcpi_state != TCPI_STATE_ESTABLISHED &&
+                    (!key || (c->keyed && addrkey_equal(c->key, *key))) &&
+                    connguard_tcp_view(c->fd, &ti) && ti.tcpi_state != TCPI_STATE_ESTABLISHED &&
                     (ti.tcpi_state != TCPI_STATE_CLOSE_WAIT ||
                      (ti.tcpi_notsent_bytes == 0 && ti.tcpi_unacked == 0)))
                         return true;
@@ -80,4 +81,3 @@ void connguard_watch_hangup(struct connguard *g, int fd, uint32_t seq)
         if (g->hupfd >= 0)
                 (void)epoll_ctl(g->hupfd, EPOLL_CTL_ADD, fd, &ev);
 }
-

@@ -131,7 +131,6 @@ struct connguard {
 #define TCPI_STATE_ESTABLISHED 1
 #define TCPI_STATE_CLOSE_WAIT  8 /* only the peer's FIN has arrived */
 
-
 /* ---- connguard_table.c: the kernel's view of a socket, the table, eviction ---- */
 
 /* The kernel's view of a TCP socket; false for other sockets or kernels before 4.6. */

@@ -40,7 +40,6 @@ uint64_t connguard_request_bytes(const struct tcp_info *ti, uint64_t mark)
         return rx > mark ? rx - mark : 0;
 }
 
-
 /* Caller holds the lock. Forgets c's counts; the table slot and memory are the caller's. */
 void connguard_uncount(struct connguard *g, struct gconn *c)
 {
@@ -88,7 +87,7 @@ void connguard_table_put(struct connguard *g, struct gconn *c)
 }
 
 struct gconn *connguard_conn_new(struct connguard *g, int fd, const struct netaddr *a, bool ip,
-                               usec_t now)
+                                 usec_t now)
 {
         struct gconn *c = xcalloc(1, sizeof(*c));
 
@@ -148,7 +147,7 @@ static int victim_rank(const struct gconn *c, usec_t now, bool is_stalled)
  * those, from the address holding most, by victim_rank(), the one waiting longest. NULL if
  * none. */
 struct gconn *connguard_pick_victim(struct connguard *g, usec_t now, usec_t min_age,
-                                 const struct addrkey *key, uint32_t above)
+                                    const struct addrkey *key, uint32_t above)
 {
         struct gconn *best = NULL;
         uint32_t best_load = 0;
@@ -182,4 +181,3 @@ struct gconn *connguard_pick_victim(struct connguard *g, usec_t now, usec_t min_
         }
         return best;
 }
-
