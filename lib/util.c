@@ -193,6 +193,15 @@ bool strscpy(char *dst, const char *src, size_t size)
         return true;
 }
 
+uint32_t hash_fnv1a32(const char *s)
+{
+        uint32_t h = 2166136261u;
+
+        for (; *s; s++)
+                h = (h ^ (unsigned char)*s) * 16777619u;
+        return h;
+}
+
 static void oom(void)
 {
         static const char msg[] = "diskpulse: out of memory\n";

@@ -101,6 +101,10 @@ static inline double prng_unit(uint64_t *state)
 /* Copies at most size-1 bytes and always terminates; returns true when nothing was cut. */
 bool strscpy(char *dst, const char *src, size_t size);
 
+/* The 32-bit FNV-1a hash of the string s (offset basis 2166136261, prime 16777619): a fixed,
+ * unkeyed hash for spreading names (never for input an attacker controls in bulk). */
+uint32_t hash_fnv1a32(const char *s);
+
 /* Tunes malloc for a long-running daemon with big short-lived blocks (pages, tables): they are
  * mapped on their own and given back to the system when freed (glibc would otherwise raise its
  * mapping threshold after the first such free and keep them in the heap), free heap space past

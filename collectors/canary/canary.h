@@ -28,6 +28,7 @@
 #include <stddef.h>
 
 #include "canary_probe.h"
+#include "canary_records.h" /* the disk identity of canary_disk_id_fn: canary_disk_id() */
 #include "canary_target.h"
 #include "metrics.h"
 #include "util.h"

@@ -7,7 +7,7 @@
 #include <sys/file.h>
 
 #include "canary.h"
-#include "canary_stats.h"
+#include "canary_records.h"
 #include "statefile.h"
 
 int canary_state_dir_lock(int dirfd)

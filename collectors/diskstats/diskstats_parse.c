@@ -120,7 +120,7 @@ done:
         return p;
 }
 
-int ds_parse_line(const char *line, size_t len, struct ds_entry *ret)
+int diskstats_parse_line(const char *line, size_t len, struct ds_entry *ret)
 {
         const char *p = line, *end = line + len, *name = NULL;
         size_t n = 0, name_len = 0, counters;
@@ -189,9 +189,9 @@ int ds_parse_line(const char *line, size_t len, struct ds_entry *ret)
         return 0;
 }
 
-size_t ds_parse_chunk(const char *buf, size_t len, bool final,
-                      int (*cb)(const struct ds_entry *e, void *userdata), void *userdata,
-                      unsigned *bad, int *ret_err)
+size_t diskstats_parse_chunk(const char *buf, size_t len, bool final,
+                             int (*cb)(const struct ds_entry *e, void *userdata), void *userdata,
+                             unsigned *bad, int *ret_err)
 {
         size_t i = 0;
 
@@ -211,7 +211,7 @@ size_t ds_parse_chunk(const char *buf, size_t len, bool final,
                 if (!blank) {
                         if (l > 0 && buf[i + l - 1] == '\r')
                                 l--;
-                        if (ds_parse_line(buf + i, l, &e) < 0) {
+                        if (diskstats_parse_line(buf + i, l, &e) < 0) {
                                 (*bad)++;
                         } else if ((r = cb(&e, userdata)) < 0) {
                                 *ret_err = r;
@@ -223,19 +223,20 @@ size_t ds_parse_chunk(const char *buf, size_t len, bool final,
         return i;
 }
 
-int ds_parse(const char *buf, size_t len, int (*cb)(const struct ds_entry *e, void *userdata),
-             void *userdata, unsigned *ret_bad)
+int diskstats_parse(const char *buf, size_t len,
+                    int (*cb)(const struct ds_entry *e, void *userdata), void *userdata,
+                    unsigned *ret_bad)
 {
         unsigned bad = 0;
         int r;
 
-        (void)ds_parse_chunk(buf, len, true, cb, userdata, &bad, &r);
+        (void)diskstats_parse_chunk(buf, len, true, cb, userdata, &bad, &r);
         if (ret_bad)
                 *ret_bad = bad;
         return r;
 }
 
-bool ds_field_is_32bit(enum ds_field f)
+bool diskstats_field_is_32bit(enum ds_field f)
 {
         switch (f) {
         case DS_READ_MS:

@@ -7,7 +7,7 @@ uint64_t iostat_delta(enum ds_field f, uint64_t prev, uint64_t cur)
 {
         if (cur >= prev)
                 return cur - prev;
-        if (ds_field_is_32bit(f) && prev <= UINT32_MAX && cur <= UINT32_MAX)
+        if (diskstats_field_is_32bit(f) && prev <= UINT32_MAX && cur <= UINT32_MAX)
                 return cur + ((uint64_t)1 << 32) - prev;
         return 0;
 }

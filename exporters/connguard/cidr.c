@@ -111,7 +111,7 @@ int cidr_parse(const char *s, struct cidr *ret, const char **ret_why)
         return 0;
 }
 
-const char *netaddr_format(const struct netaddr *a, char *buf, size_t size)
+const char *cidr_netaddr_format(const struct netaddr *a, char *buf, size_t size)
 {
         if (!inet_ntop(a->family, a->a, buf, (socklen_t)size))
                 snprintf(buf, size, "?");
@@ -122,11 +122,11 @@ const char *cidr_format(const struct cidr *c, char *buf, size_t size)
 {
         char h[INET6_ADDRSTRLEN];
 
-        snprintf(buf, size, "%s/%u", netaddr_format(&c->net, h, sizeof h), c->prefix);
+        snprintf(buf, size, "%s/%u", cidr_netaddr_format(&c->net, h, sizeof h), c->prefix);
         return buf;
 }
 
-int netaddr_from_sockaddr(const struct sockaddr *sa, socklen_t len, struct netaddr *ret)
+int cidr_netaddr_from_sockaddr(const struct sockaddr *sa, socklen_t len, struct netaddr *ret)
 {
         if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
                 const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
@@ -158,7 +158,7 @@ bool cidr_list_allows(const struct cidr *list, size_t n, const struct netaddr *a
         return false;
 }
 
-struct addrkey netaddr_key(const struct netaddr *a)
+struct addrkey cidr_netaddr_key(const struct netaddr *a)
 {
         struct addrkey k = {0, 0};
 

@@ -36,10 +36,10 @@ const char *cidr_format(const struct cidr *c, char *buf, size_t size);
 
 /* Takes the address out of a socket address. Returns 0, or -EAFNOSUPPORT for anything but
  * AF_INET / AF_INET6 (or a length too short for its family). */
-int netaddr_from_sockaddr(const struct sockaddr *sa, socklen_t len, struct netaddr *ret);
+int cidr_netaddr_from_sockaddr(const struct sockaddr *sa, socklen_t len, struct netaddr *ret);
 
 /* Writes the address as text into buf (at least 46 bytes); returns buf. */
-const char *netaddr_format(const struct netaddr *a, char *buf, size_t size);
+const char *cidr_netaddr_format(const struct netaddr *a, char *buf, size_t size);
 
 /* True when a lies in c (families must agree). */
 bool cidr_contains(const struct cidr *c, const struct netaddr *a);
@@ -47,4 +47,4 @@ bool cidr_contains(const struct cidr *c, const struct netaddr *a);
 /* True when a lies in one of the n networks; n == 0 allows everyone. */
 bool cidr_list_allows(const struct cidr *list, size_t n, const struct netaddr *a);
 
-struct addrkey netaddr_key(const struct netaddr *a);
+struct addrkey cidr_netaddr_key(const struct netaddr *a);

@@ -315,15 +315,6 @@ struct expo_stream {
         size_t pend_len, pend_off, pend_cap;
 };
 
-static uint32_t name_hash(const char *s)
-{
-        uint32_t h = 2166136261u;
-
-        for (; *s; s++)
-                h = (h ^ (unsigned char)*s) * 16777619u;
-        return h;
-}
-
 /* The order of the page: families of the same name from different sets are merged under one
  * header (the first set's help and type win; a later family of another type is dropped); a
  * family without samples in any set is left out. */
@@ -343,7 +334,7 @@ static void plan(struct expo_stream *st, struct mset *const *sets, size_t nsets)
         for (size_t i = 0; i < nsets; i++)
                 for (size_t j = 0; j < sets[i]->n; j++, k++) {
                         all[k] = &sets[i]->fams[j];
-                        hash[k] = name_hash(all[k]->name);
+                        hash[k] = hash_fnv1a32(all[k]->name);
                 }
         for (size_t a = 0; a < total; a++) {
                 size_t samples = 0, first = st->n;

@@ -83,7 +83,7 @@ __attribute__((noinline)) static size_t stage_parse(const char *buf, size_t len)
         size_t n = 0;
         unsigned bad = 0;
 
-        (void)ds_parse(buf, len, count_entry, &n, &bad);
+        (void)diskstats_parse(buf, len, count_entry, &n, &bad);
         return n;
 }
 
@@ -200,7 +200,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "cannot read %s\n", path);
                 return 1;
         }
-        (void)ds_parse(buf, len, keep_entry, &c, NULL);
+        (void)diskstats_parse(buf, len, keep_entry, &c, NULL);
 
         src = devsrc_files_new(sysfs, udev);
         d = diskstats_new(&(struct diskstats_config){.procfs_fd = procfs,

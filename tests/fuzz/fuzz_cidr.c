@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     again.net.family != c.net.family || memcmp(again.net.a, c.net.a, 16) != 0)
                         abort();
                 {
-                        struct addrkey k = netaddr_key(&c.net);
+                        struct addrkey k = cidr_netaddr_key(&c.net);
                         if (k.lo == 0)
                                 abort();
                 }

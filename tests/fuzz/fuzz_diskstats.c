@@ -72,7 +72,7 @@ static void check_entry(const struct ds_entry *e)
         }
         if (o >= sizeof line)
                 abort();
-        if (ds_parse_line(line, o, &again) != 0)
+        if (diskstats_parse_line(line, o, &again) != 0)
                 abort();
         if (memcmp(&again, e, sizeof again) != 0)
                 abort();
@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         unsigned bad = 0, bad2 = 0;
         size_t k = 0, i = 0;
 
-        if (ds_parse(buf, size, on_entry, &d, &bad) != 0)
+        if (diskstats_parse(buf, size, on_entry, &d, &bad) != 0)
                 abort();
 
         /* The same input split here line by line gives the same entries in the same order. */
@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                 blank = 0;
                 if (!blank) {
                         size_t ll = (l > 0 && buf[i + l - 1] == '\r') ? l - 1 : l;
-                        int r = ds_parse_line(buf + i, ll, &e);
+                        int r = diskstats_parse_line(buf + i, ll, &e);
                         if (r == 0) {
                                 if (k >= d.n || memcmp(&e, &d.e[k], sizeof e) != 0)
                                         abort();

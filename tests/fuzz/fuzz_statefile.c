@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "canary_stats.h"
+#include "canary_records.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

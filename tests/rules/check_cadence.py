@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The sync latency alert at every canary cadence, through promtool.
 
-A model of the prober (canary.c: after --canary.interval of quiet with +-10 % jitter, a spaced
+A model of the prober (canary_prober.c: after --canary.interval of quiet with +-10 % jitter, a spaced
 probe, then a burst of 16 back-to-back probes whose median is the busy regime's sample) makes
 the exporter's histogram counters as a 15 s scrape sees them, for 6 healthy hours (2 ms idle,
 1 ms busy) and 6 slow ones, at --canary.interval 10s, 3m and 10m, and at 3m with probes of 15 s

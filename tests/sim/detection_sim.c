@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "canary_stats.h"
+#include "canary_records.h"
 
 #define SIGMA      0.35
 #define BASE       0.001

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "canary_records.h"
 #include "canary_stats.h"
 #include "expo.h"
 

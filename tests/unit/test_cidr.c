@@ -19,9 +19,11 @@ static struct netaddr addr(const char *s)
         struct sockaddr_in6 s6 = {.sin6_family = AF_INET6};
 
         if (inet_pton(AF_INET, s, &s4.sin_addr) == 1)
-                assert_int_equal(netaddr_from_sockaddr((struct sockaddr *)&s4, sizeof s4, &a), 0);
+                assert_int_equal(cidr_netaddr_from_sockaddr((struct sockaddr *)&s4, sizeof s4, &a),
+                                 0);
         else if (inet_pton(AF_INET6, s, &s6.sin6_addr) == 1)
-                assert_int_equal(netaddr_from_sockaddr((struct sockaddr *)&s6, sizeof s6, &a), 0);
+                assert_int_equal(cidr_netaddr_from_sockaddr((struct sockaddr *)&s6, sizeof s6, &a),
+                                 0);
         else
                 fail_msg("bad test address %s", s);
         return a;
@@ -155,23 +157,23 @@ static void test_sockaddr(void **state)
         char buf[64];
         (void)state;
 
-        assert_int_equal(netaddr_from_sockaddr(&su, sizeof su, &a), -EAFNOSUPPORT);
-        assert_int_equal(netaddr_from_sockaddr((struct sockaddr *)&s4, sizeof s4 - 1, &a),
+        assert_int_equal(cidr_netaddr_from_sockaddr(&su, sizeof su, &a), -EAFNOSUPPORT);
+        assert_int_equal(cidr_netaddr_from_sockaddr((struct sockaddr *)&s4, sizeof s4 - 1, &a),
                          -EAFNOSUPPORT);
-        assert_int_equal(netaddr_from_sockaddr((struct sockaddr *)&s6, sizeof s6 - 1, &a),
+        assert_int_equal(cidr_netaddr_from_sockaddr((struct sockaddr *)&s6, sizeof s6 - 1, &a),
                          -EAFNOSUPPORT);
         a = addr("::ffff:198.51.100.3");
         assert_int_equal(a.family, AF_INET);
-        assert_string_equal(netaddr_format(&a, buf, sizeof buf), "198.51.100.3");
+        assert_string_equal(cidr_netaddr_format(&a, buf, sizeof buf), "198.51.100.3");
         a = addr("2001:db8::5");
         assert_int_equal(a.family, AF_INET6);
-        assert_string_equal(netaddr_format(&a, buf, sizeof buf), "2001:db8::5");
+        assert_string_equal(cidr_netaddr_format(&a, buf, sizeof buf), "2001:db8::5");
 }
 
 static bool same_key(const char *x, const char *y)
 {
         struct netaddr a = addr(x), b = addr(y);
-        struct addrkey ka = netaddr_key(&a), kb = netaddr_key(&b);
+        struct addrkey ka = cidr_netaddr_key(&a), kb = cidr_netaddr_key(&b);
         return ka.hi == kb.hi && ka.lo == kb.lo;
 }
 

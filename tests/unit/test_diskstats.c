@@ -312,7 +312,7 @@ static struct mset *ref_export(const struct ref *r, struct stub *src)
                         const struct ref_dev *d = &r->dev[idx[j]];
                         uint64_t v = d->s[d->count - 1][c];
                         enum ds_field fl = (enum ds_field)c;
-                        bool ms = ds_field_is_32bit(fl) && fl != DS_IO_NOW;
+                        bool ms = diskstats_field_is_32bit(fl) && fl != DS_IO_NOW;
                         bool sect = fl == DS_READ_SECTORS || fl == DS_WRITE_SECTORS ||
                                     fl == DS_DISCARD_SECTORS;
                         if (c >= d->nfields)
@@ -415,7 +415,7 @@ static void test_against_reference(void **state)
                 /* every kernel format, 32-bit ms fields near their wrap */
                 r.dev[i].nfields = i == 2 ? 11 : i == 3 ? 15 : 17;
                 for (size_t k = 0; k < DS_NFIELDS; k++)
-                        r.dev[i].v[k] = ds_field_is_32bit((enum ds_field)k)
+                        r.dev[i].v[k] = diskstats_field_is_32bit((enum ds_field)k)
                                             ? UINT32_MAX - rng_next(&x) % 5000
                                             : rng_next(&x) % 1000000;
         }
@@ -452,7 +452,7 @@ static void test_against_reference(void **state)
                                                 dv->v[k] = rng_next(&x) % 4;
                                         else if (rng_next(&x) % 3)
                                                 dv->v[k] =
-                                                    ds_field_is_32bit((enum ds_field)k)
+                                                    diskstats_field_is_32bit((enum ds_field)k)
                                                         ? (uint32_t)(dv->v[k] + rng_next(&x) % 900)
                                                         : dv->v[k] + rng_next(&x) % 900;
                         } /* else idle: the same line again */

@@ -15,7 +15,7 @@
 
 static int parse(const char *line, struct ds_entry *e)
 {
-        return ds_parse_line(line, strlen(line), e);
+        return diskstats_parse_line(line, strlen(line), e);
 }
 
 /* Asserts that v[k] == first + k for the first n fields and 0 after. */
@@ -175,12 +175,12 @@ static void test_len_is_respected(void **state)
         struct ds_entry e;
         (void)state;
 
-        assert_int_equal(ds_parse_line(buf, len, &e), 0);
+        assert_int_equal(diskstats_parse_line(buf, len, &e), 0);
         assert_int_equal(e.present, BITS(11));
         assert_sequence(&e, 11, 1);
 
         /* cutting inside the name */
-        assert_int_equal(ds_parse_line(buf, 6, &e), -EINVAL);
+        assert_int_equal(diskstats_parse_line(buf, 6, &e), -EINVAL);
 }
 
 static void test_u64_limits(void **state)
@@ -296,7 +296,7 @@ static void test_name_length(void **state)
         assert_int_equal(parse(line, &e), -EINVAL);
 }
 
-/* ds_parse: collects what it delivers. */
+/* diskstats_parse: collects what it delivers. */
 struct collected {
         struct ds_entry e[16];
         size_t n;
@@ -331,7 +331,7 @@ static void test_parse_file_mixed(void **state)
         unsigned bad = 1234;
         (void)state;
 
-        assert_int_equal(ds_parse(file, strlen(file), collect, &c, &bad), 0);
+        assert_int_equal(diskstats_parse(file, strlen(file), collect, &c, &bad), 0);
         /* "not a line", sda2 (13 counters), sdb"1 (quote), nvme0n1p1 (overflow); blank lines
          * are not errors */
         assert_int_equal(bad, 4);
@@ -359,7 +359,7 @@ static void test_parse_file_crlf_and_no_newline(void **state)
         unsigned bad = 99;
         (void)state;
 
-        assert_int_equal(ds_parse(file, strlen(file), collect, &c, &bad), 0);
+        assert_int_equal(diskstats_parse(file, strlen(file), collect, &c, &bad), 0);
         assert_int_equal(bad, 0);
         assert_int_equal(c.n, 3);
         assert_string_equal(c.e[0].name, "sda");
@@ -381,13 +381,13 @@ static void test_parse_file_len_bounds(void **state)
         unsigned bad = 99;
         (void)state;
 
-        assert_int_equal(ds_parse(file, first, collect, &c, &bad), 0);
+        assert_int_equal(diskstats_parse(file, first, collect, &c, &bad), 0);
         assert_int_equal(c.n, 1);
         assert_int_equal(bad, 0);
 
         /* A cut in the middle of the second line makes it malformed, not read past. */
         c.n = 0;
-        assert_int_equal(ds_parse(file, first + 10, collect, &c, &bad), 0);
+        assert_int_equal(diskstats_parse(file, first + 10, collect, &c, &bad), 0);
         assert_int_equal(c.n, 1);
         assert_int_equal(bad, 1);
 }
@@ -398,17 +398,17 @@ static void test_parse_file_empty(void **state)
         unsigned bad = 99;
         (void)state;
 
-        assert_int_equal(ds_parse("", 0, collect, &c, &bad), 0);
+        assert_int_equal(diskstats_parse("", 0, collect, &c, &bad), 0);
         assert_int_equal(bad, 0);
         assert_int_equal(c.n, 0);
 
         bad = 99;
-        assert_int_equal(ds_parse("\n\n\r\n  \n", 7, collect, &c, &bad), 0);
+        assert_int_equal(diskstats_parse("\n\n\r\n  \n", 7, collect, &c, &bad), 0);
         assert_int_equal(bad, 0);
         assert_int_equal(c.n, 0);
 
         /* ret_bad may be NULL */
-        assert_int_equal(ds_parse("junk\n", 5, collect, &c, NULL), 0);
+        assert_int_equal(diskstats_parse("junk\n", 5, collect, &c, NULL), 0);
         assert_int_equal(c.n, 0);
 }
 
@@ -421,7 +421,7 @@ static void test_parse_file_callback_stops(void **state)
         unsigned bad = 99;
         (void)state;
 
-        assert_int_equal(ds_parse(file, strlen(file), collect, &c, &bad), -ECANCELED);
+        assert_int_equal(diskstats_parse(file, strlen(file), collect, &c, &bad), -ECANCELED);
         assert_int_equal(c.n, 2);
         assert_string_equal(c.e[1].name, "sdb");
 }
@@ -431,28 +431,28 @@ static void test_field_is_32bit(void **state)
         (void)state;
 
         /* printed with %u by diskstats_show() */
-        assert_true(ds_field_is_32bit(DS_READ_MS));
-        assert_true(ds_field_is_32bit(DS_WRITE_MS));
-        assert_true(ds_field_is_32bit(DS_IO_NOW));
-        assert_true(ds_field_is_32bit(DS_IO_MS));
-        assert_true(ds_field_is_32bit(DS_IO_WEIGHTED_MS));
-        assert_true(ds_field_is_32bit(DS_DISCARD_MS));
-        assert_true(ds_field_is_32bit(DS_FLUSH_MS));
+        assert_true(diskstats_field_is_32bit(DS_READ_MS));
+        assert_true(diskstats_field_is_32bit(DS_WRITE_MS));
+        assert_true(diskstats_field_is_32bit(DS_IO_NOW));
+        assert_true(diskstats_field_is_32bit(DS_IO_MS));
+        assert_true(diskstats_field_is_32bit(DS_IO_WEIGHTED_MS));
+        assert_true(diskstats_field_is_32bit(DS_DISCARD_MS));
+        assert_true(diskstats_field_is_32bit(DS_FLUSH_MS));
         /* printed with %lu */
-        assert_false(ds_field_is_32bit(DS_READS));
-        assert_false(ds_field_is_32bit(DS_READS_MERGED));
-        assert_false(ds_field_is_32bit(DS_READ_SECTORS));
-        assert_false(ds_field_is_32bit(DS_WRITES));
-        assert_false(ds_field_is_32bit(DS_WRITES_MERGED));
-        assert_false(ds_field_is_32bit(DS_WRITE_SECTORS));
-        assert_false(ds_field_is_32bit(DS_DISCARDS));
-        assert_false(ds_field_is_32bit(DS_DISCARDS_MERGED));
-        assert_false(ds_field_is_32bit(DS_DISCARD_SECTORS));
-        assert_false(ds_field_is_32bit(DS_FLUSHES));
+        assert_false(diskstats_field_is_32bit(DS_READS));
+        assert_false(diskstats_field_is_32bit(DS_READS_MERGED));
+        assert_false(diskstats_field_is_32bit(DS_READ_SECTORS));
+        assert_false(diskstats_field_is_32bit(DS_WRITES));
+        assert_false(diskstats_field_is_32bit(DS_WRITES_MERGED));
+        assert_false(diskstats_field_is_32bit(DS_WRITE_SECTORS));
+        assert_false(diskstats_field_is_32bit(DS_DISCARDS));
+        assert_false(diskstats_field_is_32bit(DS_DISCARDS_MERGED));
+        assert_false(diskstats_field_is_32bit(DS_DISCARD_SECTORS));
+        assert_false(diskstats_field_is_32bit(DS_FLUSHES));
 
         unsigned n32 = 0;
         for (int f = 0; f < DS_NFIELDS; f++)
-                n32 += ds_field_is_32bit((enum ds_field)f);
+                n32 += diskstats_field_is_32bit((enum ds_field)f);
         assert_int_equal(n32, 7);
 }
 
@@ -482,7 +482,7 @@ static void test_numbers_every_length(void **state)
                                               f == i % DS_NFIELDS ? num : "7");
                 errno = 0;
                 unsigned long long want = strtoull(num, NULL, 10);
-                int r = ds_parse_line(line, o, &e);
+                int r = diskstats_parse_line(line, o, &e);
                 if (errno == ERANGE) {
                         assert_int_equal(r, -ERANGE);
                         continue;
@@ -502,7 +502,7 @@ static void test_numbers_every_length(void **state)
                         num[at] = *bad;
                         o = (size_t)snprintf(line, sizeof line,
                                              "8 0 sda %s 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0", num);
-                        assert_int_equal(ds_parse_line(line, o, &e), -EINVAL);
+                        assert_int_equal(diskstats_parse_line(line, o, &e), -EINVAL);
                 }
 }
 

@@ -283,6 +283,15 @@ static void test_strscpy(void **state)
         assert_int_equal(buf[0], 'Q');
 }
 
+/* The reference values of FNV-1a 32 (draft-eastlake-fnv, test vectors). */
+static void test_hash_fnv1a32(void **state)
+{
+        (void)state;
+        assert_int_equal(hash_fnv1a32(""), 0x811c9dc5u);
+        assert_int_equal(hash_fnv1a32("a"), 0xe40c292cu);
+        assert_int_equal(hash_fnv1a32("foobar"), 0xbf9cf968u);
+}
+
 static void test_grow_array(void **state)
 {
         int *a = NULL;
@@ -416,6 +425,7 @@ int main(void)
             cmocka_unit_test(test_parse_u64),
             cmocka_unit_test(test_parse_bool),
             cmocka_unit_test(test_strscpy),
+            cmocka_unit_test(test_hash_fnv1a32),
             cmocka_unit_test(test_grow_array),
             cmocka_unit_test(test_clocks),
             cmocka_unit_test(test_format_double_shortest),
