@@ -1,4 +1,4 @@
-/* The sync canary collector: the lifecycle (creation, start, reconfiguration, stop, references). */
+/* The sync canary collector: the lifecycle (creation, start, reconfiguration, stop). */
 #include "canary.h"
 
 #include <fcntl.h>
@@ -11,52 +11,13 @@
 #include "canary_internal.h"
 #include "statefile.h"
 
-const char *canary_errno_name(int err, char *buf, size_t size)
-{
-        const char *s = strerrorname_np(err);
-
-        if (s)
-                return s;
-        snprintf(buf, size, "E%d", err);
-        return buf;
-}
-
-void canary_unref(struct canary *c)
-{
-        if (!c || atomic_fetch_sub(&c->ref, 1) != 1)
-                return;
-        free(c->t);
-        canary_records_free(&c->records);
-        if (c->state_dir_fd >= 0)
-                close(c->state_dir_fd);
-        if (c->sysfs_fd >= 0)
-                close(c->sysfs_fd);
-        pthread_mutex_destroy(&c->lock);
-        pthread_mutex_destroy(&c->state_lock);
-        free(c);
-}
-
-void canary_target_unref(struct ctarget *t)
-{
-        if (!t || atomic_fetch_sub(&t->ref, 1) != 1)
-                return;
-        for (int g = 0; g < _CANARY_REGIME_MAX; g++)
-                canary_stats_done(&t->stats[g]);
-        free(t->errs);
-        free(t->path);
-        pthread_mutex_destroy(&t->lock);
-        pthread_cond_destroy(&t->wake);
-        canary_unref(t->c);
-        free(t);
-}
-
 static struct ctarget *target_new(struct canary *c, const struct canary_target_config *tc)
 {
         struct ctarget *t = xcalloc(1, sizeof(*t));
         pthread_condattr_t ca;
 
-        atomic_init(&t->ref, 1);
-        atomic_fetch_add(&c->ref, 1);
+        refcount_init(&t->ref);
+        refcount_get(&c->ref);
         t->c = c;
         t->path = xstrdup(tc->path);
         t->mode = tc->mode;
@@ -97,7 +58,7 @@ struct canary *canary_new(const struct canary_config *cfg)
         struct canary *c = xcalloc(1, sizeof(*c));
         const struct canary_ops *o = cfg->ops;
 
-        atomic_init(&c->ref, 1);
+        refcount_init(&c->ref);
         atomic_init(&c->file_stale, false);
         pthread_mutex_init(&c->lock, NULL);
         pthread_mutex_init(&c->state_lock, NULL);

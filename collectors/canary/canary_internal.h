@@ -12,6 +12,7 @@
 #include "canary.h"
 #include "canary_records.h"
 #include "log.h"
+#include "refcount.h"
 
 struct cerr {
         int err;
@@ -25,7 +26,7 @@ struct fsample {
 };
 
 struct ctarget {
-        atomic_int ref;
+        struct refcount ref;
         struct canary *c; /* a reference */
         char *path;
         enum canary_mode mode;
@@ -64,7 +65,7 @@ struct ctarget {
 };
 
 struct canary {
-        atomic_int ref;
+        struct refcount ref;
         pthread_mutex_t lock; /* targets, interval, size, timeout, burst */
         usec_t interval, timeout, baseline_period;
         size_t size;
@@ -89,21 +90,21 @@ struct canary {
         atomic_uint_least64_t state_write_errors;
 };
 
-/* ---- canary.c: references ---- */
+/* ---- canary_ref.c: references, the error log ---- */
 
 /* Drops a reference to the collector; the last one frees it. Accepts NULL. Any thread. */
 void canary_unref(struct canary *c);
 /* Drops a reference to the target; the last one frees it and drops its collector reference.
  * Accepts NULL. Any thread. */
 void canary_target_unref(struct ctarget *t);
+/* Logs a target's error, at most once per hour per target. Prober thread. */
+void canary_target_log_error(struct ctarget *t, const char *msg, int err, usec_t now);
 
 /* ---- canary_prober.c ---- */
 
 /* Starts t's detached prober thread, which holds a reference to t. Returns 0 or -errno of
  * pthread_create() (t is then marked exited). Under c->lock. */
 int canary_target_start(struct ctarget *t);
-/* Logs a target's error, at most once per hour per target. Prober thread. */
-void canary_target_log_error(struct ctarget *t, const char *msg, int err, usec_t now);
 
 /* ---- canary_persist.c ---- */
 

@@ -49,31 +49,20 @@ int canary_mode_from_string(const char *s, enum canary_mode *ret)
         return -EINVAL;
 }
 
-static uint64_t xorshift64(uint64_t *s)
-{
-        uint64_t x = *s;
-
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *s = x;
-        return x;
-}
-
 /* Non-zero pseudo-random bytes (compressing or deduplicating SSDs must not get an easy time). */
 static void fill_random(uint64_t *rng, void *buf, size_t n)
 {
         unsigned char *p = buf;
 
         while (n >= 8) {
-                uint64_t v = xorshift64(rng) | 0x0101010101010101ULL;
+                uint64_t v = prng_next(rng) | 0x0101010101010101ULL;
 
                 memcpy(p, &v, 8);
                 p += 8;
                 n -= 8;
         }
         while (n > 0) {
-                *p++ = (unsigned char)(xorshift64(rng) | 1);
+                *p++ = (unsigned char)(prng_next(rng) | 1);
                 n--;
         }
 }
@@ -129,7 +118,7 @@ static int create_file(int dirfd, int flags, bool no_tmpfile, uint64_t *rng, boo
                 char name[64];
 
                 snprintf(name, sizeof(name), CANARY_TEMP_PREFIX "%06llx",
-                         (unsigned long long)(xorshift64(rng) & 0xffffff));
+                         (unsigned long long)(prng_next(rng) & 0xffffff));
                 fd = openat(dirfd, name, flags | O_CREAT | O_EXCL, 0600);
                 if (fd < 0) {
                         if (errno == EEXIST)
@@ -211,9 +200,7 @@ int canary_file_open_flags(int dirfd, enum canary_mode mode, size_t size, unsign
         f.file_bytes = CANARY_SLOTS * size;
         f.wrap_bytes =
             f.file_bytes > CANARY_APPEND_WRAP_MIN ? f.file_bytes : CANARY_APPEND_WRAP_MIN;
-        f.rng = now_monotonic() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)ret;
-        if (f.rng == 0)
-                f.rng = 0x9e3779b97f4a7c15ULL;
+        f.rng = prng_seed(now_monotonic() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)ret);
         if (posix_memalign(&f.buf, CANARY_DIRECT_ALIGN, size) != 0)
                 return -ENOMEM;
 

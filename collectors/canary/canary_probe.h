@@ -65,7 +65,7 @@ struct canary_file {
         size_t wrap_bytes; /* append: the size past which the file is truncated */
         uint64_t offset;   /* next write offset */
         uint64_t seq;      /* probes done, written into each record */
-        uint64_t rng;      /* xorshift64 state for the pseudo-random payload */
+        uint64_t rng;      /* prng state (lib/util.h) for the pseudo-random payload */
         void *buf;         /* size bytes, 4096-aligned */
         /* The fallback was used: a named hidden file, unlinked right away (only a crash between
          * create and unlink leaves a CANARY_TEMP_PREFIX* file behind). */

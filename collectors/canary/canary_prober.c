@@ -40,15 +40,6 @@ static void count_error(struct ctarget *t, int err)
         t->errs[i].n++;
 }
 
-void canary_target_log_error(struct ctarget *t, const char *msg, int err, usec_t now)
-{
-        char buf[16];
-
-        if (ratelimit_ok(&t->log_rl, now))
-                log_warn(msg, "path", t->path, "mode", canary_mode_to_string(t->mode), "errno",
-                         canary_errno_name(err, buf, sizeof buf));
-}
-
 /* Which device backs the path; logs a failure once per reason. Prober thread. */
 static bool resolve(struct ctarget *t, struct canary_backing *b)
 {
@@ -85,22 +76,12 @@ static void flush_add(struct ctarget *t, usec_t now, uint64_t delta, uint32_t pr
                 t->fhead = (t->fhead + 1) % CANARY_FLUSH_WINDOW_MAX;
 }
 
-static uint64_t xorshift(uint64_t *s)
-{
-        uint64_t x = *s;
-
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        return *s = x;
-}
-
 /* Sleeps the interval with +-10 % jitter, or until stopped. Prober thread. */
 static void jittered_sleep(struct ctarget *t, uint64_t *rng)
 {
         struct canary *c = t->c;
         usec_t interval, d;
-        double u = (double)(xorshift(rng) >> 11) / (double)(UINT64_C(1) << 53);
+        double u = prng_unit(rng);
 
         pthread_mutex_lock(&c->lock);
         interval = c->interval;
@@ -214,11 +195,9 @@ static void *prober(void *arg)
         struct canary_file f = {.fd = -1};
         struct canary_backing b;
         bool is_open = false, have_b = false, flush_ok = true;
-        uint64_t rng = (uint64_t)(uintptr_t)t ^ now_realtime() ^ UINT64_C(0x9e3779b97f4a7c15);
         int r;
-
-        if (rng == 0)
-                rng = 1;
+        uint64_t rng =
+            prng_seed((uint64_t)(uintptr_t)t ^ now_realtime() ^ UINT64_C(0x9e3779b97f4a7c15));
         (void)pthread_setname_np(pthread_self(), "dp-canary"); /* top -H, ionice -p */
         r = canary_set_ioprio();
         if (r < 0)
@@ -356,7 +335,7 @@ int canary_target_start(struct ctarget *t)
         pthread_t th;
         int r;
 
-        atomic_fetch_add(&t->ref, 1); /* the thread's */
+        refcount_get(&t->ref); /* the thread's */
         atomic_fetch_add(&threads_running, 1);
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -364,7 +343,7 @@ int canary_target_start(struct ctarget *t)
         pthread_attr_destroy(&attr);
         if (r != 0) {
                 atomic_fetch_sub(&threads_running, 1);
-                atomic_fetch_sub(&t->ref, 1);
+                refcount_put(&t->ref); /* the thread's, never the last: the caller holds one */
                 pthread_mutex_lock(&t->lock);
                 t->exited = true;
                 pthread_mutex_unlock(&t->lock);

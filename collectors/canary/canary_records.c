@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
+#include "util.h"
+
 int canary_disk_id(char *buf, size_t size, const char *wwn, const char *serial)
 {
         int n;
@@ -39,38 +42,6 @@ int canary_record_init(struct canary_record *rec, const char *disk, const char *
 static bool plain_byte(unsigned char c)
 {
         return c >= '!' && c <= '~';
-}
-
-/* Unescapes value v of length len into out (size bytes with the NUL). Returns 0, -EINVAL (bad
- * escape, NUL, raw byte outside '!'..'~') or -ERANGE (does not fit). */
-static int unescape(const char *v, size_t len, char *out, size_t size)
-{
-        size_t o = 0;
-
-        for (size_t i = 0; i < len; i++) {
-                unsigned char c = (unsigned char)v[i];
-
-                if (!plain_byte(c))
-                        return -EINVAL;
-                if (c == '\\') {
-                        if (i + 1 < len && v[i + 1] == '\\') {
-                                i++;
-                        } else if (i + 3 < len && v[i + 1] == 'x' && unhexchar(v[i + 2]) >= 0 &&
-                                   unhexchar(v[i + 3]) >= 0) {
-                                c = (unsigned char)(unhexchar(v[i + 2]) * 16 + unhexchar(v[i + 3]));
-                                i += 3;
-                                if (c == 0)
-                                        return -EINVAL;
-                        } else {
-                                return -EINVAL;
-                        }
-                }
-                if (o + 1 >= size)
-                        return -ERANGE;
-                out[o++] = (char)c;
-        }
-        out[o] = 0;
-        return 0;
 }
 
 /* A double in the C locale, the whole string: 0, -EINVAL or -ERANGE (overflow, underflow). */
@@ -297,7 +268,7 @@ int canary_record_parse_line(const char *line, size_t len, struct canary_record 
                         if (strlen(field_names[k]) == eq - start &&
                             memcmp(field_names[k], line + start, eq - start) == 0)
                                 f = k;
-                r = unescape(line + eq + 1, end - eq - 1, val, CANARY_LINE_MAX + 1);
+                r = unescape_hex(line + eq + 1, end - eq - 1, val, CANARY_LINE_MAX + 1);
                 if (r < 0)
                         return r;
                 if (f < 0)
@@ -481,30 +452,19 @@ static void sb_puts(struct strbuf *b, const char *s)
 
 static void sb_escaped(struct strbuf *b, const char *s)
 {
-        static const char hex[] = "0123456789abcdef";
+        size_t n = escape_hex(s, NULL);
 
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-                char e[4] = {'\\', 'x', hex[*p >> 4], hex[*p & 15]};
-                if (*p == '\\')
-                        sb_putn(b, "\\\\", 2);
-                else if (plain_byte(*p))
-                        sb_putn(b, (const char *)p, 1);
-                else
-                        sb_putn(b, e, 4);
-        }
+        GROW(b->p, b->cap, b->len + n + 1);
+        escape_hex(s, b->p + b->len);
+        b->len += n;
+        b->p[b->len] = 0;
 }
 
-/* The shortest form that reads back as exactly v. */
 static void sb_double(struct strbuf *b, double v)
 {
-        char num[40];
+        char num[FORMAT_DOUBLE_MAX];
 
-        for (int prec = 15; prec <= 17; prec++) {
-                snprintf(num, sizeof num, "%.*g", prec, v);
-                if (strtod(num, NULL) == v)
-                        break;
-        }
-        sb_puts(b, num);
+        sb_puts(b, format_double_shortest(v, num, sizeof num));
 }
 
 /* "-" or the n values comma-separated. */

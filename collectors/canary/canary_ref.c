@@ -1,0 +1,58 @@
+/* The lowest layer of the canary's files: the collector's and targets' references and what every
+ * layer above reports with (errno names, a target's rate-limited error log). Calls no other file
+ * of the canary but the records' (to free them). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "canary_internal.h"
+#include "log.h"
+
+const char *canary_errno_name(int err, char *buf, size_t size)
+{
+        const char *s = strerrorname_np(err);
+
+        if (s)
+                return s;
+        snprintf(buf, size, "E%d", err);
+        return buf;
+}
+
+void canary_unref(struct canary *c)
+{
+        if (!c || !refcount_put(&c->ref))
+                return;
+        free(c->t);
+        canary_records_free(&c->records);
+        if (c->state_dir_fd >= 0)
+                close(c->state_dir_fd);
+        if (c->sysfs_fd >= 0)
+                close(c->sysfs_fd);
+        pthread_mutex_destroy(&c->lock);
+        pthread_mutex_destroy(&c->state_lock);
+        free(c);
+}
+
+void canary_target_unref(struct ctarget *t)
+{
+        if (!t || !refcount_put(&t->ref))
+                return;
+        for (int g = 0; g < _CANARY_REGIME_MAX; g++)
+                canary_stats_done(&t->stats[g]);
+        free(t->errs);
+        free(t->path);
+        pthread_mutex_destroy(&t->lock);
+        pthread_cond_destroy(&t->wake);
+        canary_unref(t->c);
+        free(t);
+}
+
+void canary_target_log_error(struct ctarget *t, const char *msg, int err, usec_t now)
+{
+        char buf[16];
+
+        if (ratelimit_ok(&t->log_rl, now))
+                log_warn(msg, "path", t->path, "mode", canary_mode_to_string(t->mode), "errno",
+                         canary_errno_name(err, buf, sizeof buf));
+}
