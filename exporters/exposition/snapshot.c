@@ -28,6 +28,7 @@ struct snapshot {
         bool rendered;                   /* a page was asked for */
         bool asked[_EXPO_FORMAT_MAX][2]; /* each form's first request is noted */
         struct publisher *pub;           /* that published it (outlives every request) */
+        struct summary *summary;         /* the landing page's, or NULL */
 };
 
 /* When a form was first asked for on its last two snapshots: a scraper's interval. */
@@ -85,6 +86,7 @@ struct snapshot *snapshot_unref(struct snapshot *s)
         for (size_t i = 0; i < s->n; i++)
                 mset_free(s->sets[i]);
         free(s->sets);
+        summary_free(s->summary);
         for (size_t f = 0; f < _EXPO_FORMAT_MAX; f++)
                 for (size_t z = 0; z < 2; z++)
                         free(s->pages[f][z].buf);
@@ -396,4 +398,15 @@ void publisher_beat(struct publisher *p, usec_t now)
 usec_t publisher_last_beat(struct publisher *p)
 {
         return __atomic_load_n(&p->beat, __ATOMIC_RELAXED);
+}
+
+void snapshot_set_summary(struct snapshot *s, struct summary *sum)
+{
+        summary_free(s->summary);
+        s->summary = sum;
+}
+
+const struct summary *snapshot_summary(const struct snapshot *s)
+{
+        return s->summary;
 }

@@ -7,6 +7,7 @@
 
 #include "expo.h"
 #include "metrics.h"
+#include "summary.h"
 #include "util.h"
 
 struct snapshot;
@@ -54,6 +55,10 @@ struct page_stream *page_stream_free(struct page_stream *ps);
 
 /* The sets of the snapshot (read-only). */
 size_t snapshot_sets(const struct snapshot *s, struct mset *const **ret_sets);
+/* The status summary shown on the landing page (taken over; before publishing), and back
+ * (NULL when none; read-only, valid while the reference is held). */
+void snapshot_set_summary(struct snapshot *s, struct summary *sum);
+const struct summary *snapshot_summary(const struct snapshot *s);
 
 struct publisher *publisher_new(void);
 struct publisher *publisher_free(struct publisher *p);

@@ -1,0 +1,104 @@
+/* The daemon's state and the functions of its files (daemon.c: lifecycle and the event loop;
+ * settings.c: the options as each collector's settings; reload.c: SIGHUP; cli.c: what runs
+ * before anything starts). Only daemon/ includes it. */
+#pragma once
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <systemd/sd-event.h>
+
+#include "connguard.h"
+#include "devices.h"
+#include "devio.h"
+#include "options.h"
+#include "round.h"
+
+#ifndef DISKPULSE_VERSION
+#define DISKPULSE_VERSION "0.0.0"
+#endif
+#ifndef DISKPULSE_REVISION
+#define DISKPULSE_REVISION "unknown"
+#endif
+
+/* Exit status when the zygote is lost (EX_TEMPFAIL): the unit's Restart=on-failure starts a new
+ * daemon, with a new zygote; diskpulse.socket keeps the listening socket meanwhile. */
+#define EXIT_ZYGOTE_LOST 75
+
+/* The disk identity of the canary's baselines, asked from its prober threads: udev's record and
+ * sysfs, read through duplicated descriptors and no other state, so it is thread-safe and
+ * touches no device. It lives as long as the daemon object, which lives as long as the process
+ * (main()'s is static): a prober thread abandoned in a hung fdatasync() may still ask after the
+ * canary is freed. */
+struct diskid_src {
+        int sysfs_fd, udev_fd;
+};
+
+struct daemon {
+        struct dp_options opts;
+        int argc;
+        char **argv;
+        int procfs_fd, sysfs_fd, udev_fd;
+        regex_t include, exclude;
+        bool have_include, have_exclude;
+        struct devsrc *devsrc;
+        struct devio *io; /* the privileged helper */
+        struct round round; /* every collector, by registry id */
+        struct diskid_src diskid;
+        int state_fd; /* the state directory, -1 when it cannot be opened */
+        int *listen_fds;
+        size_t n_listen_fds;
+        struct publisher *pub;
+        struct http_server *http;
+        sd_event *event;
+        sd_event_source *tick, *monitor;
+        sd_event_source *zygote_lost, *zygote_grace; /* the zygote's loss, the exit after it */
+        usec_t start_time;
+        usec_t next_tick;
+};
+
+/* daemon.c */
+/* A daemon object before anything is open. */
+void daemon_init(struct daemon *d, int argc, char **argv);
+/* The state directory (baselines), created if missing; once. */
+void open_state_dir(struct daemon *d);
+/* The systemd status line (devices monitored). */
+void notify_status(struct daemon *d);
+/* A daemon that never select()s can use every descriptor the hard limit allows. */
+void raise_fd_limit(void);
+/* The steps of main(): each returns 0 or -errno (logged), run_* the exit status. */
+int get_listen_fds(struct daemon *d, int **fds, size_t *n);
+int start_helper(struct daemon *d);
+int open_roots(struct daemon *d, const struct dp_options *o);
+int load_web_config(struct daemon *d);
+void setup_collectors(struct daemon *d);
+int run_once(struct daemon *d);
+int run_daemon(struct daemon *d);
+void daemon_done(struct daemon *d);
+
+/* settings.c */
+int compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc, bool *has_inc,
+                    regex_t *exc, bool *has_exc);
+/* The HTTP limits of the options, the connection limit within what the open-file limit allows.
+ * Returns the allow-list for lim->allow (the caller frees it). */
+struct cidr *http_limits_from(const struct dp_options *o, struct connguard_config *lim);
+/* Each registered collector as the options say: made (and started when start_new), given its
+ * new settings, or freed when turned off. */
+void collectors_apply(struct daemon *d, bool start_new);
+/* Starts collector id's threads; a failure is logged. */
+void collector_start(struct daemon *d, size_t id);
+/* The registry's setup functions: the options as the collector's settings, a new collector
+ * when cur is NULL, else cur reconfigured; NULL when it cannot run now (cur is freed). */
+struct collector *diskstats_setup(struct daemon *d, struct collector *cur);
+struct collector *smart_setup(struct daemon *d, struct collector *cur);
+struct collector *canary_setup(struct daemon *d, struct collector *cur);
+
+/* reload.c: SIGHUP: read flags and config again; apply what can change while running. */
+void reload(struct daemon *d);
+
+/* cli.c */
+/* Flags and config file into *o, checked; what --help, --version and --check-config print.
+ * Returns -1 to go on, else the exit status. */
+int front(void *ud, struct dp_options *o);
+/* After a start with capabilities: flags and file read again by this process. 0 or -ESTALE. */
+int reparse(struct daemon *d);
