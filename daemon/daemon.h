@@ -42,7 +42,7 @@ struct daemon {
         regex_t include, exclude;
         bool have_include, have_exclude;
         struct devsrc *devsrc;
-        struct devio *io; /* the privileged helper */
+        struct devio *io;   /* the privileged helper */
         struct round round; /* every collector, by registry id */
         struct diskid_src diskid;
         int state_fd; /* the state directory, -1 when it cannot be opened */

@@ -19,8 +19,8 @@ struct collector_stat {
 struct round {
         struct collector *c[COLLECTOR_MAX]; /* by registry id; NULL: turned off */
         struct collector_stat stats[COLLECTOR_MAX];
-        unsigned count;                     /* rounds run */
-        const char *version, *revision;     /* diskpulse_build_info's labels */
+        unsigned count;                 /* rounds run */
+        const char *version, *revision; /* diskpulse_build_info's labels */
         /* The other parts' own metrics, after the collectors' (process, helper, HTTP, web
          * config); may be NULL. */
         void (*self_export)(void *ud, struct mset *out);

@@ -18,8 +18,8 @@
 #include "privsep.h"
 #include "smart_collector.h"
 
-int compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc,
-                           bool *has_inc, regex_t *exc, bool *has_exc)
+int compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc, bool *has_inc,
+                    regex_t *exc, bool *has_exc)
 {
         char err[160];
         const char *exclude = o->device_exclude;

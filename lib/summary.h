@@ -12,13 +12,13 @@
 struct summary_table {
         char *title;
         size_t ncols;
-        char **cols;     /* column headings */
-        char **cells;    /* nrows * ncols, row by row */
+        char **cols;  /* column headings */
+        char **cells; /* nrows * ncols, row by row */
         size_t nrows, cap;
-        size_t max_rows;   /* rows shown at most (0: all); the others are only counted */
-        size_t more;       /* rows not shown */
-        char *more_what;   /* "devices": "and N more devices: see /metrics" */
-        bool show_empty;   /* the table's heading even without rows */
+        size_t max_rows; /* rows shown at most (0: all); the others are only counted */
+        size_t more;     /* rows not shown */
+        char *more_what; /* "devices": "and N more devices: see /metrics" */
+        bool show_empty; /* the table's heading even without rows */
 };
 
 struct summary {

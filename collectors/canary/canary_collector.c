@@ -70,11 +70,17 @@ static double target_value(const struct mset *set, const char *name, const char 
  * and flush ratios, probes. */
 static void cc_summarize(struct collector *c, const struct mset *set, struct summary *sum)
 {
-        static const char *const cols[] = {
-            "path",      "device",           "mode",
-            "up",        "idle median 5m (ms)", "busy median 5m (ms)",
-            "busy/idle", "idle baseline (ms)", "idle degradation",
-            "flushes per probe", "probes"};
+        static const char *const cols[] = {"path",
+                                           "device",
+                                           "mode",
+                                           "up",
+                                           "idle median 5m (ms)",
+                                           "busy median 5m (ms)",
+                                           "busy/idle",
+                                           "idle baseline (ms)",
+                                           "idle degradation",
+                                           "flushes per probe",
+                                           "probes"};
         const struct mfamily *up = mset_find(set, "diskpulse_sync_target_up");
         struct summary_table *t =
             summary_table(sum, "Sync canary", cols, ARRAY_SIZE(cols), 0, NULL, false);
@@ -85,12 +91,14 @@ static void cc_summarize(struct collector *c, const struct mset *set, struct sum
         (void)c;
         while (up && mfamily_next(up, &pos, &sm, lb, sizeof lb)) {
                 char path[4096], dev[64], mode[32], v[8][32];
-                const char *row[] = {path, dev, mode, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+                const char *row[] = {path, dev,  mode, v[0], v[1], v[2],
+                                     v[3], v[4], v[5], v[6], v[7]};
                 path[0] = dev[0] = mode[0] = 0;
                 labels_get(sm.labels, "path", path, sizeof path);
                 labels_get(sm.labels, "device", dev, sizeof dev);
                 labels_get(sm.labels, "mode", mode, sizeof mode);
-                snprintf(v[0], sizeof v[0], "%s", (sm.is_int ? (double)sm.u : sm.d) > 0 ? "yes" : "no");
+                snprintf(v[0], sizeof v[0], "%s",
+                         (sm.is_int ? (double)sm.u : sm.d) > 0 ? "yes" : "no");
                 cell(v[1], sizeof v[1],
                      1000 * target_value(set, "diskpulse_sync_recent_seconds", path, mode, "idle",
                                          "0.5"),
@@ -100,14 +108,16 @@ static void cc_summarize(struct collector *c, const struct mset *set, struct sum
                                          "0.5"),
                      3);
                 cell(v[3], sizeof v[3],
-                     target_value(set, "diskpulse_sync_busy_idle_ratio", path, mode, NULL, NULL), 2);
+                     target_value(set, "diskpulse_sync_busy_idle_ratio", path, mode, NULL, NULL),
+                     2);
                 cell(v[4], sizeof v[4],
                      1000 * target_value(set, "diskpulse_sync_baseline_seconds", path, mode, "idle",
                                          NULL),
                      3);
-                cell(v[5], sizeof v[5],
-                     target_value(set, "diskpulse_sync_degradation_ratio", path, mode, "idle", NULL),
-                     2);
+                cell(
+                    v[5], sizeof v[5],
+                    target_value(set, "diskpulse_sync_degradation_ratio", path, mode, "idle", NULL),
+                    2);
                 cell(v[6], sizeof v[6],
                      target_value(set, "diskpulse_sync_flush_ratio", path, mode, NULL, NULL), 2);
                 cell(v[7], sizeof v[7],

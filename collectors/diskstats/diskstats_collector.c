@@ -51,9 +51,8 @@ static double row_gauge(const struct mset *set, const struct mfamily *g, const s
 
 static void ds_summarize(struct collector *c, const struct mset *set, struct summary *sum)
 {
-        static const char *const cols[] = {"device",           "model",
-                                           "serial",           "write await (ms)",
-                                           "flush await (ms)", "utilization"};
+        static const char *const cols[] = {
+            "device", "model", "serial", "write await (ms)", "flush await (ms)", "utilization"};
         const struct mfamily *info = mset_find(set, "diskpulse_disk_info");
         const struct mfamily *wa = mset_find(set, "diskpulse_disk_write_await_seconds");
         const struct mfamily *fa = mset_find(set, "diskpulse_disk_flush_await_seconds");
