@@ -36,7 +36,7 @@ static int reset_reference(const struct dp_options *o)
 /* Flags and config file into *o, checked; what --help, --version and --check-config print.
  * Returns -1 to go on, else the exit status. With capabilities, prestart_run() calls it in a
  * child that has none. */
-int front(void *ud, struct dp_options *o)
+int daemon_front(void *ud, struct dp_options *o)
 {
         struct daemon *d = ud;
         char err[512];
@@ -54,8 +54,8 @@ int front(void *ud, struct dp_options *o)
                        DISKPULSE_REVISION);
                 return 0;
         }
-        if (compile_filters(d, o, &d->include, &d->have_include, &d->exclude, &d->have_exclude) <
-            0) {
+        if (daemon_compile_filters(d, o, &d->include, &d->have_include, &d->exclude,
+                                   &d->have_exclude) < 0) {
                 fprintf(stderr, "diskpulse: invalid device filter\n");
                 return 2;
         }
@@ -82,13 +82,13 @@ int front(void *ud, struct dp_options *o)
 
 /* After a start with capabilities (which are gone now): flags and file read by this process
  * itself, for everything; they must still ask for what was set up from the child's facts. */
-int reparse(struct daemon *d)
+int daemon_reparse(struct daemon *d)
 {
         struct dp_options facts = d->opts;
         int st;
 
         memset(&d->opts, 0, sizeof d->opts);
-        st = front(d, &d->opts);
+        st = daemon_front(d, &d->opts);
         if (st < 0 && prestart_same(&facts, &d->opts) < 0)
                 st = 1;
         options_free(&facts);

@@ -53,7 +53,7 @@ void daemon_init(struct daemon *d, int argc, char **argv)
         d->round.ud = d;
 }
 
-void notify_status(struct daemon *d)
+void daemon_notify_status(struct daemon *d)
 {
         char buf[160];
         size_t devs = diskstats_collector_devices(d->round.c[COLLECTOR_DISKSTATS]);
@@ -71,7 +71,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata)
         publisher_publish(d->pub, round_run(&d->round, now_realtime()));
         publisher_beat(d->pub, now);
         if (d->round.count % 60 == 1)
-                notify_status(d);
+                daemon_notify_status(d);
         /* Keep the cadence (no drift); after a stall, start again from now. */
         d->next_tick += d->opts.ds_interval;
         if (d->next_tick <= now)
@@ -120,7 +120,7 @@ static int on_monitor(sd_event_source *s, int fd, uint32_t revents, void *userda
         return 0;
 }
 
-int open_roots(struct daemon *d, const struct dp_options *o)
+int daemon_open_roots(struct daemon *d, const struct dp_options *o)
 {
         struct {
                 const char *flag, *path;
@@ -163,7 +163,7 @@ static void ensure_state_dir(const char *dir)
 }
 
 /* The state directory (baselines), created if missing; once. */
-void open_state_dir(struct daemon *d)
+void daemon_open_state_dir(struct daemon *d)
 {
         if (d->state_fd >= 0)
                 return;
@@ -181,7 +181,7 @@ void open_state_dir(struct daemon *d)
                           "path", d->opts.state_dir, NULL);
 }
 
-void setup_collectors(struct daemon *d)
+void daemon_setup_collectors(struct daemon *d)
 {
         bool live = strcmp(d->opts.sysfs, "/sys") == 0 &&
                     strcmp(d->opts.udev_data, "/run/udev/data") == 0 && !d->opts.once;
@@ -189,12 +189,12 @@ void setup_collectors(struct daemon *d)
         d->devsrc = live ? devsrc_udev_new(d->sysfs_fd) : NULL;
         if (!d->devsrc)
                 d->devsrc = devsrc_files_new(d->sysfs_fd, d->udev_fd);
-        collectors_apply(d, false);
+        daemon_collectors_apply(d, false);
 }
 
 /* A daemon that never select()s can use every descriptor the hard limit allows; the soft limit
  * (often 1024) is only there for old programs that do (systemd.exec(5), LimitNOFILE=). */
-void raise_fd_limit(void)
+void daemon_raise_fd_limit(void)
 {
         struct rlimit rl;
 
@@ -213,9 +213,9 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         (void)s;
         if (si->ssi_signo == SIGHUP) {
                 sd_notify(0, "RELOADING=1");
-                reload(d);
+                daemon_reload(d);
                 sd_notify(0, "READY=1");
-                notify_status(d);
+                daemon_notify_status(d);
                 return 0;
         }
         log_info("shutting down", "signal", strsignal((int)si->ssi_signo));
@@ -263,7 +263,7 @@ static int on_zygote_lost(sd_event_source *s, int fd, uint32_t revents, void *us
         return 0;
 }
 
-int get_listen_fds(struct daemon *d, int **fds, size_t *n)
+int daemon_listen_fds(struct daemon *d, int **fds, size_t *n)
 {
         int k = sd_listen_fds(1);
 
@@ -298,7 +298,7 @@ int get_listen_fds(struct daemon *d, int **fds, size_t *n)
         return 0;
 }
 
-int run_once(struct daemon *d)
+int daemon_run_once(struct daemon *d)
 {
         struct snapshot *snap;
 
@@ -322,7 +322,7 @@ int run_once(struct daemon *d)
         return 0;
 }
 
-int run_daemon(struct daemon *d)
+int daemon_run(struct daemon *d)
 {
         int *fds = d->listen_fds;
         size_t nfds = d->n_listen_fds;
@@ -335,7 +335,7 @@ int run_daemon(struct daemon *d)
         };
 
         for (size_t i = 0; i < COLLECTOR_MAX; i++)
-                collector_start(d, i);
+                daemon_collector_start(d, i);
 
         r = sd_event_default(&d->event);
         if (r < 0)
@@ -371,7 +371,7 @@ int run_daemon(struct daemon *d)
                 return log_errno(LOG_LEVEL_ERROR, r, "cannot arm the sampling timer", NULL);
         sd_event_source_set_enabled(d->tick, SD_EVENT_ON);
 
-        allow = http_limits_from(&d->opts, &hc.limits);
+        allow = daemon_http_limits(&d->opts, &hc.limits);
         d->http = http_server_new(fds, nfds, &hc, d->pub, &err);
         d->n_listen_fds = 0; /* the server owns them now, closed or not */
         if (!d->http)
@@ -381,7 +381,7 @@ int run_daemon(struct daemon *d)
                 log_info("listening", "address", listen_describe(fds[i], where, sizeof where));
         }
         sd_notify(0, "READY=1");
-        notify_status(d);
+        daemon_notify_status(d);
         log_info("diskpulse started", "version", DISKPULSE_VERSION);
 
         r = sd_event_loop(d->event);
@@ -393,7 +393,7 @@ int run_daemon(struct daemon *d)
 
 /* Forks the privileged helper, which keeps only the capabilities device commands need, and
  * drops every capability of this process, the one that parses HTTP. Before any thread. */
-int start_helper(struct daemon *d)
+int daemon_start_helper(struct daemon *d)
 {
         struct privsep_config pc = {.dev_dir = d->opts.dev};
         int r = privsep_start(&pc, &d->io);
@@ -410,7 +410,7 @@ int start_helper(struct daemon *d)
         return 0;
 }
 
-int load_web_config(struct daemon *d)
+int daemon_load_web_config(struct daemon *d)
 {
         struct websec *web = NULL;
         char err[512];

@@ -61,44 +61,44 @@ struct daemon {
 /* A daemon object before anything is open. */
 void daemon_init(struct daemon *d, int argc, char **argv);
 /* The state directory (baselines), created if missing; once. */
-void open_state_dir(struct daemon *d);
+void daemon_open_state_dir(struct daemon *d);
 /* The systemd status line (devices monitored). */
-void notify_status(struct daemon *d);
+void daemon_notify_status(struct daemon *d);
 /* A daemon that never select()s can use every descriptor the hard limit allows. */
-void raise_fd_limit(void);
+void daemon_raise_fd_limit(void);
 /* The steps of main(): each returns 0 or -errno (logged), run_* the exit status. */
-int get_listen_fds(struct daemon *d, int **fds, size_t *n);
-int start_helper(struct daemon *d);
-int open_roots(struct daemon *d, const struct dp_options *o);
-int load_web_config(struct daemon *d);
-void setup_collectors(struct daemon *d);
-int run_once(struct daemon *d);
-int run_daemon(struct daemon *d);
+int daemon_listen_fds(struct daemon *d, int **fds, size_t *n);
+int daemon_start_helper(struct daemon *d);
+int daemon_open_roots(struct daemon *d, const struct dp_options *o);
+int daemon_load_web_config(struct daemon *d);
+void daemon_setup_collectors(struct daemon *d);
+int daemon_run_once(struct daemon *d);
+int daemon_run(struct daemon *d);
 void daemon_done(struct daemon *d);
 
 /* settings.c */
-int compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc, bool *has_inc,
-                    regex_t *exc, bool *has_exc);
+int daemon_compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc,
+                           bool *has_inc, regex_t *exc, bool *has_exc);
 /* The HTTP limits of the options, the connection limit within what the open-file limit allows.
  * Returns the allow-list for lim->allow (the caller frees it). */
-struct cidr *http_limits_from(const struct dp_options *o, struct connguard_config *lim);
+struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_config *lim);
 /* Each registered collector as the options say: made (and started when start_new), given its
  * new settings, or freed when turned off. */
-void collectors_apply(struct daemon *d, bool start_new);
+void daemon_collectors_apply(struct daemon *d, bool start_new);
 /* Starts collector id's threads; a failure is logged. */
-void collector_start(struct daemon *d, size_t id);
+void daemon_collector_start(struct daemon *d, size_t id);
 /* The registry's setup functions: the options as the collector's settings, a new collector
  * when cur is NULL, else cur reconfigured; NULL when it cannot run now (cur is freed). */
-struct collector *diskstats_setup(struct daemon *d, struct collector *cur);
-struct collector *smart_setup(struct daemon *d, struct collector *cur);
-struct collector *canary_setup(struct daemon *d, struct collector *cur);
+struct collector *daemon_setup_diskstats(struct daemon *d, struct collector *cur);
+struct collector *daemon_setup_smart(struct daemon *d, struct collector *cur);
+struct collector *daemon_setup_canary(struct daemon *d, struct collector *cur);
 
 /* reload.c: SIGHUP: read flags and config again; apply what can change while running. */
-void reload(struct daemon *d);
+void daemon_reload(struct daemon *d);
 
 /* cli.c */
 /* Flags and config file into *o, checked; what --help, --version and --check-config print.
  * Returns -1 to go on, else the exit status. */
-int front(void *ud, struct dp_options *o);
+int daemon_front(void *ud, struct dp_options *o);
 /* After a start with capabilities: flags and file read again by this process. 0 or -ESTALE. */
-int reparse(struct daemon *d);
+int daemon_reparse(struct daemon *d);

@@ -21,7 +21,7 @@ int main(int argc, char **argv)
         d.start_time = now_realtime();
         log_setup(LOG_LEVEL_INFO, LOG_FORMAT_LOGFMT);
         /* With capabilities, no parser here until they are dropped (prestart.h). */
-        st = privileged ? prestart_run(front, &d, &d.opts) : front(&d, &d.opts);
+        st = privileged ? prestart_run(daemon_front, &d, &d.opts) : daemon_front(&d, &d.opts);
         if (st >= 0) {
                 daemon_done(&d);
                 return st;
@@ -35,26 +35,26 @@ int main(int argc, char **argv)
         sigaddset(&mask, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
-        raise_fd_limit();
+        daemon_raise_fd_limit();
 
         d.pub = publisher_new();
         /* Bind before giving up privileges (a port below 1024 needs them). */
-        r = d.opts.once ? 0 : get_listen_fds(&d, &d.listen_fds, &d.n_listen_fds);
+        r = d.opts.once ? 0 : daemon_listen_fds(&d, &d.listen_fds, &d.n_listen_fds);
         if (r >= 0)
-                r = start_helper(&d);
+                r = daemon_start_helper(&d);
         if (r >= 0 && privileged)
-                r = reparse(&d);
+                r = daemon_reparse(&d);
         if (r >= 0)
-                r = open_roots(&d, &d.opts);
+                r = daemon_open_roots(&d, &d.opts);
         /* The web config and its keys are read without capabilities, at start as on SIGHUP,
          * and never by the helper, which was forked before. */
-        if (r >= 0 && !d.opts.once && load_web_config(&d) < 0) {
+        if (r >= 0 && !d.opts.once && daemon_load_web_config(&d) < 0) {
                 daemon_done(&d);
                 return 2;
         }
         if (r >= 0) {
-                setup_collectors(&d);
-                r = d.opts.once ? run_once(&d) : run_daemon(&d);
+                daemon_setup_collectors(&d);
+                r = d.opts.once ? daemon_run_once(&d) : daemon_run(&d);
         }
         daemon_done(&d);
         return r < 0 ? 1 : r;

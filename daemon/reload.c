@@ -1,5 +1,5 @@
 /* SIGHUP: the flags and the config file read again, and what may change applied while running:
- * the options, the log, the HTTP limits, every collector (collectors_apply()), the web config. */
+ * the options, the log, the HTTP limits, every collector (daemon_collectors_apply()), the web config. */
 #include <string.h>
 
 #include "daemon.h"
@@ -20,7 +20,7 @@ static bool str_differs(const char *a, const char *b)
 }
 
 /* SIGHUP: read flags and config again; apply what can change while running. */
-void reload(struct daemon *d)
+void daemon_reload(struct daemon *d)
 {
         struct dp_options n;
         char err[512];
@@ -32,7 +32,7 @@ void reload(struct daemon *d)
                 log_error("reload failed, keeping the running configuration", "reason", err);
                 return;
         }
-        if (compile_filters(d, &n, &inc, &has_inc, &exc, &has_exc) < 0) {
+        if (daemon_compile_filters(d, &n, &inc, &has_inc, &exc, &has_exc) < 0) {
                 log_error("reload failed: bad device filter, keeping the running configuration");
                 options_free(&n);
                 return;
@@ -86,7 +86,7 @@ void reload(struct daemon *d)
         log_setup(n.log_level, n.log_format);
         if (d->http) {
                 struct connguard_config lim;
-                _cleanup_free_ struct cidr *allow = http_limits_from(&n, &lim);
+                _cleanup_free_ struct cidr *allow = daemon_http_limits(&n, &lim);
                 http_server_reconfigure(d->http, &lim);
         }
         d->opts.max_connections = n.max_connections;
@@ -105,7 +105,7 @@ void reload(struct daemon *d)
 
         for (size_t i = 0; i < COLLECTOR_MAX; i++)
                 d->opts.collector[i] = n.collector[i];
-        collectors_apply(d, true);
+        daemon_collectors_apply(d, true);
         swap_str(&d->opts.web_config_file, &n.web_config_file);
         websec_install(web);
         options_free(&n);

@@ -18,8 +18,8 @@
 #include "privsep.h"
 #include "smart_collector.h"
 
-int compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc, bool *has_inc,
-                    regex_t *exc, bool *has_exc)
+int daemon_compile_filters(struct daemon *d, const struct dp_options *o, regex_t *inc,
+                           bool *has_inc, regex_t *exc, bool *has_exc)
 {
         char err[160];
         const char *exclude = o->device_exclude;
@@ -119,7 +119,7 @@ static struct canary_target_config *canary_config_from(struct daemon *d, const s
         return t;
 }
 
-struct collector *diskstats_setup(struct daemon *d, struct collector *cur)
+struct collector *daemon_setup_diskstats(struct daemon *d, struct collector *cur)
 {
         struct diskstats_settings s = {.procfs = d->opts.procfs};
 
@@ -131,7 +131,7 @@ struct collector *diskstats_setup(struct daemon *d, struct collector *cur)
 }
 
 /* SMART runs only with the helper. */
-struct collector *smart_setup(struct daemon *d, struct collector *cur)
+struct collector *daemon_setup_smart(struct daemon *d, struct collector *cur)
 {
         struct smart_settings s = {.io_up = privsep_helper_up};
 
@@ -144,14 +144,14 @@ struct collector *smart_setup(struct daemon *d, struct collector *cur)
         return cur;
 }
 
-struct collector *canary_setup(struct daemon *d, struct collector *cur)
+struct collector *daemon_setup_canary(struct daemon *d, struct collector *cur)
 {
         struct canary_config c;
         _cleanup_free_ struct canary_target_config *t = NULL;
         int r;
 
         if (!cur)
-                open_state_dir(d);
+                daemon_open_state_dir(d);
         t = canary_config_from(d, &d->opts, &c);
         if (!cur)
                 return canary_collector_new(&c);
@@ -161,7 +161,7 @@ struct collector *canary_setup(struct daemon *d, struct collector *cur)
         return cur;
 }
 
-void collector_start(struct daemon *d, size_t id)
+void daemon_collector_start(struct daemon *d, size_t id)
 {
         struct collector *c = d->round.c[id];
         int r;
@@ -172,7 +172,7 @@ void collector_start(struct daemon *d, size_t id)
                   collector_defs[id].name, NULL);
 }
 
-void collectors_apply(struct daemon *d, bool start_new)
+void daemon_collectors_apply(struct daemon *d, bool start_new)
 {
         for (size_t i = 0; i < COLLECTOR_MAX; i++) {
                 struct collector *was = d->round.c[i];
@@ -185,7 +185,7 @@ void collectors_apply(struct daemon *d, bool start_new)
                 if (!d->round.c[i])
                         d->round.stats[i].ran = false;
                 else if (!was && start_new)
-                        collector_start(d, i);
+                        daemon_collector_start(d, i);
         }
 }
 
@@ -193,7 +193,7 @@ void collectors_apply(struct daemon *d, bool start_new)
  * libmicrohttpd's own). */
 #define FD_RESERVE 64
 
-struct cidr *http_limits_from(const struct dp_options *o, struct connguard_config *lim)
+struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_config *lim)
 {
         struct cidr *allow = xcalloc(o->n_allow_from ? o->n_allow_from : 1, sizeof(*allow));
         struct rlimit rl;
