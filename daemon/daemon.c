@@ -302,12 +302,20 @@ int daemon_run_once(struct daemon *d)
 {
         struct snapshot *snap;
 
+        /* The probers start first and measure while SMART reads every device. */
+        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+                struct collector *c = d->round.c[i];
+                int r = c && c->ops->begin_once ? c->ops->begin_once(c) : 0;
+                if (r < 0)
+                        log_errno(LOG_LEVEL_ERROR, r, "cannot start a collector's thread",
+                                  "collector", collector_defs[i].name, NULL);
+        }
         for (size_t i = 0; i < COLLECTOR_MAX; i++) {
                 struct collector *c = d->round.c[i];
                 int r = c && c->ops->settle ? c->ops->settle(c) : 0;
                 if (r < 0)
-                        log_errno(LOG_LEVEL_ERROR, r, "cannot start a collector's thread",
-                                  "collector", collector_defs[i].name, NULL);
+                        log_errno(LOG_LEVEL_ERROR, r, "cannot measure once", "collector",
+                                  collector_defs[i].name, NULL);
         }
         snap = round_run(&d->round, now_realtime());
         struct mset *const *sets;

@@ -29,8 +29,10 @@ struct collector_ops {
         /* New settings (SIGHUP): settings points to the collector's own config struct. 0 or
          * -errno (the collector keeps running as before). */
         int (*reconfigure)(struct collector *c, const void *settings);
-        /* Instead of start, before the only round of --once: measures once and returns when
-         * there is something to export (NULL: nothing to do). 0 or -errno. */
+        /* --once, instead of start: begin_once starts what measures beside the others (every
+         * collector's first, NULL: nothing), then settle measures once or waits until there is
+         * something to export (NULL: nothing to wait for). 0 or -errno. */
+        int (*begin_once)(struct collector *c);
         int (*settle)(struct collector *c);
         /* A device came, went or changed (hotplug); NULL: not interested. */
         void (*device_event)(struct collector *c, const char *device);

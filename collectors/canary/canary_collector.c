@@ -132,14 +132,10 @@ static int cc_reconfigure(struct collector *c, const void *settings)
         return canary_reconfigure(canary_of(c), settings);
 }
 
-/* Starts the probers and waits for one cycle per target (the spaced probe and its burst); a
- * hung probe shows as stuck after --canary.timeout and ends its cycle. */
+/* Waits for one cycle per target (the spaced probe and its burst); a hung probe shows as stuck
+ * after --canary.timeout and ends its cycle. */
 static int cc_settle(struct collector *c)
 {
-        int r = canary_start(canary_of(c));
-
-        if (r < 0)
-                return r;
         (void)canary_wait_first(canary_of(c), ((struct canary_collector *)c)->first_cycle);
         return 0;
 }
@@ -158,6 +154,7 @@ static const struct collector_ops cc_ops = {
     .healthy = cc_healthy,
     .summarize = cc_summarize,
     .reconfigure = cc_reconfigure,
+    .begin_once = cc_start,
     .settle = cc_settle,
     .free = cc_free,
 };
