@@ -30,7 +30,7 @@ void round_self_metrics(const struct round *r, struct mset *out)
 struct snapshot *round_run(struct round *r, usec_t realtime)
 {
         struct mset *sets[COLLECTOR_MAX + 1];
-        struct summary *sum = summary_new();
+        summarize_fn summarize[COLLECTOR_MAX + 1] = {0};
         struct snapshot *snap;
         size_t n = 0;
 
@@ -50,9 +50,7 @@ struct snapshot *round_run(struct round *r, usec_t realtime)
                 st->duration = (double)(round_now(r) - t0) / (double)USEC_PER_SEC;
                 st->success = c->ops->healthy ? c->ops->healthy(c) : e >= 0;
                 st->ran = true;
-                if (c->ops->summarize)
-                        c->ops->summarize(c, sets[n], sum);
-                n++;
+                summarize[n++] = c->ops->summarize;
         }
         sets[n] = mset_new();
         round_self_metrics(r, sets[n]);
@@ -61,7 +59,7 @@ struct snapshot *round_run(struct round *r, usec_t realtime)
         n++;
         r->count++;
         snap = snapshot_new(sets, n, realtime);
-        snapshot_set_summary(snap, sum);
+        snapshot_set_summarizers(snap, summarize);
         return snap;
 }
 

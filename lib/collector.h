@@ -24,8 +24,9 @@ struct collector_ops {
         void (*export)(struct collector *c, struct mset *out);
         /* After export: whether the round succeeded (NULL: as collect returned). */
         bool (*healthy)(struct collector *c);
-        /* What the landing page shows of it (NULL: nothing), from the set export just filled. */
-        void (*summarize)(struct collector *c, const struct mset *set, struct summary *sum);
+        /* What the landing page shows of it (NULL: nothing): a pure function of the set export
+         * filled, called later on an HTTP thread (lib/summary.h). */
+        summarize_fn summarize;
         /* New settings (SIGHUP): settings points to the collector's own config struct. 0 or
          * -errno (the collector keeps running as before). */
         int (*reconfigure)(struct collector *c, const void *settings);

@@ -1,7 +1,7 @@
-/* A status summary: what the landing page shows besides its links, as tables of text. The
- * collectors fill it each round (each from what it exports), the daemon freezes it with the
- * snapshot, and the HTTP server lays it out knowing no metric: it escapes cells, it does not
- * read them. */
+/* A status summary: what the landing page shows besides its links, as tables of text. Each
+ * collector gives a function that fills it from the set it exported; the snapshot holds them
+ * with the sets and makes the summary on the first request for it; the HTTP server lays it out
+ * knowing no metric: it escapes cells, it does not read them. */
 #pragma once
 
 #include <stdbool.h>
@@ -25,6 +25,10 @@ struct summary {
         struct summary_table *tables;
         size_t n;
 };
+
+/* What fills a summary from one collector's set: a pure function of the set, called on any
+ * thread once the set is published (it reads the set, nothing else). */
+typedef void (*summarize_fn)(const struct mset *set, struct summary *sum);
 
 /* An empty summary. Never fails. */
 struct summary *summary_new(void);

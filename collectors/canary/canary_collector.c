@@ -68,7 +68,7 @@ static double target_value(const struct mset *set, const char *name, const char 
 
 /* Per target: up, recent medians of both regimes, the idle baseline and degradation, busy/idle
  * and flush ratios, probes. */
-static void cc_summarize(struct collector *c, const struct mset *set, struct summary *sum)
+static void cc_summarize(const struct mset *set, struct summary *sum)
 {
         static const char *const cols[] = {"path",
                                            "device",
@@ -88,7 +88,6 @@ static void cc_summarize(struct collector *c, const struct mset *set, struct sum
         size_t pos = 0;
         char lb[8192];
 
-        (void)c;
         while (up && mfamily_next(up, &pos, &sm, lb, sizeof lb)) {
                 char path[4096], dev[64], mode[32], v[8][32];
                 const char *row[] = {path, dev,  mode, v[0], v[1], v[2],

@@ -49,7 +49,7 @@ static double row_gauge(const struct mset *set, const struct mfamily *g, const s
         return mset_value(&set, 1, g->name, (const char *const[]){"device", dev, NULL});
 }
 
-static void ds_summarize(struct collector *c, const struct mset *set, struct summary *sum)
+static void ds_summarize(const struct mset *set, struct summary *sum)
 {
         static const char *const cols[] = {
             "device", "model", "serial", "write await (ms)", "flush await (ms)", "utilization"};
@@ -61,7 +61,6 @@ static void ds_summarize(struct collector *c, const struct mset *set, struct sum
                                                   DS_SUMMARY_MAX_DEVICES, "devices", true);
         const struct mtable *t = info ? info->table : NULL;
 
-        (void)c;
         for (size_t row = 0; t && row < t->added && summary_room(tab); row++) {
                 char lb[8192], dev[64], model[128], serial[128], w[32], f[32], u[32];
                 const char *cells[] = {dev, model, serial, w, f, u};

@@ -208,7 +208,7 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
         fputs(")</p>\n<ul><li><a href=\"/metrics\">Metrics</a></li>"
               "<li><a href=\"/-/healthy\">Health</a></li></ul>\n",
               f);
-        if (snap && snapshot_summary(snap)) {
+        if (snap) {
                 const struct summary *sum = snapshot_summary(snap);
                 for (size_t i = 0; i < sum->n; i++)
                         index_table(f, &sum->tables[i]);
