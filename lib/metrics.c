@@ -583,6 +583,12 @@ struct mfamily *mset_table_family(struct mset *s, const char *name, const char *
         return f;
 }
 
+void mfamily_scale(struct mfamily *f, uint32_t factor)
+{
+        f->cell = MCELL_SCALED;
+        f->scale = factor;
+}
+
 /* The value of a table cell as a sample. */
 static void cell_value(const struct mfamily *f, size_t row, struct msample *ret)
 {
@@ -596,12 +602,11 @@ static void cell_value(const struct mfamily *f, size_t row, struct msample *ret)
                 ret->u = v;
                 ret->d = (double)v;
                 break;
-        case MCELL_SECTORS:
-                if (v <= UINT64_MAX / 512) {
-                        ret->is_int = true;
-                        ret->u = v * 512;
-                }
-                ret->d = (double)v * 512.0;
+        case MCELL_SCALED:
+                ret->is_int = !__builtin_mul_overflow(v, (uint64_t)f->scale, &ret->u);
+                if (!ret->is_int)
+                        ret->u = 0;
+                ret->d = (double)v * (double)f->scale;
                 break;
         case MCELL_MILLIS:
                 ret->d = (double)v / 1000.0;

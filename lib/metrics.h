@@ -23,11 +23,12 @@ struct msample {
 
 /* How a cell of a table family is printed. */
 enum mcell {
-        MCELL_U64,     /* an integer as is */
-        MCELL_SECTORS, /* a count of 512-byte sectors, printed as bytes */
-        MCELL_MILLIS,  /* milliseconds, printed as seconds */
-        MCELL_DOUBLE,  /* a double (mtable_set_double) */
-        MCELL_ONE,     /* the value 1 whatever the cell holds (info families) */
+        MCELL_U64,    /* an integer as is */
+        MCELL_SCALED, /* an integer times the family's scale (mfamily_scale()): a count in the
+                        * source's unit printed in the metric's */
+        MCELL_MILLIS, /* milliseconds, printed as seconds */
+        MCELL_DOUBLE, /* a double (mtable_set_double) */
+        MCELL_ONE,    /* the value 1 whatever the cell holds (info families) */
 };
 
 #define MROWS_MAX_LABELS 16
@@ -88,6 +89,7 @@ struct mfamily {
         struct mtable *table;
         unsigned col;
         enum mcell cell;
+        uint32_t scale; /* MCELL_SCALED: the factor */
         uint32_t label_mask;
 };
 
@@ -162,6 +164,10 @@ size_t mtable_row_labels(const struct mtable *t, size_t row, uint32_t mask, char
 struct mfamily *mset_table_family(struct mset *s, const char *name, const char *help,
                                   enum mtype type, struct mtable *t, unsigned col, enum mcell cell,
                                   uint32_t label_mask);
+
+/* Makes the cells of table family f print as integers times factor (> 0): the table keeps what
+ * the source counts, the page shows the metric's unit. */
+void mfamily_scale(struct mfamily *f, uint32_t factor);
 
 /* Iterates the samples of any family in order: *pos starts at 0; returns false after the last.
  * A table family's labels are rendered into buf (size bytes, cut when too small); others point

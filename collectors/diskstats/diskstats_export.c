@@ -114,6 +114,9 @@ static void derive(const struct diskstats *d, const struct ds_device *dev, uint6
                       d->times[last % d->ring_cap] - d->times[from % d->ring_cap], ret);
 }
 
+/* /proc/diskstats counts 512-byte sectors whatever the device's block size. */
+#define DISKSTATS_SECTOR_BYTES 512
+
 struct counter_def {
         enum ds_field field;
         const char *name;
@@ -128,7 +131,7 @@ static const struct counter_def counters[] = {
     {DS_READS_MERGED, "diskpulse_disk_reads_merged_total",
      "The total number of reads merged with adjacent ones.", MCELL_U64, MT_COUNTER},
     {DS_READ_SECTORS, "diskpulse_disk_read_bytes_total",
-     "The total number of bytes read successfully.", MCELL_SECTORS, MT_COUNTER},
+     "The total number of bytes read successfully.", MCELL_SCALED, MT_COUNTER},
     {DS_READ_MS, "diskpulse_disk_read_time_seconds_total",
      "The total number of seconds spent by all reads.", MCELL_MILLIS, MT_COUNTER},
     {DS_WRITES, "diskpulse_disk_writes_completed_total",
@@ -136,7 +139,7 @@ static const struct counter_def counters[] = {
     {DS_WRITES_MERGED, "diskpulse_disk_writes_merged_total",
      "The total number of writes merged with adjacent ones.", MCELL_U64, MT_COUNTER},
     {DS_WRITE_SECTORS, "diskpulse_disk_written_bytes_total",
-     "The total number of bytes written successfully.", MCELL_SECTORS, MT_COUNTER},
+     "The total number of bytes written successfully.", MCELL_SCALED, MT_COUNTER},
     {DS_WRITE_MS, "diskpulse_disk_write_time_seconds_total",
      "The total number of seconds spent by all writes.", MCELL_MILLIS, MT_COUNTER},
     {DS_IO_NOW, "diskpulse_disk_io_now", "The number of I/Os currently in progress.", MCELL_U64,
@@ -151,7 +154,7 @@ static const struct counter_def counters[] = {
     {DS_DISCARDS_MERGED, "diskpulse_disk_discards_merged_total",
      "The total number of discards merged with adjacent ones.", MCELL_U64, MT_COUNTER},
     {DS_DISCARD_SECTORS, "diskpulse_disk_discarded_bytes_total",
-     "The total number of bytes discarded successfully.", MCELL_SECTORS, MT_COUNTER},
+     "The total number of bytes discarded successfully.", MCELL_SCALED, MT_COUNTER},
     {DS_DISCARD_MS, "diskpulse_disk_discard_time_seconds_total",
      "The total number of seconds spent by all discards.", MCELL_MILLIS, MT_COUNTER},
     {DS_FLUSHES, "diskpulse_disk_flush_requests_total",
@@ -302,9 +305,13 @@ void diskstats_export(struct diskstats *d, struct mset *out)
                           "The md arrays that hold the device or one of its partitions (set, "
                           "comma-separated); devices with the same set are siblings.",
                           MT_GAUGE, d->table, COL_SET, MCELL_ONE, MASK_SET);
-        for (size_t c = 0; c < ARRAY_SIZE(counters); c++)
-                mset_table_family(out, counters[c].name, counters[c].help, counters[c].type,
-                                  d->table, (unsigned)c, counters[c].cell, MASK_DEVICE);
+        for (size_t c = 0; c < ARRAY_SIZE(counters); c++) {
+                struct mfamily *f =
+                    mset_table_family(out, counters[c].name, counters[c].help, counters[c].type,
+                                      d->table, (unsigned)c, counters[c].cell, MASK_DEVICE);
+                if (counters[c].cell == MCELL_SCALED) /* sectors in the table, bytes on the page */
+                        mfamily_scale(f, DISKSTATS_SECTOR_BYTES);
+        }
         for (size_t g = 0; g < ARRAY_SIZE(gauges); g++)
                 mset_table_family(out, gauges[g].name, gauges[g].help, MT_GAUGE, d->table,
                                   (unsigned)COL_GAUGE(g), MCELL_DOUBLE, MASK_DEVICE);

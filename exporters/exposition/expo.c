@@ -240,17 +240,18 @@ static char *put_millis(char *p, uint64_t ms)
         return p;
 }
 
-static char *put_cell(char *p, enum mcell cell, uint64_t v)
+static char *put_cell(char *p, enum mcell cell, uint32_t scale, uint64_t v)
 {
+        uint64_t scaled;
         double d;
 
         switch (cell) {
         case MCELL_U64:
                 return put_u64(p, v);
-        case MCELL_SECTORS:
-                if (v <= UINT64_MAX / 512)
-                        return put_u64(p, v * 512);
-                return put_double(p, (double)v * 512.0);
+        case MCELL_SCALED:
+                if (!__builtin_mul_overflow(v, (uint64_t)scale, &scaled))
+                        return put_u64(p, scaled);
+                return put_double(p, (double)v * (double)scale);
         case MCELL_MILLIS:
                 return put_millis(p, v);
         case MCELL_DOUBLE:
@@ -497,7 +498,7 @@ static char *put_row(char *p, const struct item *it, size_t row)
                 p += vl;
                 memcpy(p, "\"} ", 3);
                 p += 3;
-                p = put_cell(p, f->cell, mtable_cell(f->table, row, f->col));
+                p = put_cell(p, f->cell, f->scale, mtable_cell(f->table, row, f->col));
                 *p++ = '\n';
                 return p;
         }
@@ -526,7 +527,7 @@ static char *put_row(char *p, const struct item *it, size_t row)
                 *p++ = '}';
         }
         *p++ = ' ';
-        p = put_cell(p, f->cell, mtable_cell(f->table, row, f->col));
+        p = put_cell(p, f->cell, f->scale, mtable_cell(f->table, row, f->col));
         *p++ = '\n';
         return p;
 }

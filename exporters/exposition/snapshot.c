@@ -29,6 +29,8 @@ struct snapshot {
         bool rendered;                   /* a page was asked for */
         bool asked[_EXPO_FORMAT_MAX][2]; /* each form's first request is noted */
         struct publisher *pub;           /* that published it (outlives every request) */
+        summarize_fn *summarize;         /* per set, may be NULL: what fills the summary */
+        struct summary *summary;         /* the landing page's, made on first use */
 };
 
 /* When a form was first asked for on its last two snapshots: a scraper's interval. */
@@ -86,6 +88,8 @@ struct snapshot *snapshot_unref(struct snapshot *s)
         for (size_t i = 0; i < s->n; i++)
                 mset_free(s->sets[i]);
         free(s->sets);
+        free(s->summarize);
+        summary_free(s->summary);
         for (size_t f = 0; f < _EXPO_FORMAT_MAX; f++)
                 for (size_t z = 0; z < 2; z++)
                         free(s->pages[f][z].buf);
@@ -398,4 +402,24 @@ void publisher_beat(struct publisher *p, usec_t now)
 usec_t publisher_last_beat(struct publisher *p)
 {
         return __atomic_load_n(&p->beat, __ATOMIC_RELAXED);
+}
+
+void snapshot_set_summarizers(struct snapshot *s, const summarize_fn *fns)
+{
+        free(s->summarize);
+        s->summarize = xcalloc(s->n ? s->n : 1, sizeof(*s->summarize));
+        memcpy(s->summarize, fns, s->n * sizeof(*fns));
+}
+
+const struct summary *snapshot_summary(struct snapshot *s)
+{
+        pthread_mutex_lock(&s->lock);
+        if (!s->summary) {
+                s->summary = summary_new();
+                for (size_t i = 0; s->summarize && i < s->n; i++)
+                        if (s->summarize[i])
+                                s->summarize[i](s->sets[i], s->summary);
+        }
+        pthread_mutex_unlock(&s->lock);
+        return s->summary;
 }

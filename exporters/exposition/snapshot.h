@@ -7,6 +7,7 @@
 
 #include "expo.h"
 #include "metrics.h"
+#include "summary.h"
 #include "util.h"
 
 struct snapshot;
@@ -54,6 +55,12 @@ struct page_stream *page_stream_free(struct page_stream *ps);
 
 /* The sets of the snapshot (read-only). */
 size_t snapshot_sets(const struct snapshot *s, struct mset *const **ret_sets);
+/* What fills the landing page's status summary: fns[i] (may be NULL) from set i, for each of
+ * the snapshot's sets (copied). Before publishing. */
+void snapshot_set_summarizers(struct snapshot *s, const summarize_fn *fns);
+/* The status summary, made from the sets on first use (a round costs nothing for a page rarely
+ * asked for); read-only, valid while the reference is held. Any thread. */
+const struct summary *snapshot_summary(struct snapshot *s);
 
 struct publisher *publisher_new(void);
 struct publisher *publisher_free(struct publisher *p);

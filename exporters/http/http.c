@@ -155,135 +155,42 @@ static void html_escape(FILE *f, const char *s)
         }
 }
 
-/* The value of family name's sample without suffix whose labels include every pair of want
- * (name, value, ..., NULL), or NaN. */
-static double sample_value(struct mset *const *sets, size_t n, const char *name,
-                           const char *const *want)
+/* One table of the status summary: its heading, rows and the count of rows left out. */
+static void index_table(FILE *f, const struct summary_table *t)
 {
-        char buf[4096], lb[8192];
-
-        for (size_t i = 0; i < n; i++) {
-                const struct mfamily *f = mset_find(sets[i], name);
-                struct msample sample, *sm = &sample;
-                size_t pos = 0;
-                while (f && mfamily_next(f, &pos, sm, lb, sizeof lb)) {
-                        bool match = !*sm->suffix;
-                        for (size_t w = 0; match && want[w]; w += 2)
-                                match = labels_get(sm->labels, want[w], buf, sizeof buf) &&
-                                        strcmp(buf, want[w + 1]) == 0;
-                        if (match)
-                                return sm->is_int ? (double)sm->u : sm->d;
+        if (!t->nrows && !t->more && !t->show_empty)
+                return;
+        fputs("<h2>", f);
+        html_escape(f, t->title);
+        fputs("</h2>\n<table><tr>", f);
+        for (size_t k = 0; k < t->ncols; k++) {
+                fputs("<th>", f);
+                html_escape(f, t->cols[k]);
+                fputs("</th>", f);
+        }
+        fputs("</tr>\n", f);
+        for (size_t i = 0; i < t->nrows; i++) {
+                fputs("<tr>", f);
+                for (size_t k = 0; k < t->ncols; k++) {
+                        fputs("<td>", f);
+                        html_escape(f, t->cells[i * t->ncols + k]);
+                        fputs("</td>", f);
                 }
+                fputs("</tr>\n", f);
         }
-        return 0.0 / 0.0;
-}
-
-/* The value of family name for the sample whose device label is dev, or NaN. */
-static double device_value(struct mset *const *sets, size_t n, const char *name, const char *dev)
-{
-        return sample_value(sets, n, name, (const char *const[]){"device", dev, NULL});
-}
-
-#define INDEX_MAX_DEVICES 200
-
-/* The value of family name for the canary target with path and mode (and the regime and
- * quantile labels when not NULL), or NaN. */
-static double target_value(struct mset *const *sets, size_t n, const char *name, const char *path,
-                           const char *mode, const char *regime, const char *q)
-{
-        const char *want[9] = {"path", path, "mode", mode};
-        size_t k = 4;
-
-        if (regime) {
-                want[k++] = "regime";
-                want[k++] = regime;
+        fputs("</table>\n", f);
+        if (t->more) {
+                fprintf(f, "<p>and %zu more ", t->more);
+                html_escape(f, t->more_what ? t->more_what : "rows");
+                fputs(": see /metrics</p>\n", f);
         }
-        if (q) {
-                want[k++] = "quantile";
-                want[k++] = q;
-        }
-        want[k] = NULL;
-        return sample_value(sets, n, name, want);
-}
-
-/* A table cell with the value, or a dash when there is none (NaN). */
-static void cell(FILE *f, double v, int decimals)
-{
-        if (v == v)
-                fprintf(f, "<td>%.*f</td>", decimals, v);
-        else
-                fputs("<td>-</td>", f);
-}
-
-/* The canary targets: up, recent medians of both regimes, the idle baseline and degradation,
- * busy/idle and flush ratios. */
-static void index_canary(FILE *f, struct mset *const *sets, size_t n)
-{
-        bool header = false;
-
-        for (size_t i = 0; i < n; i++) {
-                const struct mfamily *up = mset_find(sets[i], "diskpulse_sync_target_up");
-                for (size_t k = 0; up && k < up->n; k++) {
-                        char path[4096], dev[64], mode[32];
-                        labels_get(up->samples[k].labels, "path", path, sizeof path);
-                        labels_get(up->samples[k].labels, "device", dev, sizeof dev);
-                        labels_get(up->samples[k].labels, "mode", mode, sizeof mode);
-                        if (!header) {
-                                fputs("<h2>Sync canary</h2>\n<table><tr><th>path</th><th>device"
-                                      "</th><th>mode</th><th>up</th><th>idle median 5m (ms)</th>"
-                                      "<th>busy median 5m (ms)</th><th>busy/idle</th>"
-                                      "<th>idle baseline (ms)</th><th>idle degradation</th>"
-                                      "<th>flushes per probe</th><th>probes</th></tr>\n",
-                                      f);
-                                header = true;
-                        }
-                        fputs("<tr><td>", f);
-                        html_escape(f, path);
-                        fputs("</td><td>", f);
-                        html_escape(f, dev);
-                        fputs("</td><td>", f);
-                        html_escape(f, mode);
-                        fprintf(f, "</td><td>%s</td>", up->samples[k].d > 0 ? "yes" : "no");
-                        cell(f,
-                             1000 * target_value(sets, n, "diskpulse_sync_recent_seconds", path,
-                                                 mode, "idle", "0.5"),
-                             3);
-                        cell(f,
-                             1000 * target_value(sets, n, "diskpulse_sync_recent_seconds", path,
-                                                 mode, "busy", "0.5"),
-                             3);
-                        cell(f,
-                             target_value(sets, n, "diskpulse_sync_busy_idle_ratio", path, mode,
-                                          NULL, NULL),
-                             2);
-                        cell(f,
-                             1000 * target_value(sets, n, "diskpulse_sync_baseline_seconds", path,
-                                                 mode, "idle", NULL),
-                             3);
-                        cell(f,
-                             target_value(sets, n, "diskpulse_sync_degradation_ratio", path, mode,
-                                          "idle", NULL),
-                             2);
-                        cell(f,
-                             target_value(sets, n, "diskpulse_sync_flush_ratio", path, mode, NULL,
-                                          NULL),
-                             2);
-                        cell(f,
-                             target_value(sets, n, "diskpulse_sync_probes_total", path, mode, NULL,
-                                          NULL),
-                             0);
-                        fputs("</tr>\n", f);
-                }
-        }
-        if (header)
-                fputs("</table>\n", f);
 }
 
 static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection *c)
 {
         struct snapshot *snap = publisher_get(s->pub);
         char *page = NULL;
-        size_t len = 0, shown = 0, total = 0;
+        size_t len = 0;
         FILE *f = open_memstream(&page, &len);
         enum MHD_Result r;
 
@@ -302,46 +209,9 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
               "<li><a href=\"/-/healthy\">Health</a></li></ul>\n",
               f);
         if (snap) {
-                struct mset *const *sets;
-                size_t n = snapshot_sets(snap, &sets);
-
-                fputs("<h2>Devices</h2>\n<table><tr><th>device</th><th>model</th><th>serial</th>"
-                      "<th>write await (ms)</th><th>flush await (ms)</th><th>utilization</th>"
-                      "</tr>\n",
-                      f);
-                for (size_t i = 0; i < n; i++) {
-                        const struct mfamily *info = mset_find(sets[i], "diskpulse_disk_info");
-                        struct msample sm;
-                        size_t pos = 0;
-                        char lb[8192];
-                        for (; info && mfamily_next(info, &pos, &sm, lb, sizeof lb); total++) {
-                                char dev[64], model[128], serial[128];
-                                if (shown >= INDEX_MAX_DEVICES)
-                                        continue;
-                                labels_get(sm.labels, "device", dev, sizeof dev);
-                                labels_get(sm.labels, "model", model, sizeof model);
-                                labels_get(sm.labels, "serial", serial, sizeof serial);
-                                fputs("<tr><td>", f);
-                                html_escape(f, dev);
-                                fputs("</td><td>", f);
-                                html_escape(f, model);
-                                fputs("</td><td>", f);
-                                html_escape(f, serial);
-                                fprintf(
-                                    f, "</td><td>%.3f</td><td>%.3f</td><td>%.1f%%</td></tr>\n",
-                                    1000 * device_value(sets, n,
-                                                        "diskpulse_disk_write_await_seconds", dev),
-                                    1000 * device_value(sets, n,
-                                                        "diskpulse_disk_flush_await_seconds", dev),
-                                    100 * device_value(sets, n, "diskpulse_disk_utilization_ratio",
-                                                       dev));
-                                shown++;
-                        }
-                }
-                fputs("</table>\n", f);
-                if (total > shown)
-                        fprintf(f, "<p>and %zu more devices: see /metrics</p>\n", total - shown);
-                index_canary(f, sets, n);
+                const struct summary *sum = snapshot_summary(snap);
+                for (size_t i = 0; i < sum->n; i++)
+                        index_table(f, &sum->tables[i]);
         }
         fputs("</body></html>\n", f);
         snapshot_unref(snap);

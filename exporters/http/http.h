@@ -29,5 +29,8 @@ struct http_server *http_server_new(const int *fds, size_t n, const struct http_
 void http_server_reconfigure(struct http_server *s, const struct connguard_config *limits);
 /* The connection guard's counters. Any thread. */
 void http_server_stats(struct http_server *s, struct connguard_stats *ret);
+/* Adds the server's own metrics (diskpulse_http_connections*) to out; nothing for NULL. Any
+ * thread (http_metrics.c). */
+void http_server_export(struct http_server *s, struct mset *out);
 /* Stops all threads and closes every connection and socket; accepts NULL; returns NULL. */
 struct http_server *http_server_free(struct http_server *s);

@@ -59,8 +59,8 @@ static void table_and_generic(struct mset *got, struct mset *want)
                 mtable_add_row(t, i, present, v);
         }
         f[0] = mset_table_family(got, "t_u64_total", "u64.", MT_COUNTER, t, 0, MCELL_U64, 1);
-        f[1] =
-            mset_table_family(got, "t_bytes_total", "bytes.", MT_COUNTER, t, 1, MCELL_SECTORS, 1);
+        f[1] = mset_table_family(got, "t_bytes_total", "bytes.", MT_COUNTER, t, 1, MCELL_SCALED, 1);
+        mfamily_scale(f[1], 512); /* sectors in the table, bytes on the page */
         f[2] = mset_table_family(got, "t_seconds_total", "ms.", MT_COUNTER, t, 2, MCELL_MILLIS, 3);
         f[3] = mset_table_family(got, "t_a", "d.", MT_GAUGE, t, 3, MCELL_DOUBLE, 1);
         f[4] = mset_table_family(got, "t_b", "d.", MT_GAUGE, t, 4, MCELL_DOUBLE, 0);

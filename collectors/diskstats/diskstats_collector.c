@@ -1,0 +1,132 @@
+/* The diskstats collector as the daemon drives it: a round reads /proc/diskstats and exports;
+ * the landing page gets a row per device (identity, write and flush await, utilization). */
+#include "diskstats_collector.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "log.h"
+
+struct ds_collector {
+        struct collector base;
+        struct diskstats *ds;
+        char *procfs;
+        struct ratelimit rl; /* a failed read is logged once in ten minutes */
+};
+
+#define DS_SUMMARY_MAX_DEVICES 200
+
+static struct ds_collector *ds_of(struct collector *c)
+{
+        return (struct ds_collector *)c;
+}
+
+static int ds_collect(struct collector *c, usec_t now)
+{
+        struct ds_collector *d = ds_of(c);
+        int r = diskstats_sample(d->ds, now);
+
+        if (r < 0 && ratelimit_ok(&d->rl, now))
+                log_errno(LOG_LEVEL_ERROR, r, "cannot read diskstats", "procfs", d->procfs, NULL);
+        return r < 0 ? r : 0;
+}
+
+static void ds_export(struct collector *c, struct mset *out)
+{
+        diskstats_export(ds_of(c)->ds, out);
+}
+
+/* Gauge g of the device in row of table t: straight from the table when g is a column of it
+ * (so that a round with 10,000 devices pays for no search), else looked up; NaN when absent. */
+static double row_gauge(const struct mset *set, const struct mfamily *g, const struct mtable *t,
+                        size_t row, const char *dev)
+{
+        if (!g)
+                return 0.0 / 0.0;
+        if (g->table == t)
+                return t->present[row] & (1u << g->col) ? mtable_get_double(t, row, g->col)
+                                                        : 0.0 / 0.0;
+        return mset_value(&set, 1, g->name, (const char *const[]){"device", dev, NULL});
+}
+
+static void ds_summarize(const struct mset *set, struct summary *sum)
+{
+        static const char *const cols[] = {
+            "device", "model", "serial", "write await (ms)", "flush await (ms)", "utilization"};
+        const struct mfamily *info = mset_find(set, "diskpulse_disk_info");
+        const struct mfamily *wa = mset_find(set, "diskpulse_disk_write_await_seconds");
+        const struct mfamily *fa = mset_find(set, "diskpulse_disk_flush_await_seconds");
+        const struct mfamily *ut = mset_find(set, "diskpulse_disk_utilization_ratio");
+        struct summary_table *tab = summary_table(sum, "Devices", cols, ARRAY_SIZE(cols),
+                                                  DS_SUMMARY_MAX_DEVICES, "devices", true);
+        const struct mtable *t = info ? info->table : NULL;
+
+        for (size_t row = 0; t && row < t->added && summary_room(tab); row++) {
+                char lb[8192], dev[64], model[128], serial[128], w[32], f[32], u[32];
+                const char *cells[] = {dev, model, serial, w, f, u};
+                dev[0] = model[0] = serial[0] = 0;
+                if (!(t->present[row] & (1u << info->col)))
+                        continue;
+                mtable_row_labels(t, row, info->label_mask, lb, sizeof lb);
+                labels_get(lb, "device", dev, sizeof dev);
+                labels_get(lb, "model", model, sizeof model);
+                labels_get(lb, "serial", serial, sizeof serial);
+                snprintf(w, sizeof w, "%.3f", 1000 * row_gauge(set, wa, t, row, dev));
+                snprintf(f, sizeof f, "%.3f", 1000 * row_gauge(set, fa, t, row, dev));
+                snprintf(u, sizeof u, "%.1f%%", 100 * row_gauge(set, ut, t, row, dev));
+                summary_row(tab, cells);
+        }
+        if (info && info->n > tab->nrows)
+                tab->more = info->n - tab->nrows;
+}
+
+static int ds_reconfigure(struct collector *c, const void *settings)
+{
+        const struct diskstats_settings *s = settings;
+        struct ds_collector *d = ds_of(c);
+
+        diskstats_reconfigure(d->ds, &s->cfg);
+        free(d->procfs);
+        d->procfs = xstrdup(s->procfs ? s->procfs : "");
+        return 0;
+}
+
+static void ds_device_event(struct collector *c, const char *device)
+{
+        diskstats_invalidate(ds_of(c)->ds, device);
+}
+
+static void ds_free(struct collector *c)
+{
+        struct ds_collector *d = ds_of(c);
+
+        diskstats_free(d->ds);
+        free(d->procfs);
+        free(d);
+}
+
+static const struct collector_ops ds_ops = {
+    .name = "diskstats",
+    .collect = ds_collect,
+    .export = ds_export,
+    .summarize = ds_summarize,
+    .reconfigure = ds_reconfigure,
+    .device_event = ds_device_event,
+    .free = ds_free,
+};
+
+struct collector *diskstats_collector_new(const struct diskstats_settings *s)
+{
+        struct ds_collector *d = xcalloc(1, sizeof(*d));
+
+        d->base.ops = &ds_ops;
+        d->ds = diskstats_new(&s->cfg);
+        d->procfs = xstrdup(s->procfs ? s->procfs : "");
+        d->rl = (struct ratelimit){.interval = 600 * USEC_PER_SEC};
+        return &d->base;
+}
+
+size_t diskstats_collector_devices(const struct collector *c)
+{
+        return c ? diskstats_device_count(((const struct ds_collector *)c)->ds) : 0;
+}

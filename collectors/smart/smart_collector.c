@@ -1,0 +1,81 @@
+/* The SMART collector as the daemon drives it: its thread reads the devices on its own
+ * schedule; a round copies out what it read last, and succeeds while the helper is up. */
+#include "smart_collector.h"
+
+#include <stdlib.h>
+
+struct smart_collector {
+        struct collector base;
+        struct smart *smart;
+        struct devio *io;
+        bool (*io_up)(struct devio *io);
+};
+
+static struct smart_collector *sc_of(struct collector *c)
+{
+        return (struct smart_collector *)c;
+}
+
+static int sc_start(struct collector *c)
+{
+        return smart_start(sc_of(c)->smart);
+}
+
+static void sc_export(struct collector *c, struct mset *out)
+{
+        smart_export(sc_of(c)->smart, out);
+}
+
+static bool sc_healthy(struct collector *c)
+{
+        struct smart_collector *s = sc_of(c);
+
+        return s->io && s->io_up && s->io_up(s->io);
+}
+
+static int sc_reconfigure(struct collector *c, const void *settings)
+{
+        const struct smart_settings *st = settings;
+        struct smart_collector *s = sc_of(c);
+
+        smart_reconfigure(s->smart, &st->cfg);
+        s->io = st->cfg.io;
+        s->io_up = st->io_up;
+        return 0;
+}
+
+/* Every device read once, now, without the thread. */
+static int sc_settle(struct collector *c)
+{
+        smart_read_all_now(sc_of(c)->smart);
+        return 0;
+}
+
+static void sc_free(struct collector *c)
+{
+        struct smart_collector *s = sc_of(c);
+
+        smart_free(s->smart);
+        free(s);
+}
+
+static const struct collector_ops sc_ops = {
+    .name = "smart",
+    .start = sc_start,
+    .export = sc_export,
+    .healthy = sc_healthy,
+    .reconfigure = sc_reconfigure,
+    .settle = sc_settle,
+    .free = sc_free,
+};
+
+struct collector *smart_collector_new(const struct smart_settings *st)
+{
+        struct smart_collector *s = xcalloc(1, sizeof(*s));
+
+        s->base.ops = &sc_ops;
+        s->smart = smart_new(&st->cfg);
+        s->io = st->cfg.io;
+        s->io_up = st->io_up;
+        return &s->base;
+}

@@ -1,0 +1,15 @@
+/* The SMART collector behind the collector interface (lib/collector.h). */
+#pragma once
+
+#include "collector.h"
+#include "smart.h"
+
+/* Its settings (the reconfigure argument). */
+struct smart_settings {
+        struct smart_config cfg;
+        /* Whether cfg.io can run commands now: a round succeeds while it does. */
+        bool (*io_up)(struct devio *io);
+};
+
+/* A new collector, its thread not started yet (never fails). */
+struct collector *smart_collector_new(const struct smart_settings *s);

@@ -1,0 +1,433 @@
+/* The daemon's lifecycle: the roots, the helper, the collectors and the HTTP server set up in
+ * main()'s order, the sd-event loop (the tick that runs a round and publishes it, signals, the
+ * udev monitor, the zygote's loss, the watchdog), and the shutdown. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "canary_reset.h"
+#include "daemon.h"
+#include "diskstats_collector.h"
+#include "expo.h"
+#include "fsroot.h"
+#include "http.h"
+#include "listen.h"
+#include "log.h"
+#include "privsep.h"
+#include "privsep_metrics.h"
+#include "process.h"
+#include "watchdog.h"
+#include "websec.h"
+
+/* The other parts' own metrics, after the round's: the process, the helper, HTTP, the web
+ * config. */
+static void parts_export(void *ud, struct mset *out)
+{
+        struct daemon *d = ud;
+
+        process_export(out, d->start_time);
+        privsep_export(d->io, out);
+        http_server_export(d->http, out);
+        websec_export(out);
+}
+
+void daemon_init(struct daemon *d, int argc, char **argv)
+{
+        *d = (struct daemon){.argc = argc,
+                             .argv = argv,
+                             .procfs_fd = -1,
+                             .sysfs_fd = -1,
+                             .udev_fd = -1,
+                             .state_fd = -1,
+                             .diskid = {.sysfs_fd = -1, .udev_fd = -1},
+                             .round = {.version = DISKPULSE_VERSION,
+                                       .revision = DISKPULSE_REVISION,
+                                       .self_export = parts_export}};
+        d->round.ud = d;
+}
+
+void daemon_notify_status(struct daemon *d)
+{
+        char buf[160];
+        size_t devs = diskstats_collector_devices(d->round.c[COLLECTOR_DISKSTATS]);
+
+        snprintf(buf, sizeof buf, "STATUS=Monitoring %zu device%s", devs, devs == 1 ? "" : "s");
+        sd_notify(0, buf);
+}
+
+static int on_tick(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        struct daemon *d = userdata;
+        usec_t now = now_monotonic();
+
+        (void)usec;
+        publisher_publish(d->pub, round_run(&d->round, now_realtime()));
+        publisher_beat(d->pub, now);
+        if (d->round.count % 60 == 1)
+                daemon_notify_status(d);
+        /* Keep the cadence (no drift); after a stall, start again from now. */
+        d->next_tick += d->opts.ds_interval;
+        if (d->next_tick <= now)
+                d->next_tick = now + d->opts.ds_interval;
+        sd_event_source_set_time(s, d->next_tick);
+        /* A scraper due before the next round finds its page made. */
+        (void)publisher_prepare(d->pub, now_monotonic(), d->next_tick);
+        return 0;
+}
+
+/* Runs the next round soon (a device came or went). */
+static void tick_soon(struct daemon *d)
+{
+        usec_t soon = now_monotonic() + 50 * USEC_PER_MSEC;
+
+        if (d->tick && d->next_tick > soon) {
+                d->next_tick = soon;
+                sd_event_source_set_time(d->tick, soon);
+        }
+}
+
+static int on_monitor(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+        struct daemon *d = userdata;
+        struct dev_event ev;
+        int r;
+
+        (void)s;
+        (void)fd;
+        (void)revents;
+        bool came_or_went = false;
+
+        while ((r = d->devsrc->ops->receive(d->devsrc, &ev)) > 0) {
+                log_debug("device event", "action", ev.action, "device", ev.name);
+                for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+                        struct collector *c = d->round.c[i];
+                        if (c && c->ops->device_event)
+                                c->ops->device_event(c, ev.name);
+                }
+                came_or_went |= strcmp(ev.action, "add") == 0 || strcmp(ev.action, "remove") == 0;
+        }
+        /* A "change" (udev sends one whenever a written disk is closed) only refreshes facts at
+         * the next regular sample; a device that came or went is sampled right away. */
+        if (came_or_went)
+                tick_soon(d);
+        return 0;
+}
+
+int daemon_open_roots(struct daemon *d, const struct dp_options *o)
+{
+        struct {
+                const char *flag, *path;
+                int *fd;
+        } roots[] = {
+            {"path.procfs", o->procfs, &d->procfs_fd},
+            {"path.sysfs", o->sysfs, &d->sysfs_fd},
+        };
+
+        for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
+                int fd = root_open(roots[i].path);
+                if (fd < 0)
+                        return log_errno(LOG_LEVEL_ERROR, fd, "cannot open root directory", "flag",
+                                         roots[i].flag, "path", roots[i].path, NULL);
+                *roots[i].fd = fd;
+        }
+        /* A host without udev has no database: identity then comes from sysfs alone. */
+        d->udev_fd = root_open(o->udev_data);
+        if (d->udev_fd < 0)
+                log_debug("no udev database", "path", o->udev_data);
+        return 0;
+}
+
+void daemon_setup_collectors(struct daemon *d)
+{
+        bool live = strcmp(d->opts.sysfs, "/sys") == 0 &&
+                    strcmp(d->opts.udev_data, "/run/udev/data") == 0 && !d->opts.once;
+
+        d->devsrc = live ? devsrc_udev_new(d->sysfs_fd) : NULL;
+        if (!d->devsrc)
+                d->devsrc = devsrc_files_new(d->sysfs_fd, d->udev_fd);
+        daemon_collectors_apply(d, false);
+}
+
+/* A daemon that never select()s can use every descriptor the hard limit allows; the soft limit
+ * (often 1024) is only there for old programs that do (systemd.exec(5), LimitNOFILE=). */
+void daemon_raise_fd_limit(void)
+{
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        log_errno(LOG_LEVEL_DEBUG, -errno, "cannot raise the open-file limit",
+                                  NULL);
+        }
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+        struct daemon *d = userdata;
+
+        (void)s;
+        if (si->ssi_signo == SIGHUP) {
+                sd_notify(0, "RELOADING=1");
+                daemon_reload(d);
+                sd_notify(0, "READY=1");
+                daemon_notify_status(d);
+                return 0;
+        }
+        log_info("shutting down", "signal", strsignal((int)si->ssi_signo));
+        sd_notify(0, "STOPPING=1");
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+static int on_zygote_grace(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        (void)usec;
+        (void)userdata;
+        log_error("exiting so that the service manager restarts diskpulse with a new zygote",
+                  "status", "75");
+        sd_notify(0, "STOPPING=1");
+        return sd_event_exit(sd_event_source_get_event(s), EXIT_ZYGOTE_LOST);
+}
+
+/* The zygote is gone: no helper can ever be started again in this process, which holds no
+ * capability to make a new zygote. The helper still running (if any) keeps serving until the
+ * grace period ends; then the daemon exits with EXIT_ZYGOTE_LOST, its state saved as on
+ * SIGTERM. */
+static int on_zygote_lost(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+        struct daemon *d = userdata;
+        char grace[32];
+        int r;
+
+        (void)fd;
+        (void)revents;
+        sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        format_duration(d->opts.zygote_grace, grace, sizeof grace);
+        log_error("the privileged zygote is lost: SMART stops when the helper dies; diskpulse "
+                  "exits for a restart after the grace period",
+                  "grace", grace);
+        sd_notify(0, "STATUS=The privileged zygote is lost; exiting for a restart");
+        /* a round now, so that the page says it (diskpulse_helper_zygote_up 0) at once */
+        d->next_tick = now_monotonic();
+        if (d->tick)
+                sd_event_source_set_time(d->tick, d->next_tick);
+        r = sd_event_add_time_relative(sd_event_source_get_event(s), &d->zygote_grace,
+                                       CLOCK_MONOTONIC, d->opts.zygote_grace, USEC_PER_MSEC,
+                                       on_zygote_grace, d);
+        if (r < 0)
+                return sd_event_exit(sd_event_source_get_event(s), EXIT_ZYGOTE_LOST);
+        return 0;
+}
+
+int daemon_listen_fds(struct daemon *d, int **fds, size_t *n)
+{
+        int k = sd_listen_fds(1);
+
+        if (k < 0)
+                return log_errno(LOG_LEVEL_ERROR, k, "cannot take systemd's sockets", NULL);
+        if (k > 0 || d->opts.systemd_socket) {
+                if (k == 0) {
+                        log_error("--web.systemd-socket given but systemd passed no socket");
+                        return -EBADF;
+                }
+                for (int i = 0; i < k; i++) {
+                        int fd = SD_LISTEN_FDS_START + i;
+                        if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+                                log_error("systemd passed a file that is not a listening stream "
+                                          "socket");
+                                return -EBADF;
+                        }
+                        *fds = xrealloc(*fds, (*n + 1) * sizeof(int));
+                        (*fds)[(*n)++] = fd;
+                }
+                return 0;
+        }
+        for (size_t i = 0; i < d->opts.n_listen; i++) {
+                const char *why;
+                int r = listen_open(d->opts.listen[i], fds, n, &why);
+                if (r < 0) {
+                        log_error("cannot listen", "flag", "web.listen-address", "address",
+                                  d->opts.listen[i], "reason", why);
+                        return r;
+                }
+        }
+        return 0;
+}
+
+int daemon_run_once(struct daemon *d)
+{
+        struct snapshot *snap;
+
+        /* The probers start first and measure while SMART reads every device. */
+        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+                struct collector *c = d->round.c[i];
+                int r = c && c->ops->begin_once ? c->ops->begin_once(c) : 0;
+                if (r < 0)
+                        log_errno(LOG_LEVEL_ERROR, r, "cannot start a collector's thread",
+                                  "collector", collector_defs[i].name, NULL);
+        }
+        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+                struct collector *c = d->round.c[i];
+                int r = c && c->ops->settle ? c->ops->settle(c) : 0;
+                if (r < 0)
+                        log_errno(LOG_LEVEL_ERROR, r, "cannot measure once", "collector",
+                                  collector_defs[i].name, NULL);
+        }
+        snap = round_run(&d->round, now_realtime());
+        struct mset *const *sets;
+        size_t n = snapshot_sets(snap, &sets);
+        int r = expo_write_text(stdout, sets, n);
+
+        if (fflush(stdout) != 0 && r == 0)
+                r = -EIO;
+        snapshot_unref(snap);
+        if (r < 0)
+                return log_errno(LOG_LEVEL_ERROR, r, "cannot write the metrics", NULL);
+        return 0;
+}
+
+int daemon_run(struct daemon *d)
+{
+        int *fds = d->listen_fds;
+        size_t nfds = d->n_listen_fds;
+        int r, err = 0;
+        _cleanup_free_ struct cidr *allow = NULL;
+        struct http_config hc = {
+            .health_stale = 2 * d->opts.ds_interval + 10 * USEC_PER_SEC,
+            .version = DISKPULSE_VERSION,
+            .revision = DISKPULSE_REVISION,
+        };
+
+        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+                daemon_collector_start(d, i);
+
+        r = sd_event_default(&d->event);
+        if (r < 0)
+                return log_errno(LOG_LEVEL_ERROR, r, "cannot create the event loop", NULL);
+        if ((r = sd_event_add_signal(d->event, NULL, SIGTERM, on_signal, d)) < 0 ||
+            (r = sd_event_add_signal(d->event, NULL, SIGINT, on_signal, d)) < 0 ||
+            (r = sd_event_add_signal(d->event, NULL, SIGHUP, on_signal, d)) < 0)
+                return log_errno(LOG_LEVEL_ERROR, r, "cannot watch signals", NULL);
+        if ((r = watchdog_start(d->event)) < 0)
+                log_errno(LOG_LEVEL_WARN, r, "cannot arm the watchdog pings", NULL);
+        if (d->io && privsep_zygote_lost_fd(d->io) >= 0) {
+                r = sd_event_add_io(d->event, &d->zygote_lost, privsep_zygote_lost_fd(d->io),
+                                    EPOLLIN, on_zygote_lost, d);
+                if (r < 0)
+                        log_errno(LOG_LEVEL_WARN, r, "cannot watch the zygote", NULL);
+        }
+
+        if (d->devsrc->ops->monitor_fd(d->devsrc) >= 0) {
+                r = sd_event_add_io(d->event, &d->monitor, d->devsrc->ops->monitor_fd(d->devsrc),
+                                    EPOLLIN, on_monitor, d);
+                if (r < 0)
+                        log_errno(LOG_LEVEL_WARN, r, "no hotplug events; rescanning each interval",
+                                  NULL);
+        }
+
+        /* The first round runs before serving, so no scrape ever sees an empty page. */
+        publisher_publish(d->pub, round_run(&d->round, now_realtime()));
+        publisher_beat(d->pub, now_monotonic());
+        d->next_tick = now_monotonic() + d->opts.ds_interval;
+        r = sd_event_add_time(d->event, &d->tick, CLOCK_MONOTONIC, d->next_tick, USEC_PER_MSEC,
+                              on_tick, d);
+        if (r < 0)
+                return log_errno(LOG_LEVEL_ERROR, r, "cannot arm the sampling timer", NULL);
+        sd_event_source_set_enabled(d->tick, SD_EVENT_ON);
+
+        allow = daemon_http_limits(&d->opts, &hc.limits);
+        d->http = http_server_new(fds, nfds, &hc, d->pub, &err);
+        d->n_listen_fds = 0; /* the server owns them now, closed or not */
+        if (!d->http)
+                return log_errno(LOG_LEVEL_ERROR, err, "cannot start the HTTP server", NULL);
+        for (size_t i = 0; i < nfds; i++) {
+                char where[80];
+                log_info("listening", "address", listen_describe(fds[i], where, sizeof where));
+        }
+        sd_notify(0, "READY=1");
+        daemon_notify_status(d);
+        log_info("diskpulse started", "version", DISKPULSE_VERSION);
+
+        r = sd_event_loop(d->event);
+        d->http = http_server_free(d->http);
+        if (r < 0)
+                return log_errno(LOG_LEVEL_ERROR, r, "event loop failed", NULL);
+        return r; /* 0, or EXIT_ZYGOTE_LOST */
+}
+
+/* Forks the privileged helper, which keeps only the capabilities device commands need, and
+ * drops every capability of this process, the one that parses HTTP. Before any thread. */
+int daemon_start_helper(struct daemon *d)
+{
+        struct privsep_config pc = {.dev_dir = d->opts.dev};
+        int r = privsep_start(&pc, &d->io);
+
+        if (r < 0) {
+                /* Without a helper there is no SMART, but the rest still works, unprivileged. */
+                log_errno(LOG_LEVEL_ERROR, r, "cannot start the privileged helper; no SMART data",
+                          NULL);
+                d->io = NULL;
+                r = privsep_drop_all();
+                if (r < 0)
+                        return log_errno(LOG_LEVEL_ERROR, r, "cannot drop privileges", NULL);
+        }
+        return 0;
+}
+
+int daemon_load_web_config(struct daemon *d)
+{
+        struct websec *web = NULL;
+        char err[512];
+        int r = websec_load(d->opts.web_config_file, &web, err, sizeof err);
+
+        if (r < 0) {
+                /* as a bad flag or config line: on stderr, exit status 2 */
+                fprintf(stderr, "diskpulse: %s\n", err);
+                return r;
+        }
+        websec_install(web);
+        return 0;
+}
+
+void daemon_done(struct daemon *d)
+{
+        d->http = http_server_free(d->http);
+        /* A SMART read may be waiting on a hung device: wake it, so shutdown takes no longer
+         * than a second. */
+        if (d->io && d->io->ops->cancel)
+                d->io->ops->cancel(d->io);
+        /* Every collector, its threads stopped (a canary probe blocked in the kernel is
+         * abandoned after a few hundred ms). */
+        round_free(&d->round);
+        if (d->state_fd >= 0)
+                close(d->state_fd);
+        /* the zygote's eventfd belongs to io */
+        d->zygote_lost = sd_event_source_unref(d->zygote_lost);
+        d->zygote_grace = sd_event_source_unref(d->zygote_grace);
+        if (d->io)
+                d->io->ops->free(d->io);
+        d->io = NULL;
+        for (size_t i = 0; i < d->n_listen_fds; i++)
+                close(d->listen_fds[i]);
+        free(d->listen_fds);
+        d->tick = sd_event_source_unref(d->tick);
+        d->monitor = sd_event_source_unref(d->monitor);
+        d->event = sd_event_unref(d->event);
+        d->devsrc = devsrc_free(d->devsrc);
+        d->pub = publisher_free(d->pub);
+        d->filter = namefilter_free(d->filter);
+        if (d->procfs_fd >= 0)
+                close(d->procfs_fd);
+        if (d->sysfs_fd >= 0)
+                close(d->sysfs_fd);
+        if (d->udev_fd >= 0)
+                close(d->udev_fd);
+        options_free(&d->opts);
+}

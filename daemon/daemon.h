@@ -1,0 +1,98 @@
+/* The daemon's state and the functions of its files (daemon.c: lifecycle and the event loop;
+ * settings.c: the options as each collector's settings; reload.c: SIGHUP; cli.c: what runs
+ * before anything starts). Only daemon/ includes it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <systemd/sd-event.h>
+
+#include "connguard.h"
+#include "devices.h"
+#include "devio.h"
+#include "options.h"
+#include "round.h"
+
+#ifndef DISKPULSE_VERSION
+#define DISKPULSE_VERSION "0.0.0"
+#endif
+#ifndef DISKPULSE_REVISION
+#define DISKPULSE_REVISION "unknown"
+#endif
+
+/* Exit status when the zygote is lost (EX_TEMPFAIL): the unit's Restart=on-failure starts a new
+ * daemon, with a new zygote; diskpulse.socket keeps the listening socket meanwhile. */
+#define EXIT_ZYGOTE_LOST 75
+
+/* The disk identity of the canary's baselines, asked from its prober threads: udev's record and
+ * sysfs, read through duplicated descriptors and no other state, so it is thread-safe and
+ * touches no device. It lives as long as the daemon object, which lives as long as the process
+ * (main()'s is static): a prober thread abandoned in a hung fdatasync() may still ask after the
+ * canary is freed. */
+struct diskid_src {
+        int sysfs_fd, udev_fd;
+};
+
+struct daemon {
+        struct dp_options opts;
+        int argc;
+        char **argv;
+        int procfs_fd, sysfs_fd, udev_fd;
+        struct namefilter *filter; /* the device name filters */
+        struct devsrc *devsrc;
+        struct devio *io;   /* the privileged helper */
+        struct round round; /* every collector, by registry id */
+        struct diskid_src diskid;
+        int state_fd; /* the state directory, -1 when it cannot be opened */
+        int *listen_fds;
+        size_t n_listen_fds;
+        struct publisher *pub;
+        struct http_server *http;
+        sd_event *event;
+        sd_event_source *tick, *monitor;
+        sd_event_source *zygote_lost, *zygote_grace; /* the zygote's loss, the exit after it */
+        usec_t start_time;
+        usec_t next_tick;
+};
+
+/* daemon.c */
+/* A daemon object before anything is open. */
+void daemon_init(struct daemon *d, int argc, char **argv);
+/* The systemd status line (devices monitored). */
+void daemon_notify_status(struct daemon *d);
+/* A daemon that never select()s can use every descriptor the hard limit allows. */
+void daemon_raise_fd_limit(void);
+/* The steps of main(): each returns 0 or -errno (logged), run_* the exit status. */
+int daemon_listen_fds(struct daemon *d, int **fds, size_t *n);
+int daemon_start_helper(struct daemon *d);
+int daemon_open_roots(struct daemon *d, const struct dp_options *o);
+int daemon_load_web_config(struct daemon *d);
+void daemon_setup_collectors(struct daemon *d);
+int daemon_run_once(struct daemon *d);
+int daemon_run(struct daemon *d);
+void daemon_done(struct daemon *d);
+
+/* settings.c */
+/* The HTTP limits of the options, the connection limit within what the open-file limit allows.
+ * Returns the allow-list for lim->allow (the caller frees it). */
+struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_config *lim);
+/* Each registered collector as the options say: made (and started when start_new), given its
+ * new settings, or freed when turned off. */
+void daemon_collectors_apply(struct daemon *d, bool start_new);
+/* Starts collector id's threads; a failure is logged. */
+void daemon_collector_start(struct daemon *d, size_t id);
+/* The registry's setup functions: the options as the collector's settings, a new collector
+ * when cur is NULL, else cur reconfigured; NULL when it cannot run now (cur is freed). */
+struct collector *daemon_setup_diskstats(struct daemon *d, struct collector *cur);
+struct collector *daemon_setup_smart(struct daemon *d, struct collector *cur);
+struct collector *daemon_setup_canary(struct daemon *d, struct collector *cur);
+
+/* reload.c: SIGHUP: read flags and config again; apply what can change while running. */
+void daemon_reload(struct daemon *d);
+
+/* cli.c */
+/* Flags and config file into *o, checked; what --help, --version and --check-config print.
+ * Returns -1 to go on, else the exit status. */
+int daemon_front(void *ud, struct dp_options *o);
+/* After a start with capabilities: flags and file read again by this process. 0 or -ESTALE. */
+int daemon_reparse(struct daemon *d);

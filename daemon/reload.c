@@ -1,0 +1,52 @@
+/* SIGHUP: the flags and the config file read again, and what may change applied while running:
+ * the options, the log, the HTTP limits, every collector (daemon_collectors_apply()), the web config. */
+#include "daemon.h"
+#include "http.h"
+#include "log.h"
+#include "websec.h"
+
+/* SIGHUP: read flags and config again; apply what can change while running. */
+void daemon_reload(struct daemon *d)
+{
+        struct dp_options n;
+        char err[512];
+        struct namefilter *filter = NULL;
+        struct websec *web = NULL;
+
+        if (options_parse(d->argc, d->argv, &n, err, sizeof err) < 0) {
+                log_error("reload failed, keeping the running configuration", "reason", err);
+                return;
+        }
+        if (options_device_filter(&n, &filter, err, sizeof err) < 0) {
+                log_error("reload failed: bad device filter, keeping the running configuration",
+                          "reason", err);
+                options_free(&n);
+                return;
+        }
+        if (websec_load(n.web_config_file, &web, err, sizeof err) < 0) {
+                log_error("reload failed, keeping the running configuration", "reason", err);
+                namefilter_free(filter);
+                options_free(&n);
+                return;
+        }
+        /* the option table says what a reload applies */
+        if (options_reload(&d->opts, &n, NULL) > 0)
+                log_warn("listen addresses and paths change only on restart");
+
+        namefilter_free(d->filter);
+        d->filter = filter;
+        log_setup(n.log_level, n.log_format);
+        if (d->http) {
+                struct connguard_config lim;
+                _cleanup_free_ struct cidr *allow = daemon_http_limits(&n, &lim);
+                http_server_reconfigure(d->http, &lim);
+        }
+
+        daemon_collectors_apply(d, true);
+        websec_install(web);
+        options_free(&n);
+        d->next_tick = now_monotonic();
+        if (d->tick)
+                sd_event_source_set_time(d->tick, d->next_tick);
+        log_info("configuration reloaded");
+}
