@@ -140,7 +140,7 @@ static bool version_is(const struct element *el, const char *want)
         return el->ver_len == strlen(want) && strncmp(el->ver, want, el->ver_len) == 0;
 }
 
-bool accept_gzip(const char *value)
+bool encoding_accept_gzip(const char *value)
 {
         int gzip_q = -1, star_q = -1;
         struct element el;
@@ -197,7 +197,7 @@ int encoding_gzip_compress(const void *in, size_t len, int level, void **ret, si
         return 0;
 }
 
-bool accept_openmetrics(const char *value)
+bool encoding_accept_openmetrics(const char *value)
 {
         int om_q = -1, text_q = -1;
         struct element el;

@@ -12,13 +12,13 @@
  * "x-gzip" with a qvalue above 0, or, when neither is named, "*" with a qvalue above 0. Codings
  * and parameter names compare case-insensitively; a malformed element or qvalue is ignored (it
  * accepts nothing); "gzip;q=0" refuses gzip even when "*" would allow it. Pure, any thread. */
-bool accept_gzip(const char *value);
+bool encoding_accept_gzip(const char *value);
 
 /* Whether the Accept value (NUL-terminated; NULL = no header) asks for OpenMetrics rather than
  * the text format: "application/openmetrics-text" (version absent, 1.0.0 or 0.0.1) with a
  * qvalue above 0 and at least that of "text/plain", "text" with any subtype and any type. Read up to
  * ACCEPT_ENCODING_MAX bytes. Pure, any thread. */
-bool accept_openmetrics(const char *value);
+bool encoding_accept_openmetrics(const char *value);
 
 /* Compresses len bytes of in into a malloc'd gzip member (*ret, *ret_len; the caller frees).
  * level: zlib's 1 (fastest) to 9. Returns 0, -EINVAL for a bad level or a length zlib cannot

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "encoding.h"
+#include "escape.h"
 #include "expo.h"
 #include "framing.h"
 #include "log.h"
@@ -86,9 +87,9 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
         const char *accept =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-        bool gz = accept_gzip(ae);
+        bool gz = encoding_accept_gzip(ae);
         enum expo_format fmt =
-            accept_openmetrics(accept) ? EXPO_FORMAT_OPENMETRICS : EXPO_FORMAT_TEXT;
+            encoding_accept_openmetrics(accept) ? EXPO_FORMAT_OPENMETRICS : EXPO_FORMAT_TEXT;
         struct MHD_Response *resp;
         struct page_stream *ps;
         const void *body;
@@ -133,26 +134,15 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
         return r;
 }
 
+/* s as HTML text (lib's escaper), written to f. */
 static void html_escape(FILE *f, const char *s)
 {
-        for (; *s; s++) {
-                switch (*s) {
-                case '<':
-                        fputs("&lt;", f);
-                        break;
-                case '>':
-                        fputs("&gt;", f);
-                        break;
-                case '&':
-                        fputs("&amp;", f);
-                        break;
-                case '"':
-                        fputs("&quot;", f);
-                        break;
-                default:
-                        fputc(*s, f);
-                }
-        }
+        size_t n = escape_html(s, NULL);
+        char small[256], *buf = n < sizeof small ? small : xmalloc(n + 1);
+
+        fwrite(buf, 1, escape_html(s, buf), f);
+        if (buf != small)
+                free(buf);
 }
 
 /* One table of the status summary: its heading, rows and the count of rows left out. */

@@ -20,7 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         v[size] = 0;
         for (size_t i = 0; i <= size; i++)
                 up[i] = (char)toupper((unsigned char)v[i]);
-        if (accept_gzip(v) != accept_gzip(up) || accept_openmetrics(v) != accept_openmetrics(up))
+        if (encoding_accept_gzip(v) != encoding_accept_gzip(up) ||
+            encoding_accept_openmetrics(v) != encoding_accept_openmetrics(up))
                 abort();
 
         if (encoding_gzip_compress(data, size, 1, &gz, &gz_len) != 0)

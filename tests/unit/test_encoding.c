@@ -55,8 +55,8 @@ static void test_accept(void **state)
         (void)state;
 
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-                if (accept_gzip(cases[i].value) != cases[i].gzip)
-                        fail_msg("accept_gzip(\"%s\") != %d",
+                if (encoding_accept_gzip(cases[i].value) != cases[i].gzip)
+                        fail_msg("encoding_accept_gzip(\"%s\") != %d",
                                  cases[i].value ? cases[i].value : "(null)", cases[i].gzip);
 }
 
@@ -93,8 +93,8 @@ static void test_accept_openmetrics(void **state)
         (void)state;
 
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-                if (accept_openmetrics(cases[i].value) != cases[i].om)
-                        fail_msg("accept_openmetrics(\"%s\") != %d",
+                if (encoding_accept_openmetrics(cases[i].value) != cases[i].om)
+                        fail_msg("encoding_accept_openmetrics(\"%s\") != %d",
                                  cases[i].value ? cases[i].value : "(null)", cases[i].om);
 }
 
@@ -108,9 +108,9 @@ static void test_accept_long(void **state)
         memset(v, ' ', n);
         memcpy(v + n - 4, "gzip", 4);
         v[n] = 0;
-        assert_false(accept_gzip(v));
+        assert_false(encoding_accept_gzip(v));
         memcpy(v, "gzip,", 5);
-        assert_true(accept_gzip(v));
+        assert_true(encoding_accept_gzip(v));
         free(v);
 }
 
