@@ -307,12 +307,7 @@ def unprivileged(flags):
             check_zygote(zygote, proc.pid, 0)
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            dp.end_process(proc)
         log.close()
 
 
