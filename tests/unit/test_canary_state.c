@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "tmptree.h"
 #include "canary.h"
 #include "fake_clock.h"
 #include "canary_reset.h"
@@ -213,11 +214,8 @@ static void sdir_new(struct sdir *d, const char *base)
 
 static void sdir_free(struct sdir *d)
 {
-        char cmd[300];
-
         close(d->fd);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->path);
-        assert_int_equal(system(cmd), 0);
+        assert_int_equal(test_remove_tree(d->path), 0);
 }
 
 static void put_file(int dfd, const char *name, const char *text, mode_t mode)
