@@ -22,6 +22,7 @@
 #include "canary_stats.h"
 #include "expo.h"
 #include "metrics.h"
+#include "render.h"
 #include "statefile.h"
 
 struct fake {
@@ -225,13 +226,9 @@ static void set_limit(unsigned limit)
 static char *render(struct canary *c)
 {
         struct mset *set = mset_new();
-        char *buf;
-        size_t len;
 
         canary_export(c, set);
-        assert_int_equal(expo_render_text(&set, 1, &buf, &len), 0);
-        mset_free(set);
-        return buf;
+        return test_render_set(set);
 }
 
 static void assert_line(const char *text, const char *line)

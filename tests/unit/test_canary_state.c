@@ -30,6 +30,7 @@
 #include "canary_stats.h"
 #include "expo.h"
 #include "metrics.h"
+#include "render.h"
 #include "statefile.h"
 
 /* ---- fakes: 1 ms probes, a clock advanced by each sleep, the disk "sda" with id fk.id ---- */
@@ -164,13 +165,9 @@ static void finish(struct canary *c)
 static char *render(struct canary *c)
 {
         struct mset *set = mset_new();
-        char *buf;
-        size_t len;
 
         canary_export(c, set);
-        assert_int_equal(expo_render_text(&set, 1, &buf, &len), 0);
-        mset_free(set);
-        return buf;
+        return test_render_set(set);
 }
 
 static void assert_has(const char *text, const char *s, bool want)

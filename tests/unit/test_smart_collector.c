@@ -21,6 +21,7 @@
 #include "expo.h"
 #include "fsroot.h"
 #include "metrics.h"
+#include "render.h"
 #include "privsep.h"
 #include "smart.h"
 #include "smart_read.h"
@@ -226,13 +227,9 @@ static void sysfs_teardown(int fd)
 static char *render(struct smart *s)
 {
         struct mset *m = mset_new();
-        char *text;
-        size_t len;
 
         smart_export(s, m);
-        assert_int_equal(expo_render_text(&m, 1, &text, &len), 0);
-        mset_free(m);
-        return text;
+        return test_render_set(m);
 }
 
 static void assert_has(const char *text, const char *line)
