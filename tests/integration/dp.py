@@ -134,6 +134,19 @@ def end_process(proc, sig=signal.SIGTERM, timeout=10):
         return proc.wait()
 
 
+def ioping(path, interval, count):
+    """Runs ioping -W (4 KiB writes) on path count times, interval apart (ioping's -i, a string);
+    returns (the latencies in seconds, warm-up excluded; ioping's output)."""
+    out = subprocess.run(["ioping", "-W", "-s", "4k", "-c", str(count + 1), "-i", interval, path],
+                         check=True, capture_output=True, text=True).stdout
+    v = []
+    for line in out.splitlines():
+        m = re.search(r"request=\d+ time=([\d.]+) (us|ms|s)\b", line)
+        if m and "warmup" not in line:
+            v.append(float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)])
+    return v, out
+
+
 def loop_test_binary(script, what):
     """The daemon binary named on the command line of script, a test that makes loop devices
     (what says which); exits with its usage when there is none, skips unless root and the loop
