@@ -129,15 +129,19 @@ static struct canary_target_config *canary_config_from(struct daemon *d, const s
         return t;
 }
 
+/* cur given its new settings, for a collector whose reconfigure cannot fail (returns 0). */
+static struct collector *reconfigured(struct collector *cur, const void *settings)
+{
+        (void)cur->ops->reconfigure(cur, settings);
+        return cur;
+}
+
 struct collector *daemon_setup_diskstats(struct daemon *d, struct collector *cur)
 {
         struct diskstats_settings s = {.procfs = d->opts.procfs};
 
         diskstats_config_from(d, &s.cfg);
-        if (!cur)
-                return diskstats_collector_new(&s);
-        (void)cur->ops->reconfigure(cur, &s);
-        return cur;
+        return cur ? reconfigured(cur, &s) : diskstats_collector_new(&s);
 }
 
 /* SMART runs only with the helper. */
@@ -148,10 +152,7 @@ struct collector *daemon_setup_smart(struct daemon *d, struct collector *cur)
         if (!d->io)
                 return collector_free(cur);
         smart_config_from(d, &s.cfg);
-        if (!cur)
-                return smart_collector_new(&s);
-        (void)cur->ops->reconfigure(cur, &s);
-        return cur;
+        return cur ? reconfigured(cur, &s) : smart_collector_new(&s);
 }
 
 struct collector *daemon_setup_canary(struct daemon *d, struct collector *cur)

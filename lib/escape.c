@@ -16,7 +16,10 @@ static size_t put(char *out, size_t o, const char *r, size_t n)
         return o + n;
 }
 
-size_t escape_json(const char *s, char *out)
+/* The escaping JSON strings and logfmt values share: '"' and '\\' behind a backslash, a newline as
+ * "\\n", another control byte as a backslash, ctl (JSON's "u00", logfmt's "x") and its two hex
+ * digits, the rest as it is. Returns the length written (only counted when out is NULL). */
+static size_t escape_backslashed(const char *s, char *out, const char *ctl)
 {
         size_t o = 0;
 
@@ -27,13 +30,20 @@ size_t escape_json(const char *s, char *out)
                 } else if (*p == '\n') {
                         o = put(out, o, "\\n", 2);
                 } else if (*p < 0x20) {
-                        char e[6] = {'\\', 'u', '0', '0', hex_digits[*p >> 4], hex_digits[*p & 15]};
-                        o = put(out, o, e, 6);
+                        char d[2] = {hex_digits[*p >> 4], hex_digits[*p & 15]};
+                        o = put(out, o, "\\", 1);
+                        o = put(out, o, ctl, strlen(ctl));
+                        o = put(out, o, d, 2);
                 } else {
                         o = put(out, o, (const char *)p, 1);
                 }
         }
         return o;
+}
+
+size_t escape_json(const char *s, char *out)
+{
+        return escape_backslashed(s, out, "u00");
 }
 
 bool escape_logfmt_needs_quotes(const char *s)
@@ -48,22 +58,7 @@ bool escape_logfmt_needs_quotes(const char *s)
 
 size_t escape_logfmt(const char *s, char *out)
 {
-        size_t o = 0;
-
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-                if (*p == '"' || *p == '\\') {
-                        char e[2] = {'\\', (char)*p};
-                        o = put(out, o, e, 2);
-                } else if (*p == '\n') {
-                        o = put(out, o, "\\n", 2);
-                } else if (*p < 0x20) {
-                        char e[4] = {'\\', 'x', hex_digits[*p >> 4], hex_digits[*p & 15]};
-                        o = put(out, o, e, 4);
-                } else {
-                        o = put(out, o, (const char *)p, 1);
-                }
-        }
-        return o;
+        return escape_backslashed(s, out, "x");
 }
 
 size_t escape_html(const char *s, char *out)

@@ -178,6 +178,27 @@ int statefile_write_atomic(int dirfd, const char *name, const void *data, size_t
         return statefile_write_atomic_flags(dirfd, name, data, len, 0);
 }
 
+/* Opens name below dirfd for reading, not through a link, and fills ret_st: returns the fd, or
+ * -errno (-EINVAL when it is not a regular file). */
+static int open_regular(int dirfd, const char *name, struct stat *ret_st)
+{
+        int fd, r = 0;
+
+        /* O_NONBLOCK: opening a FIFO put there must not hang; regular files ignore it. */
+        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, ret_st) < 0)
+                r = -errno;
+        else if (!S_ISREG(ret_st->st_mode))
+                r = -EINVAL;
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
 int statefile_read(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len)
 {
         _cleanup_close_ int fd = -1;
@@ -187,14 +208,9 @@ int statefile_read(int dirfd, const char *name, size_t max, char **ret, size_t *
                 return -EINVAL;
         if (max > SIZE_MAX / 4)
                 max = SIZE_MAX / 4; /* room for the arithmetic below */
-        /* O_NONBLOCK: opening a FIFO put there must not hang; regular files ignore it. */
-        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        fd = open_regular(dirfd, name, &st);
         if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
+                return fd;
         if ((uint64_t)st.st_size > max)
                 return -EFBIG;
         return read_fd_all(fd, max, ret, ret_len);
@@ -239,13 +255,9 @@ int statefile_restrict_mode(int dirfd, const char *name)
 
         if (!name_valid(name))
                 return -EINVAL;
-        fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+        fd = open_regular(dirfd, name, &st);
         if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
+                return fd;
         if ((st.st_mode & 07777) == STATEFILE_MODE)
                 return 0;
         return fchmod(fd, STATEFILE_MODE) < 0 ? -errno : 1;

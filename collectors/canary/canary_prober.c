@@ -40,6 +40,18 @@ static void count_error(struct ctarget *t, int err)
         t->errs[i].n++;
 }
 
+/* A failure to reach the target's directory or file: counted under the target's lock and logged
+ * (once per reason, canary_target_log_error). Prober thread. */
+static void target_failed(struct ctarget *t, const char *msg, int err)
+{
+        struct canary *c = t->c;
+
+        pthread_mutex_lock(&t->lock);
+        count_error(t, err);
+        pthread_mutex_unlock(&t->lock);
+        canary_target_log_error(t, msg, err, c->ops.now(c->ops.ud));
+}
+
 /* Which device backs the path; logs a failure once per reason. Prober thread. */
 static bool resolve(struct ctarget *t, struct canary_backing *b)
 {
@@ -226,11 +238,7 @@ static void *prober(void *arg)
                                 log_info("canary directory replaced or remounted; reopening",
                                          "path", t->path);
                         } else if (r < 0) {
-                                pthread_mutex_lock(&t->lock);
-                                count_error(t, -r);
-                                pthread_mutex_unlock(&t->lock);
-                                canary_target_log_error(t, "canary directory is gone", -r,
-                                                        c->ops.now(c->ops.ud));
+                                target_failed(t, "canary directory is gone", -r);
                                 goto next;
                         }
                 }
@@ -244,11 +252,7 @@ static void *prober(void *arg)
                         pthread_mutex_unlock(&c->lock);
                         r = c->ops.open(c->ops.ud, t->path, t->mode, size, &f);
                         if (r < 0) {
-                                pthread_mutex_lock(&t->lock);
-                                count_error(t, -r);
-                                pthread_mutex_unlock(&t->lock);
-                                canary_target_log_error(t, "cannot open the canary file", -r,
-                                                        c->ops.now(c->ops.ud));
+                                target_failed(t, "cannot open the canary file", -r);
                                 goto next;
                         }
                         is_open = true;

@@ -31,6 +31,19 @@ static int check_name(const char *s, size_t len)
         return 0;
 }
 
+/* Copies the len bytes at s, checked by check_name(), as a string into ret_name (at least
+ * CANARY_NAME_MAX bytes); returns 0 or check_name()'s error, ret_name untouched then. */
+static int copy_name(const char *s, size_t len, char *ret_name)
+{
+        int r = check_name(s, len);
+
+        if (r < 0)
+                return r;
+        memcpy(ret_name, s, len);
+        ret_name[len] = 0;
+        return 0;
+}
+
 /* Parses "MAJ:MIN" as in <sysfs>/block/NAME/dev. */
 static int parse_devnum(const char *s, unsigned *ret_major, unsigned *ret_minor)
 {
@@ -62,8 +75,6 @@ static int link_to_disk(int sysfs_fd, const char *path, char ret_name[static CAN
         const char *last, *parent, *end;
         struct stat st;
         ssize_t n;
-        size_t len;
-        int r;
 
         n = readlinkat(sysfs_fd, path, target, sizeof(target));
         if (n < 0)
@@ -81,13 +92,7 @@ static int link_to_disk(int sysfs_fd, const char *path, char ret_name[static CAN
         if (fstatat(sysfs_fd, attr, &st, 0) < 0) {
                 if (errno != ENOENT)
                         return -errno;
-                len = (size_t)(end - last);
-                r = check_name(last, len);
-                if (r < 0)
-                        return r;
-                memcpy(ret_name, last, len);
-                ret_name[len] = 0;
-                return 0;
+                return copy_name(last, (size_t)(end - last), ret_name);
         }
         /* A partition: its disk is the parent directory, .../block/DISK/PART. */
         if (last == target)
@@ -96,13 +101,7 @@ static int link_to_disk(int sysfs_fd, const char *path, char ret_name[static CAN
         parent = end;
         while (parent > target && parent[-1] != '/')
                 parent--;
-        len = (size_t)(end - parent);
-        r = check_name(parent, len);
-        if (r < 0)
-                return r;
-        memcpy(ret_name, parent, len);
-        ret_name[len] = 0;
-        return 0;
+        return copy_name(parent, (size_t)(end - parent), ret_name);
 }
 
 static int read_devnum(int sysfs_fd, const char *disk, unsigned *ret_major, unsigned *ret_minor)

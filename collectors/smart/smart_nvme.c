@@ -49,6 +49,17 @@ int nvme_kelvin_to_celsius(uint16_t k)
         return (int)k - 273;
 }
 
+/* Whether buf (len bytes) holds a page of size bytes to parse into ret: -EINVAL without buf or
+ * ret or when short, -ENODATA when the page is all zeros (nothing reported), otherwise 0. */
+static int check_page(const uint8_t *buf, size_t len, const void *ret, size_t size)
+{
+        if (!buf || !ret || len < size)
+                return -EINVAL;
+        if (all_zero(buf, size))
+                return -ENODATA;
+        return 0;
+}
+
 double nvme_data_units_to_bytes(struct u128 units)
 {
         return nvme_u128_to_double(units) * 512000.0;
@@ -58,11 +69,10 @@ int nvme_parse_identify_ctrl(const uint8_t *buf, size_t len, struct nvme_identit
 {
         static const char hex[] = "0123456789abcdef";
         struct nvme_identity id;
+        int r = check_page(buf, len, ret, NVME_IDENTIFY_CTRL_SIZE);
 
-        if (!buf || !ret || len < NVME_IDENTIFY_CTRL_SIZE)
-                return -EINVAL;
-        if (all_zero(buf, NVME_IDENTIFY_CTRL_SIZE))
-                return -ENODATA;
+        if (r < 0)
+                return r;
 
         memset(&id, 0, sizeof(id));
         id.vendor_id = le16(buf + 0);
@@ -92,11 +102,10 @@ int nvme_parse_identify_ctrl(const uint8_t *buf, size_t len, struct nvme_identit
 int nvme_parse_smart_log(const uint8_t *buf, size_t len, struct nvme_health *ret)
 {
         struct nvme_health h;
+        int r = check_page(buf, len, ret, NVME_SMART_LOG_SIZE);
 
-        if (!buf || !ret || len < NVME_SMART_LOG_SIZE)
-                return -EINVAL;
-        if (all_zero(buf, NVME_SMART_LOG_SIZE))
-                return -ENODATA;
+        if (r < 0)
+                return r;
 
         memset(&h, 0, sizeof(h));
         h.critical_warning = buf[0];

@@ -101,13 +101,7 @@ def canary_phase(fs, name, seconds, *args):
 
 
 def ioping(path, interval, count):
-    out = subprocess.run(["ioping", "-W", "-s", "4k", "-c", str(count + 1), "-i", interval, path],
-                         check=True, capture_output=True, text=True).stdout
-    v = []
-    for line in out.splitlines():
-        m = re.search(r"request=\d+ time=([\d.]+) (us|ms|s)\b", line)
-        if m and "warmup" not in line:
-            v.append(float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)])
+    v, _ = dp.ioping(path, interval, count)
     print("  ioping -W -i %-4s %4d requests              median %.3f ms, mean %.3f ms" %
           (interval, len(v), statistics.median(v) * 1e3, statistics.mean(v) * 1e3))
     return statistics.median(v)

@@ -5,32 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "smart_ata.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void check_string(const char *s, size_t size)
-{
-        size_t n = strnlen(s, size);
-
-        if (n >= size)
-                abort();
-        for (size_t i = 0; i < n; i++)
-                if (s[i] < ' ' || s[i] > '~')
-                        abort();
-        if (n && (s[0] == ' ' || s[n - 1] == ' '))
-                abort();
-}
 
 /* A 512-byte exact-size copy of data (zero-padded), with a valid checksum in byte 511 when
  * fix is set, so that mutated pages get past the checksum. */
 static uint8_t *sector(const uint8_t *data, size_t size, bool fix)
 {
-        uint8_t *b = calloc(1, ATA_SECTOR_SIZE);
+        uint8_t *b = fuzz_copy(data, size, ATA_SECTOR_SIZE);
 
-        if (!b)
-                abort();
-        memcpy(b, data, size < ATA_SECTOR_SIZE ? size : ATA_SECTOR_SIZE);
         if (fix) {
                 uint8_t sum = 0;
                 for (size_t i = 0; i < ATA_SECTOR_SIZE - 1; i++)
@@ -45,16 +30,11 @@ static void check_identify(const uint8_t *buf, size_t len)
         struct ata_identity id;
         int r = ata_parse_identify(buf, len, &id);
 
-        if (r == -EINVAL || r == -ENODATA || r == -EBADMSG) {
-                if (r == -EINVAL && len >= ATA_SECTOR_SIZE)
-                        abort();
+        if (!fuzz_parsed(r, len, ATA_SECTOR_SIZE, true))
                 return;
-        }
-        if (r != 0)
-                abort();
-        check_string(id.serial, sizeof(id.serial));
-        check_string(id.firmware, sizeof(id.firmware));
-        check_string(id.model, sizeof(id.model));
+        fuzz_check_string(id.serial, sizeof(id.serial));
+        fuzz_check_string(id.firmware, sizeof(id.firmware));
+        fuzz_check_string(id.model, sizeof(id.model));
         if (id.wwn[0] &&
             (strlen(id.wwn) != 16 || id.wwn[0] != '5' || strspn(id.wwn, "0123456789abcdef") != 16))
                 abort();
@@ -156,10 +136,7 @@ static void check_sense_as(const uint8_t *data, size_t size, uint8_t code)
 
         if (size == 0)
                 return;
-        b = malloc(size);
-        if (!b)
-                abort();
-        memcpy(b, data, size);
+        b = fuzz_copy(data, size, size);
         b[0] = code;
         check_sense(b, size);
         free(b);

@@ -6,23 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "smart_nvme.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* A NUL-terminated string within size with only ' '..'~' and no space at either end. */
-static void check_string(const char *s, size_t size)
-{
-        size_t n = strnlen(s, size);
-
-        if (n >= size)
-                abort();
-        for (size_t i = 0; i < n; i++)
-                if (s[i] < ' ' || s[i] > '~')
-                        abort();
-        if (n && (s[0] == ' ' || s[n - 1] == ' '))
-                abort();
-}
 
 static void check_u128(struct u128 v)
 {
@@ -45,17 +32,12 @@ static void check_identify(const uint8_t *buf, size_t len)
 
         memset(&id, 0x5a, sizeof(id));
         r = nvme_parse_identify_ctrl(buf, len, &id);
-        if (r == -EINVAL || r == -ENODATA) {
-                if (r == -EINVAL && len >= NVME_IDENTIFY_CTRL_SIZE)
-                        abort();
+        if (!fuzz_parsed(r, len, NVME_IDENTIFY_CTRL_SIZE, false))
                 return;
-        }
-        if (r != 0)
-                abort();
-        check_string(id.serial, sizeof(id.serial));
-        check_string(id.model, sizeof(id.model));
-        check_string(id.firmware, sizeof(id.firmware));
-        check_string(id.subnqn, sizeof(id.subnqn));
+        fuzz_check_string(id.serial, sizeof(id.serial));
+        fuzz_check_string(id.model, sizeof(id.model));
+        fuzz_check_string(id.firmware, sizeof(id.firmware));
+        fuzz_check_string(id.subnqn, sizeof(id.subnqn));
         if (strlen(id.fguid) != 0 && strlen(id.fguid) != 32)
                 abort();
         if (strspn(id.fguid, "0123456789abcdef") != strlen(id.fguid))
@@ -71,13 +53,8 @@ static void check_smart_log(const uint8_t *buf, size_t len)
         int r;
 
         r = nvme_parse_smart_log(buf, len, &h);
-        if (r == -EINVAL || r == -ENODATA) {
-                if (r == -EINVAL && len >= NVME_SMART_LOG_SIZE)
-                        abort();
+        if (!fuzz_parsed(r, len, NVME_SMART_LOG_SIZE, false))
                 return;
-        }
-        if (r != 0)
-                abort();
         if (h.critical_warning != buf[0] || h.temperature_k != (buf[1] | buf[2] << 8))
                 abort();
         check_u128(h.data_units_read);
@@ -97,17 +74,6 @@ static void check_smart_log(const uint8_t *buf, size_t len)
                         abort();
 }
 
-/* An exact-size copy (ASan catches reads past it) of data, zero-padded or cut to n bytes. */
-static uint8_t *copy(const uint8_t *data, size_t size, size_t n)
-{
-        uint8_t *b = calloc(1, n ? n : 1);
-
-        if (!b)
-                abort();
-        memcpy(b, data, size < n ? size : n);
-        return b;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         uint8_t *b;
@@ -116,10 +82,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_identify(data, size);
         check_smart_log(data, size);
         /* Padded to the page sizes, so that every input reaches the field decoding. */
-        b = copy(data, size, NVME_IDENTIFY_CTRL_SIZE);
+        b = fuzz_copy(data, size, NVME_IDENTIFY_CTRL_SIZE);
         check_identify(b, NVME_IDENTIFY_CTRL_SIZE);
         free(b);
-        b = copy(data, size, NVME_SMART_LOG_SIZE);
+        b = fuzz_copy(data, size, NVME_SMART_LOG_SIZE);
         check_smart_log(b, NVME_SMART_LOG_SIZE);
         free(b);
         return 0;

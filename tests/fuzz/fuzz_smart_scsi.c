@@ -5,22 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "smart_scsi.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void check_string(const char *s, size_t size)
-{
-        size_t n = strnlen(s, size);
-
-        if (n >= size)
-                abort();
-        for (size_t i = 0; i < n; i++)
-                if (s[i] < ' ' || s[i] > '~')
-                        abort();
-        if (n && (s[0] == ' ' || s[n - 1] == ' '))
-                abort();
-}
 
 static void check_rc(int r)
 {
@@ -72,14 +60,14 @@ static void check_all(const uint8_t *buf, size_t len)
         r = scsi_parse_inquiry(buf, len, &q);
         check_rc(r);
         if (r == 0) {
-                check_string(q.vendor, sizeof(q.vendor));
-                check_string(q.product, sizeof(q.product));
-                check_string(q.revision, sizeof(q.revision));
+                fuzz_check_string(q.vendor, sizeof(q.vendor));
+                fuzz_check_string(q.product, sizeof(q.product));
+                fuzz_check_string(q.revision, sizeof(q.revision));
         }
         r = scsi_parse_vpd_serial(buf, len, out, sizeof(out));
         check_rc(r);
         if (r == 0)
-                check_string(out, sizeof(out));
+                fuzz_check_string(out, sizeof(out));
         (void)scsi_parse_vpd_serial(buf, len, out, 4);
         check_rc(scsi_parse_vpd_rotation(buf, len, &rpm));
         r = scsi_parse_vpd_wwn(buf, len, out, sizeof(out));
@@ -133,10 +121,7 @@ static void check_patched(const uint8_t *data, size_t size, size_t pos, uint8_t 
 
         if (size <= pos || size <= pos2)
                 return;
-        b = malloc(size);
-        if (!b)
-                abort();
-        memcpy(b, data, size);
+        b = fuzz_copy(data, size, size);
         b[pos] = v;
         b[pos2] = v2;
         check_all(b, size);

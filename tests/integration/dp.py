@@ -22,6 +22,7 @@ import expocheck  # noqa: E402
 SKIP = 77
 FIXTURES = os.path.join(HERE, "..", "fixtures")
 GOLDEN = os.path.join(HERE, "..", "golden")
+LOOP_CONTROL = "/dev/loop-control"
 
 _failures = []
 
@@ -122,6 +123,44 @@ def http_get(url, method="GET", timeout=5, headers=None):
         return e.code, dict(e.headers), e.read()
 
 
+def end_process(proc, sig=signal.SIGTERM, timeout=10):
+    """Sends sig to proc and waits up to timeout seconds for it to exit, then kills it; returns
+    its exit status."""
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def ioping(path, interval, count):
+    """Runs ioping -W (4 KiB writes) on path count times, interval apart (ioping's -i, a string);
+    returns (the latencies in seconds, warm-up excluded; ioping's output)."""
+    out = subprocess.run(["ioping", "-W", "-s", "4k", "-c", str(count + 1), "-i", interval, path],
+                         check=True, capture_output=True, text=True).stdout
+    v = []
+    for line in out.splitlines():
+        m = re.search(r"request=\d+ time=([\d.]+) (us|ms|s)\b", line)
+        if m and "warmup" not in line:
+            v.append(float(m.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[m.group(2)])
+    return v, out
+
+
+def loop_test_binary(script, what):
+    """The daemon binary named on the command line of script, a test that makes loop devices
+    (what says which); exits with its usage when there is none, skips unless root and the loop
+    driver are there."""
+    if len(sys.argv) != 2:
+        print("usage: %s DISKPULSE_BINARY" % script)
+        sys.exit(2)
+    if os.geteuid() != 0:
+        skip("needs root (creates %s)" % what)
+    if not os.path.exists(LOOP_CONTROL):
+        skip(LOOP_CONTROL + " is missing (no loop driver)")
+    return sys.argv[1]
+
+
 def with_state_dir(args):
     """args plus a fresh --state.directory (the canary writes there) unless they name one;
     returns (args, the temp directory or None)."""
@@ -175,12 +214,7 @@ class Daemon:
     def stop(self, timeout=10):
         """Sends SIGTERM; returns (exit status, seconds it took)."""
         t = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
+        rc = end_process(self.proc, timeout=timeout)
         return rc, time.monotonic() - t
 
     def __enter__(self):

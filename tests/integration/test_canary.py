@@ -6,7 +6,6 @@ back-to-back ioping -W -i 0, each measured just before and after on the same fil
 SIGTERM within a second with canaries probing, the state file left as it was."""
 import fcntl
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -302,13 +301,7 @@ def test_frozen_filesystem():
 
 def ioping_median(path, count=60, interval="0.1"):
     """Median of ioping -W 4 KiB requests (warm-up excluded) every interval seconds, seconds."""
-    out = subprocess.run(["ioping", "-W", "-s", "4k", "-c", str(count + 1), "-i", interval, path],
-                         check=True, capture_output=True, text=True).stdout
-    v = []
-    for line in out.splitlines():
-        mm = re.search(r"request=\d+ time=([\d.]+) (us|ms|s)\b", line)
-        if mm and "warmup" not in line:
-            v.append(float(mm.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[mm.group(2)])
+    v, out = dp.ioping(path, interval, count)
     if len(v) < count // 2:
         raise RuntimeError("ioping gave %d results:\n%s" % (len(v), out))
     return statistics.median(v)

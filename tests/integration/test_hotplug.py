@@ -6,13 +6,11 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
 import dp
 
-LOOP_CONTROL = "/dev/loop-control"
 INCLUDE = "^loop2[0-9][0-9]$"
 DEADLINE = 2.0  # seconds a device may take to appear in / vanish from the page
 POLL = 0.02
@@ -128,19 +126,12 @@ def appear_and_vanish(d, ctl, label, prepare=None):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print("usage: test_hotplug.py DISKPULSE_BINARY")
-        sys.exit(2)
-    binary = sys.argv[1]
-    if os.geteuid() != 0:
-        dp.skip("needs root (creates loop devices)")
-    if not os.path.exists(LOOP_CONTROL):
-        dp.skip(LOOP_CONTROL + " is missing (no loop driver)")
+    binary = dp.loop_test_binary("test_hotplug.py", "loop devices")
     if shutil.which("losetup") is None:
         dp.skip("losetup (util-linux) is missing")
 
     t_start = time.monotonic()
-    ctl = os.open(LOOP_CONTROL, os.O_RDWR | os.O_CLOEXEC)
+    ctl = os.open(dp.LOOP_CONTROL, os.O_RDWR | os.O_CLOEXEC)
     tmp = tempfile.mkdtemp(prefix="dp-hotplug-")
     latencies = {}
     try:

@@ -7,13 +7,11 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 
 import dp
 
-LOOP_CONTROL = "/dev/loop-control"
 BACKING_MB = 64
 RAMP = 2.0      # seconds of load before the compared window starts
 WINDOW = 10     # iostat's interval and the daemon's --diskstats.window, seconds
@@ -238,26 +236,15 @@ def run_load(d, name, dev, label, fio_args, nonzero, worst, tick):
         dp.check(fio.poll() is None, "%s: fio still running when the window closed" % label)
     finally:
         if fio.poll() is None:
-            fio.send_signal(signal.SIGINT)
-        try:
-            fio.wait(10)
-        except subprocess.TimeoutExpired:
-            fio.kill()
-            fio.wait()
+            dp.end_process(fio, signal.SIGINT)
+        fio.wait()
     print("%s: fio %s" % (label, " ".join(fio_args)))
     if not problems:
         compare(label, io, m, name, nonzero, worst, tick)
 
 
 def main():
-    if len(sys.argv) != 2:
-        print("usage: test_iostat.py DISKPULSE_BINARY")
-        sys.exit(2)
-    binary = sys.argv[1]
-    if os.geteuid() != 0:
-        dp.skip("needs root (creates a loop device)")
-    if not os.path.exists(LOOP_CONTROL):
-        dp.skip(LOOP_CONTROL + " is missing (no loop driver)")
+    binary = dp.loop_test_binary("test_iostat.py", "a loop device")
     for tool, pkg in (("iostat", "sysstat"), ("fio", "fio"), ("losetup", "util-linux")):
         if shutil.which(tool) is None:
             dp.skip("%s is missing (install the %s package)" % (tool, pkg))
@@ -275,7 +262,7 @@ def main():
     t_start = time.monotonic()
     # /var/tmp rather than /tmp: a disk file system, where the loop device can use direct I/O.
     tmp = tempfile.mkdtemp(prefix="dp-iostat-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None)
-    ctl = os.open(LOOP_CONTROL, os.O_RDWR | os.O_CLOEXEC)
+    ctl = os.open(dp.LOOP_CONTROL, os.O_RDWR | os.O_CLOEXEC)
     n = None
     bound = False
     worst = {}

@@ -136,28 +136,6 @@ def check_main(pid, expect_bounding_empty):
     return names
 
 
-def check_helper(helper, expect):
-    st = status("/proc/%d/status" % helper)
-    if not dp.check(st is not None, "helper %d alive" % helper):
-        return
-    c = caps(st)
-    dp.check(c["CapEff"] == expect, "helper CapEff %x == %x" % (c["CapEff"], expect))
-    dp.check(c["CapPrm"] == expect, "helper CapPrm %x == %x" % (c["CapPrm"], expect))
-    dp.check(c["CapInh"] == 0 and c["CapAmb"] == 0, "helper: nothing inheritable or ambient")
-    if expect:
-        dp.check(c["CapBnd"] == expect, "helper bounding set %x == %x" % (c["CapBnd"], expect))
-    dp.check(st.get("NoNewPrivs") == "1", "helper NoNewPrivs 1")
-    dp.check(st.get("Threads") == "1", "helper is single-threaded (%s)" % st.get("Threads"))
-    try:
-        fds = {int(f): os.readlink("/proc/%d/fd/%s" % (helper, f)) for f in os.listdir("/proc/%d/fd" % helper)}
-    except (PermissionError, FileNotFoundError):
-        return
-    extra = {fd: t for fd, t in fds.items()
-             if fd > 2 and not (t.startswith("socket:") or t == "anon_inode:[signalfd]")}
-    dp.check(not extra and len(fds) <= 5,
-             "helper holds only stdio, its socket and a signalfd: %s" % sorted(fds.items()))
-
-
 def fds_of(pid):
     try:
         return {int(f): os.readlink("/proc/%d/fd/%s" % (pid, f)) for f in os.listdir("/proc/%d/fd" % pid)}
@@ -165,19 +143,39 @@ def fds_of(pid):
         return None
 
 
+def check_privileged_child(who, st, expect):
+    """The capabilities (expect: the effective, permitted and bounding sets) and the hardening of
+    the helper or the zygote, who, from its /proc status st."""
+    c = caps(st)
+    dp.check(c["CapEff"] == expect, "%s CapEff %x == %x" % (who, c["CapEff"], expect))
+    dp.check(c["CapPrm"] == expect, "%s CapPrm %x == %x" % (who, c["CapPrm"], expect))
+    dp.check(c["CapInh"] == 0 and c["CapAmb"] == 0, "%s: nothing inheritable or ambient" % who)
+    if expect:
+        dp.check(c["CapBnd"] == expect, "%s bounding set %x == %x" % (who, c["CapBnd"], expect))
+    dp.check(st.get("NoNewPrivs") == "1", "%s NoNewPrivs 1" % who)
+    dp.check(st.get("Threads") == "1", "%s is single-threaded (%s)" % (who, st.get("Threads")))
+
+
+def check_helper(helper, expect):
+    st = status("/proc/%d/status" % helper)
+    if not dp.check(st is not None, "helper %d alive" % helper):
+        return
+    check_privileged_child("helper", st, expect)
+    fds = fds_of(helper)
+    if fds is None:
+        return
+    extra = {fd: t for fd, t in fds.items()
+             if fd > 2 and not (t.startswith("socket:") or t == "anon_inode:[signalfd]")}
+    dp.check(not extra and len(fds) <= 5,
+             "helper holds only stdio, its socket and a signalfd: %s" % sorted(fds.items()))
+
+
 def check_zygote(zygote, daemon, expect):
     st = status("/proc/%d/status" % zygote)
     if not dp.check(st is not None, "zygote %d alive" % zygote):
         return
     dp.check(stat(zygote)[2] == daemon, "zygote is a child of the daemon")
-    c = caps(st)
-    dp.check(c["CapEff"] == expect, "zygote CapEff %x == %x" % (c["CapEff"], expect))
-    dp.check(c["CapPrm"] == expect, "zygote CapPrm %x == %x" % (c["CapPrm"], expect))
-    dp.check(c["CapInh"] == 0 and c["CapAmb"] == 0, "zygote: nothing inheritable or ambient")
-    if expect:
-        dp.check(c["CapBnd"] == expect, "zygote bounding set %x == %x" % (c["CapBnd"], expect))
-    dp.check(st.get("NoNewPrivs") == "1", "zygote NoNewPrivs 1")
-    dp.check(st.get("Threads") == "1", "zygote is single-threaded (%s)" % st.get("Threads"))
+    check_privileged_child("zygote", st, expect)
     fds = fds_of(zygote)
     if fds is not None:
         dp.check(sorted(fds) == [0, 1, 2, 3] and fds[3].startswith("socket:"),
@@ -307,12 +305,7 @@ def unprivileged(flags):
             check_zygote(zygote, proc.pid, 0)
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            dp.end_process(proc)
         log.close()
 
 

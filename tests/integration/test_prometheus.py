@@ -136,12 +136,7 @@ class Prometheus:
 
     def stop(self):
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            dp.end_process(self.proc, timeout=20)
         self.log.close()
 
 

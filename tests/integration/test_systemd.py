@@ -78,12 +78,7 @@ def start(tmp, notify, *args, env=None):
 
 
 def stop(p, log):
-    p.terminate()
-    try:
-        p.wait(5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
+    dp.end_process(p, timeout=5)
     log.seek(0)
     return log.read()
 
@@ -250,12 +245,7 @@ def socket_activation(tmp):
                  "socket activation: both passed sockets logged as listening")
     finally:
         if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            dp.end_process(p, timeout=5)
         log.close()
         n.close()
     dp.check(p.returncode == 0, "socket activation: exit status 0 after SIGTERM")

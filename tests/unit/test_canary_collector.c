@@ -18,16 +18,16 @@
 #include <cmocka.h>
 
 #include "canary.h"
+#include "fake_clock.h"
 #include "canary_stats.h"
 #include "expo.h"
 #include "metrics.h"
+#include "render.h"
 #include "statefile.h"
 
 struct fake {
-        pthread_mutex_t lock;
-        pthread_cond_t cond;
-        usec_t now;           /* the fake monotonic clock */
-        const double *lat_ms; /* per probe (cycled), or 1 ms */
+        struct fake_clock clk; /* the canary_ops' ud */
+        const double *lat_ms;  /* per probe (cycled), or 1 ms */
         size_t n_lat;
         int open_err[8]; /* queued results of open() */
         size_t n_open_err, open_err_i;
@@ -39,9 +39,7 @@ struct fake {
         bool advance_clock;     /* a probe moves the clock by its latency */
         usec_t start_at[64];    /* the clock when probe i + 1 started */
         unsigned sleeps_at[64]; /* sleeps done when probe i + 1 started */
-        unsigned limit;         /* sleep pauses once this many sleeps happened */
-        bool stopping;          /* sleeps return at once */
-        unsigned opens, open_ok, closes, probes_started, probes_done, sleeps;
+        unsigned opens, open_ok, closes, probes_started, probes_done;
         uint64_t flush;
         bool flush_advance, flush_nodata;
         const char *device;   /* NULL: resolve fails with -ENODEV */
@@ -56,9 +54,8 @@ static struct fake fk;
 
 static void fake_reset(void)
 {
-        fk = (struct fake){.limit = 1000000, .device = "sda", .flush_advance = true};
-        pthread_mutex_init(&fk.lock, NULL);
-        pthread_cond_init(&fk.cond, NULL);
+        fk = (struct fake){.device = "sda", .flush_advance = true};
+        fake_clock_init(&fk.clk, 1000000);
 }
 
 static int f_open(void *ud, const char *dir, enum canary_mode mode, size_t size,
@@ -67,7 +64,7 @@ static int f_open(void *ud, const char *dir, enum canary_mode mode, size_t size,
         int r = 0;
 
         (void)ud, (void)dir, (void)size;
-        pthread_mutex_lock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
         fk.opens++;
         if (fk.open_err_i < fk.n_open_err)
                 r = fk.open_err[fk.open_err_i++];
@@ -75,7 +72,7 @@ static int f_open(void *ud, const char *dir, enum canary_mode mode, size_t size,
                 fk.open_ok++;
                 *ret = (struct canary_file){.fd = 100, .mode = mode};
         }
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_unlock(&fk.clk.lock);
         return r;
 }
 
@@ -86,17 +83,17 @@ static int f_probe(void *ud, struct canary_file *f, usec_t *ret)
 
         (void)ud;
         assert_int_equal(f->fd, 100);
-        pthread_mutex_lock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
         n = ++fk.probes_started;
         if (n <= 64) {
-                fk.start_at[n - 1] = fk.now;
-                fk.sleeps_at[n - 1] = fk.sleeps;
+                fk.start_at[n - 1] = fk.clk.now;
+                fk.sleeps_at[n - 1] = fk.clk.sleeps;
         }
         if ((int)n == fk.hang_at) {
                 fk.hanging = true;
-                pthread_cond_broadcast(&fk.cond);
+                pthread_cond_broadcast(&fk.clk.cond);
                 while (!fk.released)
-                        pthread_cond_wait(&fk.cond, &fk.lock);
+                        pthread_cond_wait(&fk.clk.cond, &fk.clk.lock);
                 fk.hanging = false;
         }
         if ((int)n == fk.probe_err_at) {
@@ -107,56 +104,32 @@ static int f_probe(void *ud, struct canary_file *f, usec_t *ret)
                         ms = fk.hang_lat_ms;
                 *ret = (usec_t)(ms * 1000);
                 if (fk.advance_clock)
-                        fk.now += *ret;
+                        fk.clk.now += *ret;
         }
         if (fk.flush_advance)
                 fk.flush++;
         fk.probes_done++;
-        pthread_cond_broadcast(&fk.cond);
-        pthread_mutex_unlock(&fk.lock);
+        pthread_cond_broadcast(&fk.clk.cond);
+        pthread_mutex_unlock(&fk.clk.lock);
         return r;
 }
 
 static void f_close(void *ud, struct canary_file *f)
 {
         (void)ud;
-        pthread_mutex_lock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
         fk.closes++;
         f->fd = -1;
-        pthread_mutex_unlock(&fk.lock);
-}
-
-static usec_t f_now(void *ud)
-{
-        usec_t t;
-
-        (void)ud;
-        pthread_mutex_lock(&fk.lock);
-        t = fk.now;
-        pthread_mutex_unlock(&fk.lock);
-        return t;
-}
-
-static void f_sleep(void *ud, usec_t usec)
-{
-        (void)ud;
-        pthread_mutex_lock(&fk.lock);
-        fk.now += usec;
-        fk.sleeps++;
-        pthread_cond_broadcast(&fk.cond);
-        while (fk.sleeps >= fk.limit && !fk.stopping)
-                pthread_cond_wait(&fk.cond, &fk.lock);
-        pthread_mutex_unlock(&fk.lock);
-        nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
+        pthread_mutex_unlock(&fk.clk.lock);
 }
 
 static int f_flushes(void *ud, int sysfs_fd, const struct canary_backing *b, uint64_t *ret)
 {
         (void)ud, (void)sysfs_fd, (void)b;
-        pthread_mutex_lock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
         bool nodata = fk.flush_nodata;
         *ret = fk.flush;
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_unlock(&fk.clk.lock);
         return nodata ? -ENODATA : 0;
 }
 
@@ -192,11 +165,11 @@ static int f_check_dir(void *ud, const char *dir, const struct canary_file *f)
 
         (void)ud, (void)dir;
         assert_int_equal(f->fd, 100);
-        pthread_mutex_lock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
         fk.dir_checks++;
         if (fk.dir_err_i < fk.n_dir_err)
                 r = fk.dir_err[fk.dir_err_i++];
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_unlock(&fk.clk.lock);
         return r;
 }
 
@@ -204,11 +177,12 @@ static const struct canary_ops fake_ops = {
     .open = f_open,
     .probe = f_probe,
     .close = f_close,
-    .now = f_now,
-    .sleep = f_sleep,
+    .now = fake_clock_now,
+    .sleep = fake_clock_sleep,
     .flushes = f_flushes,
     .resolve = f_resolve,
     .check_dir = f_check_dir,
+    .ud = &fk.clk,
 };
 
 static const struct canary_target_config one_target[] = {{"/data", CANARY_MODE_FDATASYNC}};
@@ -226,39 +200,35 @@ static struct canary_config config(const struct canary_target_config *t, size_t 
                                       .disk_id = f_disk_id};
 }
 
-/* Waits (really, a few ms at most in practice) until pred holds, under fk.lock. */
+/* Waits (really, a few ms at most in practice) until pred holds, under fk.clk.lock. */
 #define WAIT_FOR(pred)                                                                             \
         do {                                                                                       \
                 struct timespec _ts;                                                               \
                 clock_gettime(CLOCK_REALTIME, &_ts);                                               \
                 _ts.tv_sec += 10;                                                                  \
-                pthread_mutex_lock(&fk.lock);                                                      \
+                pthread_mutex_lock(&fk.clk.lock);                                                  \
                 while (!(pred))                                                                    \
-                        if (pthread_cond_timedwait(&fk.cond, &fk.lock, &_ts) == ETIMEDOUT)         \
+                        if (pthread_cond_timedwait(&fk.clk.cond, &fk.clk.lock, &_ts) == ETIMEDOUT) \
                                 break;                                                             \
                 bool _ok = (pred);                                                                 \
-                pthread_mutex_unlock(&fk.lock);                                                    \
+                pthread_mutex_unlock(&fk.clk.lock);                                                \
                 assert_true(_ok);                                                                  \
         } while (0)
 
 static void set_limit(unsigned limit)
 {
-        pthread_mutex_lock(&fk.lock);
-        fk.limit = limit;
-        pthread_cond_broadcast(&fk.cond);
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
+        fk.clk.limit = limit;
+        pthread_cond_broadcast(&fk.clk.cond);
+        pthread_mutex_unlock(&fk.clk.lock);
 }
 
 static char *render(struct canary *c)
 {
         struct mset *set = mset_new();
-        char *buf;
-        size_t len;
 
         canary_export(c, set);
-        assert_int_equal(expo_render_text(&set, 1, &buf, &len), 0);
-        mset_free(set);
-        return buf;
+        return test_render_set(set);
 }
 
 static void assert_line(const char *text, const char *line)
@@ -304,11 +274,11 @@ static usec_t mono(void)
 /* Ends a test: releases every fake, frees and waits until no prober thread is left. */
 static void finish(struct canary *c)
 {
-        pthread_mutex_lock(&fk.lock);
-        fk.stopping = true;
+        pthread_mutex_lock(&fk.clk.lock);
+        fk.clk.stopping = true;
         fk.released = true;
-        pthread_cond_broadcast(&fk.cond);
-        pthread_mutex_unlock(&fk.lock);
+        pthread_cond_broadcast(&fk.clk.cond);
+        pthread_mutex_unlock(&fk.clk.lock);
         canary_free(c);
         for (int i = 0; i < 5000 && canary_threads_running() > 0; i++)
                 nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
@@ -330,10 +300,10 @@ static void test_probes_feed_stats(void **state)
         fake_reset();
         fk.lat_ms = lat;
         fk.n_lat = 4;
-        fk.limit = 4;
+        fk.clk.limit = 4;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 4);
+        WAIT_FOR(fk.clk.sleeps >= 4);
         assert_int_equal(fk.probes_started, 4);
         t = render(c);
         assert_line(t, "diskpulse_sync_latency_seconds_bucket{" LI ",le=\"0.001\"} 1");
@@ -377,10 +347,10 @@ static void test_directory_gone_or_replaced(void **state)
         fk.dir_err[0] = -ENOENT;
         fk.dir_err[1] = -ESTALE;
         fk.n_dir_err = 2;
-        fk.limit = 5;
+        fk.clk.limit = 5;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 5);
+        WAIT_FOR(fk.clk.sleeps >= 5);
         assert_int_equal(fk.opens, 3);
         assert_int_equal(fk.closes, 2);
         assert_int_equal(fk.probes_started, 4);
@@ -407,17 +377,17 @@ static void test_hang_is_stuck_not_blocking(void **state)
         assert_int_equal(canary_start(c), 0);
         WAIT_FOR(fk.hanging);
 
-        pthread_mutex_lock(&fk.lock);
-        fk.now += 10 * USEC_PER_SEC;
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
+        fk.clk.now += 10 * USEC_PER_SEC;
+        pthread_mutex_unlock(&fk.clk.lock);
         t = render(c);
         assert_line(t, "diskpulse_sync_inflight_seconds{" L "} 10");
         assert_line(t, "diskpulse_sync_stuck{" L "} 0");
         free(t);
 
-        pthread_mutex_lock(&fk.lock);
-        fk.now += 21 * USEC_PER_SEC;
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
+        fk.clk.now += 21 * USEC_PER_SEC;
+        pthread_mutex_unlock(&fk.clk.lock);
         t0 = mono();
         t = render(c);
         assert_true(mono() - t0 < 50 * USEC_PER_MSEC); /* export never waits for the probe */
@@ -429,11 +399,11 @@ static void test_hang_is_stuck_not_blocking(void **state)
         assert_int_equal(fk.probes_started, 2); /* no second probe piled on */
 
         set_limit(2);
-        pthread_mutex_lock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
         fk.released = true;
-        pthread_cond_broadcast(&fk.cond);
-        pthread_mutex_unlock(&fk.lock);
-        WAIT_FOR(fk.sleeps >= 2);
+        pthread_cond_broadcast(&fk.clk.cond);
+        pthread_mutex_unlock(&fk.clk.lock);
+        WAIT_FOR(fk.clk.sleeps >= 2);
         t = render(c);
         assert_line(t, "diskpulse_sync_inflight_seconds{" L "} 0");
         assert_line(t, "diskpulse_sync_stuck{" L "} 0");
@@ -457,11 +427,11 @@ static void test_burst_feeds_busy(void **state)
         fk.lat_ms = lat;
         fk.n_lat = 15;
         fk.advance_clock = true;
-        fk.limit = 3;
+        fk.clk.limit = 3;
         cfg.burst = 4;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 3);
+        WAIT_FOR(fk.clk.sleeps >= 3);
         assert_int_equal(fk.probes_started, 15);
         t = render(c);
         /* idle: 4, 5, 6 ms; busy: median(1, 3), median(2, 2), median(9, 7) (the whole bursts' medians
@@ -515,14 +485,14 @@ static void test_stuck_in_burst_counts_once(void **state)
         fake_reset();
         fk.hang_at = 3; /* the second probe of the first burst */
         fk.hang_lat_ms = 31000;
-        fk.limit = 1;
+        fk.clk.limit = 1;
         cfg.burst = 3;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
         WAIT_FOR(fk.hanging);
-        pthread_mutex_lock(&fk.lock);
-        fk.now += 31 * USEC_PER_SEC;
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
+        fk.clk.now += 31 * USEC_PER_SEC;
+        pthread_mutex_unlock(&fk.clk.lock);
         for (int k = 0; k < 2; k++) { /* as often as it is scraped */
                 t = render(c);
                 assert_line(t, "diskpulse_sync_stuck{" L "} 1");
@@ -531,11 +501,11 @@ static void test_stuck_in_burst_counts_once(void **state)
                 assert_line(t, "diskpulse_sync_probes_total{" L "} 2");
                 free(t);
         }
-        pthread_mutex_lock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
         fk.released = true;
-        pthread_cond_broadcast(&fk.cond);
-        pthread_mutex_unlock(&fk.lock);
-        WAIT_FOR(fk.sleeps >= 1);
+        pthread_cond_broadcast(&fk.clk.cond);
+        pthread_mutex_unlock(&fk.clk.lock);
+        WAIT_FOR(fk.clk.sleeps >= 1);
         assert_int_equal(fk.probes_started, 3); /* the burst's third probe never started */
         t = render(c);
         assert_line(t, "diskpulse_sync_stuck{" L "} 0");
@@ -549,19 +519,19 @@ static void test_stuck_in_burst_counts_once(void **state)
         free(t);
 
         /* the next cycle is whole again; then a stuck spaced probe: no burst after it */
-        pthread_mutex_lock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
         fk.released = false;
         fk.hang_at = 8; /* cycle 2: probes 4-7; cycle 3 starts with probe 8 */
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_unlock(&fk.clk.lock);
         set_limit(3);
         WAIT_FOR(fk.hanging);
         assert_int_equal(fk.probes_started, 8);
-        pthread_mutex_lock(&fk.lock);
-        fk.now += 31 * USEC_PER_SEC;
+        pthread_mutex_lock(&fk.clk.lock);
+        fk.clk.now += 31 * USEC_PER_SEC;
         fk.released = true;
-        pthread_cond_broadcast(&fk.cond);
-        pthread_mutex_unlock(&fk.lock);
-        WAIT_FOR(fk.sleeps >= 3);
+        pthread_cond_broadcast(&fk.clk.cond);
+        pthread_mutex_unlock(&fk.clk.lock);
+        WAIT_FOR(fk.clk.sleeps >= 3);
         assert_int_equal(fk.probes_started, 8);
         t = render(c);
         assert_line(t, "diskpulse_sync_stuck_probes_total{" L "} 2");
@@ -585,11 +555,11 @@ static void test_error_in_burst(void **state)
         fake_reset();
         fk.probe_err_at = 3;
         fk.probe_err = -EIO;
-        fk.limit = 1;
+        fk.clk.limit = 1;
         cfg.burst = 3;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 1);
+        WAIT_FOR(fk.clk.sleeps >= 1);
         t = render(c);
         assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"EIO\"} 1");
         assert_line(t, "diskpulse_sync_target_up{" L "} 0");
@@ -600,7 +570,7 @@ static void test_error_in_burst(void **state)
         free(t);
         assert_int_equal(fk.closes, 1);
         set_limit(2);
-        WAIT_FOR(fk.sleeps >= 2);
+        WAIT_FOR(fk.clk.sleeps >= 2);
         t = render(c);
         assert_line(t, "diskpulse_sync_target_up{" L "} 1");
         assert_line(t, "diskpulse_sync_probes_total{" L "} 7");
@@ -625,11 +595,11 @@ static void test_errors_reopen_and_recovery(void **state)
         fk.open_err[1] = -ENOSPC;
         fk.open_err[2] = -EROFS;
         fk.n_open_err = 3;
-        fk.limit = 2;
+        fk.clk.limit = 2;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
 
-        WAIT_FOR(fk.sleeps >= 2); /* probe 1 fine, probe 2 EIO */
+        WAIT_FOR(fk.clk.sleeps >= 2); /* probe 1 fine, probe 2 EIO */
         t = render(c);
         assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"EIO\"} 1");
         assert_line(t, "diskpulse_sync_target_up{" L "} 0");
@@ -638,21 +608,21 @@ static void test_errors_reopen_and_recovery(void **state)
         assert_int_equal(fk.closes, 1); /* the poisoned file is closed */
 
         set_limit(3);
-        WAIT_FOR(fk.sleeps >= 3); /* open: ENOSPC */
+        WAIT_FOR(fk.clk.sleeps >= 3); /* open: ENOSPC */
         t = render(c);
         assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"ENOSPC\"} 1");
         assert_line(t, "diskpulse_sync_target_up{" L "} 0");
         free(t);
 
         set_limit(4);
-        WAIT_FOR(fk.sleeps >= 4); /* open: EROFS */
+        WAIT_FOR(fk.clk.sleeps >= 4); /* open: EROFS */
         t = render(c);
         assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"EROFS\"} 1");
         assert_line(t, "diskpulse_sync_target_up{" L "} 0");
         free(t);
 
         set_limit(5);
-        WAIT_FOR(fk.sleeps >= 5); /* a fresh open and a good probe */
+        WAIT_FOR(fk.clk.sleeps >= 5); /* a fresh open and a good probe */
         t = render(c);
         assert_line(t, "diskpulse_sync_target_up{" L "} 1");
         assert_line(t, "diskpulse_sync_probes_total{" L "} 3");
@@ -674,10 +644,10 @@ static void test_flush_ratio(void **state)
         /* no flush reaches the disk: 0 */
         fake_reset();
         fk.flush_advance = false;
-        fk.limit = 3;
+        fk.clk.limit = 3;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 3);
+        WAIT_FOR(fk.clk.sleeps >= 3);
         t = render(c);
         assert_line(t, "diskpulse_sync_flush_ratio{" L "} 0");
         assert_line(t, "diskpulse_sync_backing_disk_info{" L ",disk=\"sda\"} 1");
@@ -689,10 +659,10 @@ static void test_flush_ratio(void **state)
         fk.device = "md0";
         fk.below[0] = "sda";
         fk.below[1] = "sdb";
-        fk.limit = 3;
+        fk.clk.limit = 3;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 3);
+        WAIT_FOR(fk.clk.sleeps >= 3);
         t = render(c);
 #define LM "path=\"/data\",device=\"md0\",mode=\"fdatasync\""
         assert_line(t, "diskpulse_sync_backing_disk_info{" LM ",disk=\"sda\"} 1");
@@ -706,10 +676,10 @@ static void test_flush_ratio(void **state)
         /* a kernel without flush accounting: no ratio */
         fake_reset();
         fk.flush_nodata = true;
-        fk.limit = 3;
+        fk.clk.limit = 3;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 3);
+        WAIT_FOR(fk.clk.sleeps >= 3);
         t = render(c);
         assert_no(t, "diskpulse_sync_flush_ratio{");
         assert_line(t, "diskpulse_sync_probes_total{" L "} 3");
@@ -719,10 +689,10 @@ static void test_flush_ratio(void **state)
         /* no block device (tmpfs): device="" and no ratio */
         fake_reset();
         fk.device = NULL;
-        fk.limit = 2;
+        fk.clk.limit = 2;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 2);
+        WAIT_FOR(fk.clk.sleeps >= 2);
         t = render(c);
         assert_line(t, "diskpulse_sync_target_up{path=\"/data\",device=\"\",mode=\"fdatasync\"} 1");
         assert_no(t, "diskpulse_sync_flush_ratio{");
@@ -740,9 +710,9 @@ static void warm_up(struct canary *c)
 
         fk.lat_ms = lat;
         fk.n_lat = 4;
-        fk.limit = 80;
+        fk.clk.limit = 80;
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 80);
+        WAIT_FOR(fk.clk.sleeps >= 80);
         t = render(c);
         assert_line(t, "diskpulse_sync_baseline_seconds{" LI "} 0.002");
         assert_line(t, "diskpulse_sync_baseline_seconds{" LB "} 0.001");
@@ -789,10 +759,10 @@ static void test_baseline_round_trip(void **state)
         /* the same disk: both restored before the first probe */
         fake_reset();
         fk.id = "wwn:0x5000aaaa";
-        fk.limit = 1;
+        fk.clk.limit = 1;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 1);
+        WAIT_FOR(fk.clk.sleeps >= 1);
         t = render(c);
         assert_line(t, "diskpulse_sync_baseline_seconds{" LI "} 0.002");
         assert_line(t, "diskpulse_sync_baseline_seconds{" LB "} 0.001");
@@ -803,10 +773,10 @@ static void test_baseline_round_trip(void **state)
         cfg.burst = 0;
         fake_reset();
         fk.id = "wwn:0x5000aaaa";
-        fk.limit = 1;
+        fk.clk.limit = 1;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 1);
+        WAIT_FOR(fk.clk.sleeps >= 1);
         t = render(c);
         assert_line(t, "diskpulse_sync_baseline_seconds{" LI "} 0.002");
         assert_no(t, "regime=\"busy\"");
@@ -820,10 +790,10 @@ static void test_baseline_round_trip(void **state)
         /* another disk behind the same path: a fresh warm-up */
         fake_reset();
         fk.id = "wwn:0x5000bbbb";
-        fk.limit = 1;
+        fk.clk.limit = 1;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 1);
+        WAIT_FOR(fk.clk.sleeps >= 1);
         t = render(c);
         assert_no(t, "diskpulse_sync_baseline_seconds{");
         free(t);
@@ -838,10 +808,10 @@ static void test_baseline_round_trip(void **state)
         /* an unknown disk: memory only, nothing written for it */
         fake_reset();
         fk.id = NULL;
-        fk.limit = 1;
+        fk.clk.limit = 1;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 1);
+        WAIT_FOR(fk.clk.sleeps >= 1);
         t = render(c);
         assert_no(t, "diskpulse_sync_baseline_seconds{");
         free(t);
@@ -882,24 +852,24 @@ static void test_stop_writes_only_unsaved(void **state)
         /* a disk new to the file is recorded by the prober, after its first probe */
         fake_reset();
         fk.id = "wwn:0x5000aaaa";
-        fk.limit = 1;
+        fk.clk.limit = 1;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 1);
+        WAIT_FOR(fk.clk.sleeps >= 1);
         ino = file_ino(dfd, CANARY_STATE_FILE);
         assert_true(ino != 0);
         set_limit(4);
-        WAIT_FOR(fk.sleeps >= 4);
+        WAIT_FOR(fk.clk.sleeps >= 4);
         finish(c);
         assert_true(file_ino(dfd, CANARY_STATE_FILE) == ino); /* the same file: not rewritten */
 
         /* the same disk again, nothing learnt: neither the probes nor the stop write */
         fake_reset();
         fk.id = "wwn:0x5000aaaa";
-        fk.limit = 3;
+        fk.clk.limit = 3;
         c = canary_new(&cfg);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 3);
+        WAIT_FOR(fk.clk.sleeps >= 3);
         finish(c);
         assert_true(file_ino(dfd, CANARY_STATE_FILE) == ino);
 
@@ -908,14 +878,14 @@ static void test_stop_writes_only_unsaved(void **state)
         assert_int_equal(unlinkat(dfd, CANARY_STATE_FILE, 0), 0);
         fake_reset();
         fk.id = "wwn:0x5000bbbb";
-        fk.limit = 1;
+        fk.clk.limit = 1;
         c = canary_new(&cfg);
         assert_int_equal(mkdirat(dfd, CANARY_STATE_FILE, 0700), 0);
         fd = openat(dfd, CANARY_STATE_FILE "/x", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
         assert_true(fd >= 0);
         close(fd);
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.sleeps >= 1);
+        WAIT_FOR(fk.clk.sleeps >= 1);
         assert_int_equal(unlinkat(dfd, CANARY_STATE_FILE "/x", 0), 0);
         assert_int_equal(unlinkat(dfd, CANARY_STATE_FILE, AT_REMOVEDIR), 0);
         finish(c);

@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "canary.h"
+#include "fake_clock.h"
 
 #define REOPENS 1000
 #define WARM    20
@@ -106,45 +107,33 @@ void *__wrap_aligned_alloc(size_t align, size_t n)
  *
  * The fakes run on the prober thread, where a cmocka assertion must not be made (it longjmps
  * to the test's own thread: undefined, a crash instead of a report). So they only record what
- * they saw, under fk.lock; the first thing that went wrong stops the cycles, and the test's
+ * they saw, under fk.clk.lock; the first thing that went wrong stops the cycles, and the test's
  * thread asserts on the record afterwards. */
 #define PROBES_PER_CYCLE 50
 
 static struct {
-        pthread_mutex_t lock;
-        usec_t now;
-        unsigned sleeps, reopens;
+        struct fake_clock clk; /* its lock guards the rest too; its sleep is f_sleep's */
+        unsigned reopens;
         char dir[300];
         bool removed;
         char failure[400]; /* the first failure seen on the prober thread, "" while none */
-} fk = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} fk = {.clk.lock = PTHREAD_MUTEX_INITIALIZER, .clk.cond = PTHREAD_COND_INITIALIZER};
 
-static usec_t f_now(void *ud)
-{
-        usec_t now;
-
-        (void)ud;
-        pthread_mutex_lock(&fk.lock);
-        now = fk.now;
-        pthread_mutex_unlock(&fk.lock);
-        return now;
-}
-
-/* Under fk.lock: records what failed (the first failure only), which ends the cycles. */
+/* Under fk.clk.lock: records what failed (the first failure only), which ends the cycles. */
 static void record_failure(const char *what, int err)
 {
         if (!fk.failure[0])
                 snprintf(fk.failure, sizeof fk.failure,
-                         "prober thread, sleep %u, after %u reopens: %s: %s", fk.sleeps, fk.reopens,
-                         what, strerror(err));
+                         "prober thread, sleep %u, after %u reopens: %s: %s", fk.clk.sleeps,
+                         fk.reopens, what, strerror(err));
 }
 
 static void f_sleep(void *ud, usec_t usec)
 {
         (void)ud;
-        pthread_mutex_lock(&fk.lock);
-        fk.now += usec;
-        fk.sleeps++;
+        pthread_mutex_lock(&fk.clk.lock);
+        fk.clk.now += usec;
+        fk.clk.sleeps++;
         if (fk.failure[0]) {
                 /* nothing more: the test's thread reports it */
         } else if (fk.removed) {
@@ -154,14 +143,14 @@ static void f_sleep(void *ud, usec_t usec)
                         fk.removed = false;
                         fk.reopens++;
                 }
-        } else if (fk.sleeps % PROBES_PER_CYCLE == 0 && fk.reopens < REOPENS) {
+        } else if (fk.clk.sleeps % PROBES_PER_CYCLE == 0 && fk.reopens < REOPENS) {
                 /* Fails (ENOTEMPTY) when the canary left a file behind in its directory. */
                 if (rmdir(fk.dir) < 0)
                         record_failure("rmdir(target) to take the directory away", errno);
                 else
                         fk.removed = true;
         }
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_unlock(&fk.clk.lock);
 }
 
 static int f_check_dir(void *ud, const char *dir, const struct canary_file *f)
@@ -189,7 +178,8 @@ static void remove_dir(const char *dir)
  * after WARM reopens and at the end. */
 static void run_cycles(const char *base, size_t *ret_warm, size_t *ret_end)
 {
-        struct canary_ops ops = {.now = f_now, .sleep = f_sleep, .check_dir = f_check_dir};
+        struct canary_ops ops = {
+            .now = fake_clock_now, .sleep = f_sleep, .check_dir = f_check_dir, .ud = &fk.clk};
         struct canary_target_config t;
         struct canary_config cfg;
         struct canary *c;
@@ -197,13 +187,13 @@ static void run_cycles(const char *base, size_t *ret_warm, size_t *ret_end)
         char failure[sizeof fk.failure];
         unsigned reopens;
 
-        pthread_mutex_lock(&fk.lock);
-        fk.now = 0;
-        fk.sleeps = fk.reopens = 0;
+        pthread_mutex_lock(&fk.clk.lock);
+        fk.clk.now = 0;
+        fk.clk.sleeps = fk.reopens = 0;
         fk.removed = false;
         fk.failure[0] = 0;
         snprintf(fk.dir, sizeof fk.dir, "%s/target", base);
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_unlock(&fk.clk.lock);
         assert_int_equal(mkdir(fk.dir, 0755), 0);
         t = (struct canary_target_config){.path = fk.dir, .mode = CANARY_MODE_FDATASYNC};
         cfg = (struct canary_config){.targets = &t,
@@ -222,10 +212,10 @@ static void run_cycles(const char *base, size_t *ret_warm, size_t *ret_end)
                 unsigned r;
                 bool done;
 
-                pthread_mutex_lock(&fk.lock);
+                pthread_mutex_lock(&fk.clk.lock);
                 r = fk.reopens;
                 done = fk.failure[0] || (r >= REOPENS && !fk.removed);
-                pthread_mutex_unlock(&fk.lock);
+                pthread_mutex_unlock(&fk.clk.lock);
                 if (!warm_taken && r >= WARM) {
                         *ret_warm = arenas();
                         warm_taken = true;
@@ -239,10 +229,10 @@ static void run_cycles(const char *base, size_t *ret_warm, size_t *ret_end)
         for (int i = 0; i < 5000 && canary_threads_running() > 0; i++)
                 nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
         /* The prober thread is gone: what it recorded is read and judged here. */
-        pthread_mutex_lock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
         snprintf(failure, sizeof failure, "%s", fk.failure);
         reopens = fk.reopens;
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_unlock(&fk.clk.lock);
         remove_dir(fk.dir);
         if (failure[0] || !warm_taken || reopens < REOPENS)
                 (void)rmdir(base);

@@ -23,32 +23,26 @@
 
 #include <cmocka.h>
 
+#include "tmptree.h"
 #include "canary.h"
+#include "fake_clock.h"
 #include "canary_reset.h"
 #include "canary_stats.h"
 #include "expo.h"
 #include "metrics.h"
+#include "render.h"
 #include "statefile.h"
 
 /* ---- fakes: 1 ms probes, a clock advanced by each sleep, the disk "sda" with id fk.id ---- */
 
 static struct {
-        pthread_mutex_t lock;
-        pthread_cond_t cond;
-        usec_t now;
-        unsigned sleeps, limit;
-        bool stopping;
+        struct fake_clock clk; /* the canary_ops' ud */
         const char *id;
 } fk;
 
 static void fake_reset(const char *id, unsigned limit)
 {
-        pthread_mutex_init(&fk.lock, NULL);
-        pthread_cond_init(&fk.cond, NULL);
-        fk.now = 0;
-        fk.sleeps = 0;
-        fk.limit = limit;
-        fk.stopping = false;
+        fake_clock_init(&fk.clk, limit);
         fk.id = id;
 }
 
@@ -71,30 +65,6 @@ static void f_close(void *ud, struct canary_file *f)
 {
         (void)ud;
         f->fd = -1;
-}
-
-static usec_t f_now(void *ud)
-{
-        usec_t t;
-
-        (void)ud;
-        pthread_mutex_lock(&fk.lock);
-        t = fk.now;
-        pthread_mutex_unlock(&fk.lock);
-        return t;
-}
-
-static void f_sleep(void *ud, usec_t usec)
-{
-        (void)ud;
-        pthread_mutex_lock(&fk.lock);
-        fk.now += usec;
-        fk.sleeps++;
-        pthread_cond_broadcast(&fk.cond);
-        while (fk.sleeps >= fk.limit && !fk.stopping)
-                pthread_cond_wait(&fk.cond, &fk.lock);
-        pthread_mutex_unlock(&fk.lock);
-        nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
 }
 
 static int f_flushes(void *ud, int sysfs_fd, const struct canary_backing *b, uint64_t *ret)
@@ -133,11 +103,12 @@ static const struct canary_ops fake_ops = {
     .open = f_open,
     .probe = f_probe,
     .close = f_close,
-    .now = f_now,
-    .sleep = f_sleep,
+    .now = fake_clock_now,
+    .sleep = fake_clock_sleep,
     .flushes = f_flushes,
     .resolve = f_resolve,
     .check_dir = f_check_dir,
+    .ud = &fk.clk,
 };
 
 static const struct canary_target_config data_target[] = {{"/data", CANARY_MODE_FDATASYNC}};
@@ -162,12 +133,12 @@ static struct canary *start(int state_fd, const char *id, unsigned probes)
         assert_int_equal(canary_start(c), 0);
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 20;
-        pthread_mutex_lock(&fk.lock);
-        while (fk.sleeps < probes)
-                if (pthread_cond_timedwait(&fk.cond, &fk.lock, &ts) == ETIMEDOUT)
+        pthread_mutex_lock(&fk.clk.lock);
+        while (fk.clk.sleeps < probes)
+                if (pthread_cond_timedwait(&fk.clk.cond, &fk.clk.lock, &ts) == ETIMEDOUT)
                         break;
-        ok = fk.sleeps >= probes;
-        pthread_mutex_unlock(&fk.lock);
+        ok = fk.clk.sleeps >= probes;
+        pthread_mutex_unlock(&fk.clk.lock);
         assert_true(ok);
         return c;
 }
@@ -175,10 +146,10 @@ static struct canary *start(int state_fd, const char *id, unsigned probes)
 /* Stops the prober (its final save included) but keeps c for a last look at its metrics. */
 static void stop(struct canary *c)
 {
-        pthread_mutex_lock(&fk.lock);
-        fk.stopping = true;
-        pthread_cond_broadcast(&fk.cond);
-        pthread_mutex_unlock(&fk.lock);
+        pthread_mutex_lock(&fk.clk.lock);
+        fk.clk.stopping = true;
+        pthread_cond_broadcast(&fk.clk.cond);
+        pthread_mutex_unlock(&fk.clk.lock);
         canary_stop(c);
 }
 
@@ -194,13 +165,9 @@ static void finish(struct canary *c)
 static char *render(struct canary *c)
 {
         struct mset *set = mset_new();
-        char *buf;
-        size_t len;
 
         canary_export(c, set);
-        assert_int_equal(expo_render_text(&set, 1, &buf, &len), 0);
-        mset_free(set);
-        return buf;
+        return test_render_set(set);
 }
 
 static void assert_has(const char *text, const char *s, bool want)
@@ -244,11 +211,8 @@ static void sdir_new(struct sdir *d, const char *base)
 
 static void sdir_free(struct sdir *d)
 {
-        char cmd[300];
-
         close(d->fd);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->path);
-        assert_int_equal(system(cmd), 0);
+        assert_int_equal(test_remove_tree(d->path), 0);
 }
 
 static void put_file(int dfd, const char *name, const char *text, mode_t mode)

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "tmptree.h"
 #include "canary_target.h"
 #include "fsroot.h"
 #include "util.h"
@@ -161,12 +162,9 @@ static int setup_tree(void **state)
 
 static int teardown_tree(void **state)
 {
-        char cmd[300];
-
         (void)state;
         close(sysfd);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-        return system(cmd) == 0 ? 0 : -1;
+        return test_remove_tree(root);
 }
 
 static struct canary_backing resolve_ok(unsigned ma, unsigned mi)

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "tmptree.h"
 #include "devices.h"
 #include "fsroot.h"
 #include "util.h"
@@ -304,12 +305,10 @@ static int tree_setup(void **state)
 static int tree_teardown(void **state)
 {
         struct tree *t = *state;
-        char cmd[128];
 
         close(t->sysfs_fd);
         close(t->udev_fd);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->root);
-        if (system(cmd) != 0)
+        if (test_remove_tree(t->root) < 0)
                 return -1;
         free(t);
         return 0;

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "tmptree.h"
 #include "devio.h"
 #include "devio_linux.h"
 #include "devio_proto.h"
@@ -200,10 +201,8 @@ static int dd_setup(void **state)
 static int dd_teardown(void **state)
 {
         struct devdir *d = *state;
-        char cmd[128];
 
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
-        if (system(cmd) != 0)
+        if (test_remove_tree(d->dir) < 0)
                 return -1;
         free(d);
         return 0;

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "tmptree.h"
 #include "fsroot.h"
 #include "util.h"
 
@@ -57,11 +58,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
         struct root *r = *state;
-        char cmd[128];
 
         close(r->fd);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", r->dir);
-        if (system(cmd) != 0)
+        if (test_remove_tree(r->dir) < 0)
                 return -1;
         free(r);
         return 0;

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "tmptree.h"
 #include "devices.h"
 #include "diskstats_parse.h"
 #include "fsroot.h"
@@ -64,7 +65,7 @@ static void test_bug2_udev_decode_nul_defeats_trim(void **state)
  * the one the canary's disk identity is read from. */
 static void test_bug3_udev_record_with_many_properties(void **state)
 {
-        char root[] = "/tmp/diskpulse-test-bugs-XXXXXX", path[128], cmd[160];
+        char root[] = "/tmp/diskpulse-test-bugs-XXXXXX", path[128];
         struct device_info info;
         struct devsrc *src;
         int r, sysfs_fd, udev_fd;
@@ -94,8 +95,7 @@ static void test_bug3_udev_record_with_many_properties(void **state)
         devsrc_free(src);
         close(sysfs_fd);
         close(udev_fd);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-        assert_int_equal(system(cmd), 0);
+        assert_int_equal(test_remove_tree(root), 0);
 
         assert_int_equal(r, 0);
         /* expected: "serial-after-70-properties"   actual: "" */

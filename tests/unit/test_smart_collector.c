@@ -15,11 +15,13 @@
 
 #include <cmocka.h>
 
+#include "tmptree.h"
 #include "fixture_json.h"
 
 #include "expo.h"
 #include "fsroot.h"
 #include "metrics.h"
+#include "render.h"
 #include "privsep.h"
 #include "smart.h"
 #include "smart_read.h"
@@ -218,23 +220,16 @@ static int sysfs_setup(void)
 
 static void sysfs_teardown(int fd)
 {
-        char cmd[128];
-
         close(fd);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-        assert_int_equal(system(cmd), 0);
+        assert_int_equal(test_remove_tree(root), 0);
 }
 
 static char *render(struct smart *s)
 {
         struct mset *m = mset_new();
-        char *text;
-        size_t len;
 
         smart_export(s, m);
-        assert_int_equal(expo_render_text(&m, 1, &text, &len), 0);
-        mset_free(m);
-        return text;
+        return test_render_set(m);
 }
 
 static void assert_has(const char *text, const char *line)
@@ -510,7 +505,7 @@ static void test_vanished_device_dropped(void **state)
         struct fake f;
         int fd = sysfs_setup();
         struct smart *s;
-        char *text, cmd[160];
+        char *text, path[160];
         (void)state;
 
         fake_init(&f);
@@ -519,8 +514,8 @@ static void test_vanished_device_dropped(void **state)
         text = render(s);
         assert_has(text, "diskpulse_smart_up{device=\"nvme0n1\"} 1\n");
         free(text);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s/block/nvme0n1'", root);
-        assert_int_equal(system(cmd), 0);
+        snprintf(path, sizeof path, "%s/block/nvme0n1", root);
+        assert_int_equal(test_remove_tree(path), 0);
         text = render(s);
         assert_null(strstr(text, "device=\"nvme0n1\""));
         assert_has(text, "diskpulse_smart_up{device=\"sda\"} 1\n");

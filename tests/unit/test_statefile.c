@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "tmptree.h"
 #include "fsroot.h"
 #include "statefile.h"
 #include "util.h"
@@ -52,11 +53,9 @@ static int setup_dir(void **state)
 static int teardown_dir(void **state)
 {
         struct tmpdir *d = *state;
-        char cmd[300];
 
         close(d->fd);
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->path);
-        if (system(cmd) != 0)
+        if (test_remove_tree(d->path) < 0)
                 return -1;
         free(d);
         return 0;

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "tmptree.h"
 #include "tls.h"
 #include "webconfig.h"
 
@@ -150,11 +151,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-        char cmd[300];
         (void)state;
-
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        return system(cmd) == 0 ? 0 : -1;
+        return test_remove_tree(dir);
 }
 
 /* Parses text (relative paths in dir) and loads it; returns the result, creds in *ret. */

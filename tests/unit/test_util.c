@@ -140,13 +140,32 @@ static void test_format_duration_roundtrip(void **state)
         assert_string_equal(format_duration(123456 * USEC_PER_SEC, buf, 4), "123");
 }
 
+/* A case of a parser of a uint64_t: its text, its result, and the value (when r is 0). */
+struct u64_case {
+        const char *s;
+        int r;
+        uint64_t want;
+};
+
+/* Runs parse (named name) on each case: its result, the value on success, the value untouched
+ * on failure; and NULL is refused with -EINVAL. */
+static void check_u64_parser(const char *name, int (*parse)(const char *, uint64_t *),
+                             const struct u64_case *cases, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                uint64_t v = 777;
+                int r = parse(cases[i].s, &v);
+                uint64_t want = cases[i].r == 0 ? cases[i].want : 777;
+                if (r != cases[i].r || v != want)
+                        fail_msg("%s(\"%s\") = %d, %llu; want %d, %llu", name, cases[i].s, r,
+                                 (unsigned long long)v, cases[i].r, (unsigned long long)want);
+        }
+        assert_int_equal(parse(NULL, &(uint64_t){0}), -EINVAL);
+}
+
 static void test_parse_size(void **state)
 {
-        static const struct {
-                const char *s;
-                int r;
-                uint64_t want;
-        } cases[] = {
+        static const struct u64_case cases[] = {
             {"0", 0, 0},
             {"4096", 0, 4096},
             {"4096B", 0, 4096},
@@ -174,24 +193,12 @@ static void test_parse_size(void **state)
         };
         (void)state;
 
-        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-                uint64_t v = 777;
-                int r = parse_size(cases[i].s, &v);
-                uint64_t want = cases[i].r == 0 ? cases[i].want : 777;
-                if (r != cases[i].r || v != want)
-                        fail_msg("parse_size(\"%s\") = %d, %llu; want %d, %llu", cases[i].s, r,
-                                 (unsigned long long)v, cases[i].r, (unsigned long long)want);
-        }
-        assert_int_equal(parse_size(NULL, &(uint64_t){0}), -EINVAL);
+        check_u64_parser("parse_size", parse_size, cases, ARRAY_SIZE(cases));
 }
 
 static void test_parse_u64(void **state)
 {
-        static const struct {
-                const char *s;
-                int r;
-                uint64_t want;
-        } cases[] = {
+        static const struct u64_case cases[] = {
             {"0", 0, 0},
             {"42", 0, 42},
             {"0042", 0, 42},
@@ -209,15 +216,7 @@ static void test_parse_u64(void **state)
         };
         (void)state;
 
-        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-                uint64_t v = 777;
-                int r = parse_u64(cases[i].s, &v);
-                uint64_t want = cases[i].r == 0 ? cases[i].want : 777;
-                if (r != cases[i].r || v != want)
-                        fail_msg("parse_u64(\"%s\") = %d, %llu; want %d, %llu", cases[i].s, r,
-                                 (unsigned long long)v, cases[i].r, (unsigned long long)want);
-        }
-        assert_int_equal(parse_u64(NULL, &(uint64_t){0}), -EINVAL);
+        check_u64_parser("parse_u64", parse_u64, cases, ARRAY_SIZE(cases));
 }
 
 static void test_parse_bool(void **state)

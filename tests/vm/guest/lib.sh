@@ -323,3 +323,14 @@ boot_root() {
 	for m in dev proc sys run; do mount --move "/$m" "/newroot/$m"; done
 	exec switch_root /newroot /lib/systemd/systemd
 }
+
+# --- smartctl, what the SMART scenarios compare the daemon with ------------------------------
+# sj FILE PATH: the value at PATH (e.g. model_name, a.b[0].c) in `smartctl --json=g` output, strings
+# unquoted; non-zero when absent.
+sj() {
+	awk -v k="json.$2 = " 'index($0, k) == 1 {
+		v = substr($0, length(k) + 1); sub(/;$/, "", v)
+		if (v ~ /^".*"$/) v = substr(v, 2, length(v) - 2)
+		print v; f = 1; exit
+	} END { exit !f }' "$1"
+}

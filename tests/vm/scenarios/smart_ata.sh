@@ -3,15 +3,6 @@
 # disk: ssd 64M
 # qemu: -device "ide-hd,id=sata1,bus=ahci.1,drive=ssd,serial=DPSSD1,model=DP SSD ONE,rotation_rate=1,wwn=0x5000c500a1b2c3d4"
 
-# sj FILE PATH: the value at PATH (e.g. model_name, a.b[0].c) in `smartctl --json=g` output, strings
-# unquoted; non-zero when absent.
-sj() {
-	awk -v k="json.$2 = " 'index($0, k) == 1 {
-		v = substr($0, length(k) + 1); sub(/;$/, "", v)
-		if (v ~ /^".*"$/) v = substr(v, 2, length(v) - 2)
-		print v; f = 1; exit
-	} END { exit !f }' "$1"
-}
 # same NAME DISKPULSE SMARTCTL: string equality.
 same() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "diskpulse '$2', smartctl '$3'"; fi; }
 smart_up() { scrape && [ "$(metric "diskpulse_smart_up{device=\"$1\"}")" = 1 ]; }

@@ -2,15 +2,6 @@
 # timeout: 100
 NV=nvme0n1 CTRL=nvme0
 
-# sj FILE PATH: the value at PATH (e.g. model_name, a.b[0].c) in `smartctl --json=g` output, strings
-# unquoted; non-zero when absent.
-sj() {
-	awk -v k="json.$2 = " 'index($0, k) == 1 {
-		v = substr($0, length(k) + 1); sub(/;$/, "", v)
-		if (v ~ /^".*"$/) v = substr(v, 2, length(v) - 2)
-		print v; f = 1; exit
-	} END { exit !f }' "$1"
-}
 # calc EXPR: EXPR evaluated in double precision, printed exactly (as the daemon prints).
 calc() { awk "BEGIN { printf \"%.17g\", $1 }"; }
 # same NAME DISKPULSE SMARTCTL: string equality.
