@@ -34,6 +34,12 @@
 #include "util.h"
 
 /* The state file of the baselines in the state directory. */
+/* Families the landing page's summary reads back from the exported set (canary_collector.c),
+ * named once here (the others it reads are canary_stats.h's CANARY_FAMILY_*). */
+#define CANARY_FAMILY_TARGET_UP   "diskpulse_sync_target_up"
+#define CANARY_FAMILY_FLUSH_RATIO "diskpulse_sync_flush_ratio"
+#define CANARY_FAMILY_PROBES      "diskpulse_sync_probes_total"
+
 #define CANARY_STATE_FILE "canary-baselines"
 /* Least time between two saves of one target's baseline (monotonic). */
 #define CANARY_SAVE_INTERVAL (60 * USEC_PER_SEC)

@@ -81,7 +81,7 @@ static void cc_summarize(const struct mset *set, struct summary *sum)
                                            "idle degradation",
                                            "flushes per probe",
                                            "probes"};
-        const struct mfamily *up = mset_find(set, "diskpulse_sync_target_up");
+        const struct mfamily *up = mset_find(set, CANARY_FAMILY_TARGET_UP);
         struct summary_table *t =
             summary_table(sum, "Sync canary", cols, ARRAY_SIZE(cols), 0, NULL, false);
         struct msample sm;
@@ -99,28 +99,19 @@ static void cc_summarize(const struct mset *set, struct summary *sum)
                 snprintf(v[0], sizeof v[0], "%s",
                          (sm.is_int ? (double)sm.u : sm.d) > 0 ? "yes" : "no");
                 cell(v[1], sizeof v[1],
-                     1000 * target_value(set, "diskpulse_sync_recent_seconds", path, mode, "idle",
-                                         "0.5"),
-                     3);
+                     1000 * target_value(set, CANARY_FAMILY_RECENT, path, mode, "idle", "0.5"), 3);
                 cell(v[2], sizeof v[2],
-                     1000 * target_value(set, "diskpulse_sync_recent_seconds", path, mode, "busy",
-                                         "0.5"),
-                     3);
+                     1000 * target_value(set, CANARY_FAMILY_RECENT, path, mode, "busy", "0.5"), 3);
                 cell(v[3], sizeof v[3],
-                     target_value(set, "diskpulse_sync_busy_idle_ratio", path, mode, NULL, NULL),
-                     2);
+                     target_value(set, CANARY_FAMILY_BUSY_IDLE, path, mode, NULL, NULL), 2);
                 cell(v[4], sizeof v[4],
-                     1000 * target_value(set, "diskpulse_sync_baseline_seconds", path, mode, "idle",
-                                         NULL),
-                     3);
-                cell(
-                    v[5], sizeof v[5],
-                    target_value(set, "diskpulse_sync_degradation_ratio", path, mode, "idle", NULL),
-                    2);
+                     1000 * target_value(set, CANARY_FAMILY_BASELINE, path, mode, "idle", NULL), 3);
+                cell(v[5], sizeof v[5],
+                     target_value(set, CANARY_FAMILY_DEGRADATION, path, mode, "idle", NULL), 2);
                 cell(v[6], sizeof v[6],
-                     target_value(set, "diskpulse_sync_flush_ratio", path, mode, NULL, NULL), 2);
+                     target_value(set, CANARY_FAMILY_FLUSH_RATIO, path, mode, NULL, NULL), 2);
                 cell(v[7], sizeof v[7],
-                     target_value(set, "diskpulse_sync_probes_total", path, mode, NULL, NULL), 0);
+                     target_value(set, CANARY_FAMILY_PROBES, path, mode, NULL, NULL), 0);
                 summary_row(t, row);
         }
 }

@@ -56,7 +56,7 @@ static void export_target(struct canary *c, struct ctarget *t, struct mset *out,
                         nf += s->probes;
                 }
         }
-        f = mset_family(out, "diskpulse_sync_flush_ratio",
+        f = mset_family(out, CANARY_FAMILY_FLUSH_RATIO,
                         "Cache flushes that reached the backing disks per canary probe over the "
                         "recent window.",
                         MT_GAUGE);
@@ -73,11 +73,11 @@ static void export_target(struct canary *c, struct ctarget *t, struct mset *out,
                                 mset_labels(out, "path", t->path, "device", t->device, "mode", mode,
                                             "disk", t->disks[i], NULL),
                                 NULL, NULL, false, 0, 1);
-        f = mset_family(out, "diskpulse_sync_probes_total",
+        f = mset_family(out, CANARY_FAMILY_PROBES,
                         "Canary probes that returned (successful or not), of both regimes.",
                         MT_COUNTER);
         mfamily_add_raw(out, f, "", labels, NULL, NULL, true, t->probes, 0);
-        f = mset_family(out, "diskpulse_sync_target_up",
+        f = mset_family(out, CANARY_FAMILY_TARGET_UP,
                         "1 when the last canary cycle (open and probe) succeeded.", MT_GAUGE);
         mfamily_add_raw(out, f, "", labels, NULL, NULL, false, 0, t->up ? 1 : 0);
 }

@@ -7,6 +7,13 @@
 #include "namefilter.h"
 #include "util.h"
 
+/* Families the landing page's summary reads back from the exported set (diskstats_collector.c),
+ * named once here. */
+#define DISKSTATS_FAMILY_INFO        "diskpulse_disk_info"
+#define DISKSTATS_FAMILY_WRITE_AWAIT "diskpulse_disk_write_await_seconds"
+#define DISKSTATS_FAMILY_FLUSH_AWAIT "diskpulse_disk_flush_await_seconds"
+#define DISKSTATS_FAMILY_UTILIZATION "diskpulse_disk_utilization_ratio"
+
 struct diskstats_config {
         int procfs_fd;                   /* borrowed; /proc/diskstats and /proc/uptime below it */
         struct devsrc *devsrc;           /* borrowed; identity lookups */

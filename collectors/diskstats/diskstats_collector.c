@@ -53,10 +53,10 @@ static void ds_summarize(const struct mset *set, struct summary *sum)
 {
         static const char *const cols[] = {
             "device", "model", "serial", "write await (ms)", "flush await (ms)", "utilization"};
-        const struct mfamily *info = mset_find(set, "diskpulse_disk_info");
-        const struct mfamily *wa = mset_find(set, "diskpulse_disk_write_await_seconds");
-        const struct mfamily *fa = mset_find(set, "diskpulse_disk_flush_await_seconds");
-        const struct mfamily *ut = mset_find(set, "diskpulse_disk_utilization_ratio");
+        const struct mfamily *info = mset_find(set, DISKSTATS_FAMILY_INFO);
+        const struct mfamily *wa = mset_find(set, DISKSTATS_FAMILY_WRITE_AWAIT);
+        const struct mfamily *fa = mset_find(set, DISKSTATS_FAMILY_FLUSH_AWAIT);
+        const struct mfamily *ut = mset_find(set, DISKSTATS_FAMILY_UTILIZATION);
         struct summary_table *tab = summary_table(sum, "Devices", cols, ARRAY_SIZE(cols),
                                                   DS_SUMMARY_MAX_DEVICES, "devices", true);
         const struct mtable *t = info ? info->table : NULL;

@@ -174,15 +174,15 @@ static const struct gauge_def gauges[] = {
     {"diskpulse_disk_read_await_seconds",
      "Average time reads took to be served, queue included, over the window (iostat r_await).",
      G(read_await)},
-    {"diskpulse_disk_write_await_seconds",
+    {DISKSTATS_FAMILY_WRITE_AWAIT,
      "Average time writes took to be served, queue included, over the window (iostat w_await).",
      G(write_await)},
     {"diskpulse_disk_discard_await_seconds",
      "Average time discards took to be served over the window (iostat d_await).", G(discard_await)},
-    {"diskpulse_disk_flush_await_seconds",
+    {DISKSTATS_FAMILY_FLUSH_AWAIT,
      "Average time flush requests took to be served over the window (iostat f_await).",
      G(flush_await)},
-    {"diskpulse_disk_utilization_ratio",
+    {DISKSTATS_FAMILY_UTILIZATION,
      "Fraction of the window the device had I/O in flight (iostat %util / 100).", G(utilization)},
     {"diskpulse_disk_queue_depth",
      "Average number of requests queued or in service over the window (iostat aqu-sz).",
@@ -295,7 +295,7 @@ void diskstats_export(struct diskstats *d, struct mset *out)
                 d->table_dirty = false;
         }
 
-        mset_table_family(out, "diskpulse_disk_info",
+        mset_table_family(out, DISKSTATS_FAMILY_INFO,
                           "Facts about a monitored block device; identity lives only here.",
                           MT_GAUGE, d->table, COL_INFO, MCELL_ONE, MASK_INFO);
         mset_table_family(out, "diskpulse_disk_write_cache_info",
