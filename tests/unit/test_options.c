@@ -766,15 +766,22 @@ static void test_dump_roundtrip(void **state)
         options_free(&o);
 }
 
-static void test_help_lists_flags(void **state)
+/* What --help prints, into buf. */
+static void help_text(char *buf, size_t size)
 {
-        char buf[8192] = {0};
-        FILE *f = fmemopen(buf, sizeof buf, "w");
-        (void)state;
+        FILE *f = fmemopen(buf, size, "w");
 
         assert_non_null(f);
         options_help(f);
         fclose(f);
+}
+
+static void test_help_lists_flags(void **state)
+{
+        char buf[8192] = {0};
+        (void)state;
+
+        help_text(buf, sizeof buf);
         assert_non_null(strstr(buf, "--web.listen-address=[HOST]:PORT"));
         assert_non_null(strstr(buf, "--diskstats.window=DUR"));
         assert_non_null(strstr(buf, "--[no-]collector.diskstats"));
@@ -1171,12 +1178,9 @@ static void test_prestart_facts(void **state)
 static void test_help_lists_every_option(void **state)
 {
         char buf[8192] = {0};
-        FILE *f = fmemopen(buf, sizeof buf, "w");
         (void)state;
 
-        assert_non_null(f);
-        options_help(f);
-        fclose(f);
+        help_text(buf, sizeof buf);
         for (size_t i = 0; i < options_table_size; i++) {
                 const struct opt_def *d = &options_table[i];
                 char want[128];
