@@ -9,6 +9,7 @@
 #include "canary_probe.h"
 #include "log.h"
 #include "namefilter.h"
+#include "option.h"
 #include "registry.h"
 #include "smart.h"
 #include "util.h"
@@ -52,26 +53,6 @@ struct dp_options {
         bool once, check_config, version, help;
 };
 
-/* How an option's value is stored in struct dp_options, parsed and written. */
-enum opt_type {
-        OPT_BOOL,         /* bool; --no-NAME sets false */
-        OPT_STRING,       /* char *, NULL: not set */
-        OPT_LIST,         /* char ** and a size_t count: repeatable, each value checked */
-        OPT_DURATION,     /* usec_t, positive: 500ms, 1m30s */
-        OPT_UINT,         /* unsigned, min .. 65535 */
-        OPT_SIZE,         /* uint64_t bytes, positive: 4096, 8k, 1M */
-        OPT_ENUM,         /* an enum (int-sized), one of names[], its value the index */
-        OPT_CANARY_PATHS, /* struct dp_canary_path * and a size_t count: DIR[:MODE] */
-        OPT_COLLECTORS,   /* bool[COLLECTOR_MAX]: one --[no-]collector.NAME per collector */
-};
-
-/* What SIGHUP does with an option (see options_reload()). */
-enum opt_reload {
-        OPT_START,   /* read at start only; a new value is kept aside silently */
-        OPT_RESTART, /* read at start only; a new value is reported as needing a restart */
-        OPT_RELOAD,  /* applied at once, to the parts named in opt_def.parts */
-};
-
 /* The parts a reloaded option is applied to: bits of opt_def.parts. */
 enum opt_part {
         OPT_PART_LOG = 1u << 0,       /* log level and format */
@@ -81,44 +62,6 @@ enum opt_part {
         OPT_PART_DISKSTATS = 1u << 4,
         OPT_PART_SMART = 1u << 5,
         OPT_PART_CANARY = 1u << 6,
-};
-
-/* opt_def.flags */
-enum {
-        OPT_CLI_ONLY = 1u << 0, /* not in the config file, not in the dump */
-        OPT_PRESTART = 1u << 1, /* a fact the privileged parent gets from the pre-start child:
-                                 * the parent's own parse must give the same (prestart.h) */
-};
-
-/* One option: its names, storage, default, checks, help and reload. Only name, type and
- * offset are needed; a zero field means "none". */
-struct opt_def {
-        const char *name;    /* the flag without "--" and the config file's key */
-        enum opt_type type;  /* how the value at offset is stored */
-        size_t offset;       /* of the value in struct dp_options */
-        size_t count_offset; /* OPT_LIST, OPT_CANARY_PATHS: of the size_t count */
-        unsigned flags;      /* OPT_CLI_ONLY, OPT_PRESTART */
-        /* The default: def for numbers, booleans and enums, def_str for a string or a list's one
-         * value; def_env names an environment variable whose absolute value (its first
-         * ':'-separated entry) is the string's default instead. */
-        uint64_t def;
-        const char *def_str, *def_env;
-        /* Checks. min, max: the accepted range of an OPT_DURATION, OPT_UINT or OPT_SIZE (max 0:
-         * no upper bound), checked once flags and file are read; an OPT_UINT is also refused
-         * below min or above 65535 as it is parsed. check: a string's or list value's check,
-         * which says why it refuses in why. allow_empty: an OPT_STRING may be "". */
-        uint64_t min, max;
-        int (*check)(const char *value, char *why, size_t whysz);
-        bool allow_empty;
-        const char *const *names; /* OPT_ENUM: the values' names, NULL-terminated */
-        /* --help: "--NAME=ARG  HELP (default DEF)"; help_default replaces what follows
-         * "(default" (e.g. ": all"); help_range adds the range: "(default 1m, 1s to 1h)". */
-        const char *arg, *help, *help_default;
-        bool help_range;
-        /* The dump's value for an OPT_STRING that is NULL; without it the line is left out. */
-        const char *(*unset)(const struct dp_options *o);
-        enum opt_reload reload;
-        unsigned parts; /* OPT_RELOAD: enum opt_part bits */
 };
 
 /* The option table, in the order of --help and the dump. */

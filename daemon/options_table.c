@@ -63,8 +63,10 @@ static int check_regex(const char *value, char *why, size_t whysz)
 }
 
 /* node_exporter's rule: the default exclude applies only when no include is given. */
-static const char *exclude_unset(const struct dp_options *o)
+static const char *exclude_unset(const void *opts)
 {
+        const struct dp_options *o = opts;
+
         return o->device_include ? "" : DEFAULT_DEVICE_EXCLUDE;
 }
 
