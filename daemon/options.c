@@ -97,16 +97,17 @@ static int add_canary_path(struct dp_options *o, const char *value, const char *
                 free(path);
                 return -EINVAL;
         }
-        for (size_t i = 0; i < o->n_canary; i++)
-                if (o->canary[i].mode == mode && strcmp(o->canary[i].path, path) == 0) {
+        for (size_t i = 0; i < o->canary.n_paths; i++)
+                if (o->canary.paths[i].mode == mode && strcmp(o->canary.paths[i].path, path) == 0) {
                         fail(err, errsz, "%sinvalid value for canary.path: \"%s\" is given twice",
                              where, value);
                         free(path);
                         return -EINVAL;
                 }
-        o->canary = xrealloc(o->canary, (o->n_canary + 1) * sizeof(*o->canary));
-        o->canary[o->n_canary].path = path;
-        o->canary[o->n_canary++].mode = mode;
+        o->canary.paths =
+            xrealloc(o->canary.paths, (o->canary.n_paths + 1) * sizeof(*o->canary.paths));
+        o->canary.paths[o->canary.n_paths].path = path;
+        o->canary.paths[o->canary.n_paths++].mode = mode;
         return 0;
 }
 
@@ -127,11 +128,11 @@ static void clear_value(struct dp_options *o, const struct opt_def *d)
                 break;
         }
         case OPT_CANARY_PATHS:
-                for (size_t i = 0; i < o->n_canary; i++)
-                        free(o->canary[i].path);
-                free(o->canary);
-                o->canary = NULL;
-                o->n_canary = 0;
+                for (size_t i = 0; i < o->canary.n_paths; i++)
+                        free(o->canary.paths[i].path);
+                free(o->canary.paths);
+                o->canary.paths = NULL;
+                o->canary.n_paths = 0;
                 break;
         default:
                 break;
@@ -179,11 +180,11 @@ bool options_equal(const struct opt_def *d, const struct dp_options *a, const st
                 return true;
         }
         case OPT_CANARY_PATHS:
-                if (a->n_canary != b->n_canary)
+                if (a->canary.n_paths != b->canary.n_paths)
                         return false;
-                for (size_t i = 0; i < a->n_canary; i++)
-                        if (a->canary[i].mode != b->canary[i].mode ||
-                            strcmp(a->canary[i].path, b->canary[i].path) != 0)
+                for (size_t i = 0; i < a->canary.n_paths; i++)
+                        if (a->canary.paths[i].mode != b->canary.paths[i].mode ||
+                            strcmp(a->canary.paths[i].path, b->canary.paths[i].path) != 0)
                                 return false;
                 return true;
         default:
@@ -215,11 +216,12 @@ static void copy_value(struct dp_options *dst, const struct dp_options *src,
                 break;
         case OPT_CANARY_PATHS:
                 clear_value(dst, d);
-                dst->canary = xcalloc(src->n_canary + 1, sizeof(*dst->canary));
-                for (size_t i = 0; i < src->n_canary; i++)
-                        dst->canary[i] = (struct dp_canary_path){
-                            .path = xstrdup(src->canary[i].path), .mode = src->canary[i].mode};
-                dst->n_canary = src->n_canary;
+                dst->canary.paths = xcalloc(src->canary.n_paths + 1, sizeof(*dst->canary.paths));
+                for (size_t i = 0; i < src->canary.n_paths; i++)
+                        dst->canary.paths[i] =
+                            (struct canary_path_option){.path = xstrdup(src->canary.paths[i].path),
+                                                        .mode = src->canary.paths[i].mode};
+                dst->canary.n_paths = src->canary.n_paths;
                 break;
         default:
                 memcpy(field(dst, d), field(src, d), scalar_size(d));
@@ -630,7 +632,7 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                      format_duration(o->header_timeout, b, sizeof b));
                 return -EINVAL;
         }
-        if (o->n_canary == 0) {
+        if (o->canary.n_paths == 0) {
                 /* The default target: the state directory, where the baselines live too. */
                 char where[] = "state.directory: ", cwd[4096], *abs = NULL;
                 const char *dir = o->state_dir;
@@ -851,9 +853,9 @@ void options_dump(const struct dp_options *o, FILE *out)
                                         (*(char **const *)field(o, d))[k]);
                         break;
                 case OPT_CANARY_PATHS:
-                        for (size_t k = 0; k < o->n_canary; k++)
-                                fprintf(out, "%s = %s:%s\n", d->name, o->canary[k].path,
-                                        canary_mode_to_string(o->canary[k].mode));
+                        for (size_t k = 0; k < o->canary.n_paths; k++)
+                                fprintf(out, "%s = %s:%s\n", d->name, o->canary.paths[k].path,
+                                        canary_mode_to_string(o->canary.paths[k].mode));
                         break;
                 case OPT_COLLECTORS:
                         for (size_t c = 0; c < COLLECTOR_MAX; c++)

@@ -6,21 +6,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "canary_probe.h"
+#include "canary_collector.h"
 #include "log.h"
 #include "namefilter.h"
 #include "option.h"
 #include "registry.h"
-#include "smart.h"
+#include "smart_collector.h"
 #include "util.h"
 
 #define DEFAULT_DEVICE_EXCLUDE "^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\\d+n\\d+p)\\d+$"
-
-/* One --canary.path target. */
-struct dp_canary_path {
-        char *path; /* absolute */
-        enum canary_mode mode;
-};
 
 struct dp_options {
         char **listen; /* --web.listen-address, repeatable */
@@ -36,15 +30,9 @@ struct dp_options {
         char *procfs, *sysfs, *udev_data, *dev;
         char *device_include, *device_exclude; /* NULL: not set */
         usec_t ds_interval, ds_window;
-        usec_t smart_interval, smart_timeout;
-        enum smart_powermode_check smart_powermode;
-        usec_t zygote_grace;           /* --helper.zygote-grace */
-        struct dp_canary_path *canary; /* --canary.path, repeatable; none given: state dir */
-        size_t n_canary;
-        usec_t canary_interval, canary_timeout;
-        usec_t canary_baseline_period; /* tests and evaluation only: the baseline's hour */
-        unsigned canary_burst;         /* 0 .. CANARY_BURST_MAX */
-        uint64_t canary_size;
+        struct smart_options smart;   /* --smart.* (smart_collector.h) */
+        usec_t zygote_grace;          /* --helper.zygote-grace */
+        struct canary_options canary; /* --canary.* (canary_collector.h) */
         bool collector[COLLECTOR_MAX];
         char *state_dir;
         char *canary_reset_reference; /* --canary.reset-reference: the one-shot reset's path */

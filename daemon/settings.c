@@ -77,9 +77,9 @@ static void smart_config_from(struct daemon *d, struct smart_config *c)
         c->io = d->io;
         c->sysfs_fd = d->sysfs_fd;
         c->filter = d->filter;
-        c->interval = d->opts.smart_interval;
-        c->timeout = d->opts.smart_timeout;
-        c->powermode = d->opts.smart_powermode;
+        c->interval = d->opts.smart.interval;
+        c->timeout = d->opts.smart.timeout;
+        c->powermode = d->opts.smart.powermode;
 }
 
 static int canary_disk_identity(void *ud, const char *device, char *buf, size_t size)
@@ -104,23 +104,23 @@ static int canary_disk_identity(void *ud, const char *device, char *buf, size_t 
 static struct canary_target_config *canary_config_from(struct daemon *d, const struct dp_options *o,
                                                        struct canary_config *c)
 {
-        struct canary_target_config *t = xcalloc(o->n_canary + 1, sizeof(*t));
+        struct canary_target_config *t = xcalloc(o->canary.n_paths + 1, sizeof(*t));
 
-        for (size_t i = 0; i < o->n_canary; i++)
-                t[i] = (struct canary_target_config){.path = o->canary[i].path,
-                                                     .mode = o->canary[i].mode};
+        for (size_t i = 0; i < o->canary.n_paths; i++)
+                t[i] = (struct canary_target_config){.path = o->canary.paths[i].path,
+                                                     .mode = o->canary.paths[i].mode};
         if (d->diskid.sysfs_fd < 0) {
                 d->diskid.sysfs_fd = fcntl(d->sysfs_fd, F_DUPFD_CLOEXEC, 3);
                 d->diskid.udev_fd = d->udev_fd >= 0 ? fcntl(d->udev_fd, F_DUPFD_CLOEXEC, 3) : -1;
         }
         *c = (struct canary_config){
             .targets = t,
-            .n_targets = o->n_canary,
-            .interval = o->canary_interval,
-            .burst = o->canary_burst,
-            .size = (size_t)o->canary_size,
-            .timeout = o->canary_timeout,
-            .baseline_period = o->canary_baseline_period,
+            .n_targets = o->canary.n_paths,
+            .interval = o->canary.interval,
+            .burst = o->canary.burst,
+            .size = (size_t)o->canary.size,
+            .timeout = o->canary.timeout,
+            .baseline_period = o->canary.baseline_period,
             .state_dir_fd = d->state_fd,
             .sysfs_fd = d->sysfs_fd,
             .disk_id = canary_disk_identity,

@@ -28,21 +28,21 @@ static void check(const struct dp_options *o)
                         abort();
         }
         /* at least one canary target, each an absolute path with a valid mode, none twice */
-        if (o->n_canary == 0 || !o->canary)
+        if (o->canary.n_paths == 0 || !o->canary.paths)
                 abort();
-        for (size_t i = 0; i < o->n_canary; i++) {
-                const char *p = o->canary[i].path;
+        for (size_t i = 0; i < o->canary.n_paths; i++) {
+                const char *p = o->canary.paths[i].path;
                 size_t l = strlen(p);
                 if (p[0] != '/' || (l > 1 && p[l - 1] == '/') ||
-                    !canary_mode_to_string(o->canary[i].mode))
+                    !canary_mode_to_string(o->canary.paths[i].mode))
                         abort();
                 for (size_t k = 0; k < i; k++)
-                        if (o->canary[k].mode == o->canary[i].mode &&
-                            strcmp(o->canary[k].path, p) == 0)
+                        if (o->canary.paths[k].mode == o->canary.paths[i].mode &&
+                            strcmp(o->canary.paths[k].path, p) == 0)
                                 abort();
         }
-        if (o->canary_interval < 100 * USEC_PER_MSEC || o->canary_timeout < 10 * USEC_PER_MSEC ||
-            o->canary_size == 0 || o->canary_size > CANARY_SIZE_MAX)
+        if (o->canary.interval < 100 * USEC_PER_MSEC || o->canary.timeout < 10 * USEC_PER_MSEC ||
+            o->canary.size == 0 || o->canary.size > CANARY_SIZE_MAX)
                 abort();
 }
 

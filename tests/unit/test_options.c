@@ -427,21 +427,21 @@ static void test_canary_flags(void **state)
 
         /* default: one fdatasync target in the state directory */
         assert_int_equal(PARSE(&o, err, "--state.directory=/srv/dp"), 0);
-        assert_int_equal(o.n_canary, 1);
-        assert_string_equal(o.canary[0].path, "/srv/dp");
-        assert_int_equal(o.canary[0].mode, CANARY_MODE_FDATASYNC);
-        assert_true(o.canary_interval == 180 * USEC_PER_SEC);
-        assert_int_equal(o.canary_burst, 16);
-        assert_true(o.canary_timeout == 30 * USEC_PER_SEC);
-        assert_true(o.canary_size == 4096);
+        assert_int_equal(o.canary.n_paths, 1);
+        assert_string_equal(o.canary.paths[0].path, "/srv/dp");
+        assert_int_equal(o.canary.paths[0].mode, CANARY_MODE_FDATASYNC);
+        assert_true(o.canary.interval == 180 * USEC_PER_SEC);
+        assert_int_equal(o.canary.burst, 16);
+        assert_true(o.canary.timeout == 30 * USEC_PER_SEC);
+        assert_true(o.canary.size == 4096);
         assert_true(o.collector[COLLECTOR_CANARY]);
         options_free(&o);
 
         /* a relative state directory gives an absolute default target */
         assert_int_equal(PARSE(&o, err, "--state.directory=rel"), 0);
-        assert_int_equal(o.n_canary, 1);
-        assert_true(o.canary[0].path[0] == '/');
-        assert_non_null(strstr(o.canary[0].path, "/rel"));
+        assert_int_equal(o.canary.n_paths, 1);
+        assert_true(o.canary.paths[0].path[0] == '/');
+        assert_non_null(strstr(o.canary.paths[0].path, "/rel"));
         options_free(&o);
 
         /* every mode, repeated, trailing slashes dropped, a ':' inside a path kept */
@@ -451,21 +451,21 @@ static void test_canary_flags(void **state)
                                "--canary.interval=1s", "--canary.size=8k", "--canary.timeout=500ms",
                                "--canary.burst=0", "--no-collector.canary"),
                          0);
-        assert_int_equal(o.n_canary, 6);
-        assert_string_equal(o.canary[0].path, "/a");
-        assert_int_equal(o.canary[0].mode, CANARY_MODE_FDATASYNC);
-        assert_string_equal(o.canary[1].path, "/b");
-        assert_int_equal(o.canary[1].mode, CANARY_MODE_APPEND);
-        assert_int_equal(o.canary[2].mode, CANARY_MODE_DSYNC);
-        assert_int_equal(o.canary[3].mode, CANARY_MODE_DIRECT);
-        assert_string_equal(o.canary[4].path, "/a");
-        assert_int_equal(o.canary[4].mode, CANARY_MODE_DSYNC);
-        assert_string_equal(o.canary[5].path, "/e:x/f");
-        assert_int_equal(o.canary[5].mode, CANARY_MODE_FDATASYNC);
-        assert_true(o.canary_interval == USEC_PER_SEC);
-        assert_int_equal(o.canary_burst, 0);
-        assert_true(o.canary_size == 8192);
-        assert_true(o.canary_timeout == 500 * USEC_PER_MSEC);
+        assert_int_equal(o.canary.n_paths, 6);
+        assert_string_equal(o.canary.paths[0].path, "/a");
+        assert_int_equal(o.canary.paths[0].mode, CANARY_MODE_FDATASYNC);
+        assert_string_equal(o.canary.paths[1].path, "/b");
+        assert_int_equal(o.canary.paths[1].mode, CANARY_MODE_APPEND);
+        assert_int_equal(o.canary.paths[2].mode, CANARY_MODE_DSYNC);
+        assert_int_equal(o.canary.paths[3].mode, CANARY_MODE_DIRECT);
+        assert_string_equal(o.canary.paths[4].path, "/a");
+        assert_int_equal(o.canary.paths[4].mode, CANARY_MODE_DSYNC);
+        assert_string_equal(o.canary.paths[5].path, "/e:x/f");
+        assert_int_equal(o.canary.paths[5].mode, CANARY_MODE_FDATASYNC);
+        assert_true(o.canary.interval == USEC_PER_SEC);
+        assert_int_equal(o.canary.burst, 0);
+        assert_true(o.canary.size == 8192);
+        assert_true(o.canary.timeout == 500 * USEC_PER_MSEC);
         assert_false(o.collector[COLLECTOR_CANARY]);
         options_free(&o);
 
@@ -475,17 +475,17 @@ static void test_canary_flags(void **state)
                      "canary.interval = 2s\ncanary.burst = 100\n");
         snprintf(cli, sizeof cli, "--config.file=%s", path);
         assert_int_equal(PARSE(&o, err, cli), 0);
-        assert_int_equal(o.n_canary, 2);
-        assert_string_equal(o.canary[0].path, "/var/lib/pg");
-        assert_int_equal(o.canary[0].mode, CANARY_MODE_APPEND);
-        assert_string_equal(o.canary[1].path, "/srv/wal");
-        assert_true(o.canary_interval == 2 * USEC_PER_SEC);
-        assert_int_equal(o.canary_burst, 100);
+        assert_int_equal(o.canary.n_paths, 2);
+        assert_string_equal(o.canary.paths[0].path, "/var/lib/pg");
+        assert_int_equal(o.canary.paths[0].mode, CANARY_MODE_APPEND);
+        assert_string_equal(o.canary.paths[1].path, "/srv/wal");
+        assert_true(o.canary.interval == 2 * USEC_PER_SEC);
+        assert_int_equal(o.canary.burst, 100);
         options_free(&o);
         assert_int_equal(PARSE(&o, err, cli, "--canary.path=/x:direct"), 0);
-        assert_int_equal(o.n_canary, 1);
-        assert_string_equal(o.canary[0].path, "/x");
-        assert_int_equal(o.canary[0].mode, CANARY_MODE_DIRECT);
+        assert_int_equal(o.canary.n_paths, 1);
+        assert_string_equal(o.canary.paths[0].path, "/x");
+        assert_int_equal(o.canary.paths[0].mode, CANARY_MODE_DIRECT);
         options_free(&o);
         unlink(path);
         expect_bad_config("canary.path = /a:nope\n", 1, "canary.path", "nope");
