@@ -81,12 +81,6 @@ struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_con
 void daemon_collectors_apply(struct daemon *d, bool start_new);
 /* Starts collector id's threads; a failure is logged. */
 void daemon_collector_start(struct daemon *d, size_t id);
-/* The registry's setup functions: the options as the collector's settings, a new collector
- * when cur is NULL, else cur reconfigured; NULL when it cannot run now (cur is freed). */
-struct collector *daemon_setup_diskstats(struct daemon *d, struct collector *cur);
-struct collector *daemon_setup_smart(struct daemon *d, struct collector *cur);
-struct collector *daemon_setup_canary(struct daemon *d, struct collector *cur);
-
 /* reload.c: SIGHUP: read flags and config again; apply what can change while running. */
 void daemon_reload(struct daemon *d);
 

@@ -278,7 +278,7 @@ static int apply(struct dp_options *o, const struct opt_def *d, int sub, const c
                 if (value && (negated || parse_bool(value, &b) < 0)) {
                         fail(err, errsz,
                              "%sinvalid value for %s%s: \"%s\" (expected true or false)", where,
-                             coll ? "collector." : "", coll ? collector_defs[sub].name : d->name,
+                             coll ? "collector." : "", coll ? collector_defs[sub]->name : d->name,
                              value);
                         return -EINVAL;
                 }
@@ -382,8 +382,8 @@ static int lookup(const char *name, size_t len, bool allow_no, bool *negated, in
                         if (len <= l + 1 || strncmp(d->name, name, l) != 0 || name[l] != '.')
                                 continue;
                         for (int c = 0; c < COLLECTOR_MAX; c++)
-                                if (strlen(collector_defs[c].name) == len - l - 1 &&
-                                    strncmp(collector_defs[c].name, name + l + 1, len - l - 1) ==
+                                if (strlen(collector_defs[c]->name) == len - l - 1 &&
+                                    strncmp(collector_defs[c]->name, name + l + 1, len - l - 1) ==
                                         0) {
                                         *sub = c;
                                         return (int)i;
@@ -531,7 +531,7 @@ static void set_defaults(struct dp_options *o)
                         break;
                 case OPT_COLLECTORS:
                         for (size_t c = 0; c < COLLECTOR_MAX; c++)
-                                ((bool *)p)[c] = collector_defs[c].default_enabled;
+                                ((bool *)p)[c] = collector_defs[c]->default_enabled;
                         break;
                 case OPT_CANARY_PATHS:
                         break; /* none: the state directory, in validate() */
@@ -827,9 +827,9 @@ void options_help(FILE *out)
                 for (size_t c = 0; c < COLLECTOR_MAX; c++) {
                         char left[80];
                         snprintf(left, sizeof left, "--[no-]%s.%s", d->name,
-                                 collector_defs[c].name);
-                        fprintf(out, "  %-44s %s (default %s)\n", left, collector_defs[c].help,
-                                collector_defs[c].default_enabled ? "on" : "off");
+                                 collector_defs[c]->name);
+                        fprintf(out, "  %-44s %s (default %s)\n", left, collector_defs[c]->help,
+                                collector_defs[c]->default_enabled ? "on" : "off");
                 }
         }
         fputs("\nDurations take ms, s, m, h (e.g. 500ms, 1m30s). Every flag can be set in the "
@@ -859,7 +859,7 @@ void options_dump(const struct dp_options *o, FILE *out)
                         break;
                 case OPT_COLLECTORS:
                         for (size_t c = 0; c < COLLECTOR_MAX; c++)
-                                fprintf(out, "%s.%s = %s\n", d->name, collector_defs[c].name,
+                                fprintf(out, "%s.%s = %s\n", d->name, collector_defs[c]->name,
                                         ((bool *)field(o, d))[c] ? "true" : "false");
                         break;
                 default:

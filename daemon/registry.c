@@ -1,19 +1,12 @@
 /* The collector registry. */
 #include "registry.h"
 
-#include "daemon.h"
+#include "canary_collector.h"
+#include "diskstats_collector.h"
+#include "smart_collector.h"
 
-const struct collector_def collector_defs[COLLECTOR_MAX] = {
-    [COLLECTOR_DISKSTATS] = {"diskstats",
-                             "block device counters from /proc/diskstats, iostat's derived "
-                             "gauges and device facts",
-                             true, daemon_setup_diskstats},
-    [COLLECTOR_SMART] = {"smart",
-                         "SMART and NVMe health, read by the privileged helper every "
-                         "--smart.interval",
-                         true, daemon_setup_smart},
-    [COLLECTOR_CANARY] = {"canary",
-                          "what a commit costs: timed write + fdatasync probes on each "
-                          "--canary.path",
-                          true, daemon_setup_canary},
+const struct collector_def *const collector_defs[COLLECTOR_MAX] = {
+    [COLLECTOR_DISKSTATS] = &diskstats_collector_def,
+    [COLLECTOR_SMART] = &smart_collector_def,
+    [COLLECTOR_CANARY] = &canary_collector_def,
 };

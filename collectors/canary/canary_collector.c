@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "log.h"
+
 struct canary_collector {
         struct collector base;
         struct canary *canary;
@@ -158,3 +160,44 @@ struct collector *canary_collector_new(const struct canary_config *cfg)
         c->first_cycle = first_cycle(cfg);
         return &c->base;
 }
+
+static struct collector *cc_setup(const struct collector_host *h, const void *opts,
+                                  struct collector *cur)
+{
+        const struct canary_options *o = opts;
+        _cleanup_free_ struct canary_target_config *t = xcalloc(o->n_paths + 1, sizeof(*t));
+        struct canary_config c;
+        int state_fd = cur ? -1 : h->state_dir(h); /* ignored by a reconfigure */
+        int r;
+
+        for (size_t i = 0; i < o->n_paths; i++)
+                t[i] = (struct canary_target_config){.path = o->paths[i].path,
+                                                     .mode = o->paths[i].mode};
+        c = (struct canary_config){
+            .targets = t,
+            .n_targets = o->n_paths,
+            .interval = o->interval,
+            .burst = o->burst,
+            .size = (size_t)o->size,
+            .timeout = o->timeout,
+            .baseline_period = o->baseline_period,
+            .state_dir_fd = state_fd,
+            .sysfs_fd = h->sysfs_fd,
+            .disk_id = h->disk_id,
+            .disk_id_ud = h->disk_id_ud,
+        };
+        if (!cur)
+                return canary_collector_new(&c);
+        r = cur->ops->reconfigure(cur, &c);
+        if (r < 0)
+                log_errno(LOG_LEVEL_ERROR, r, "cannot start a canary thread", NULL);
+        return cur;
+}
+
+const struct collector_def canary_collector_def = {
+    .name = "canary",
+    .help = "what a commit costs: timed write + fdatasync probes on each --canary.path",
+    .default_enabled = true,
+    .options_size = sizeof(struct canary_options),
+    .setup = cc_setup,
+};

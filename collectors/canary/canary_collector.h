@@ -26,3 +26,6 @@ struct canary_options {
 /* Its settings (the reconfigure argument) are a struct canary_config. A new collector, its
  * prober threads not started yet (never fails). */
 struct collector *canary_collector_new(const struct canary_config *cfg);
+
+/* Its definition, for the daemon's registry. */
+extern const struct collector_def canary_collector_def;

@@ -112,6 +112,7 @@ static const struct collector_ops ds_ops = {
     .summarize = ds_summarize,
     .reconfigure = ds_reconfigure,
     .device_event = ds_device_event,
+    .devices = diskstats_collector_devices,
     .free = ds_free,
 };
 
@@ -130,3 +131,33 @@ size_t diskstats_collector_devices(const struct collector *c)
 {
         return c ? diskstats_device_count(((const struct ds_collector *)c)->ds) : 0;
 }
+
+static struct collector *ds_setup(const struct collector_host *h, const void *opts,
+                                  struct collector *cur)
+{
+        struct diskstats_settings s = {
+            .cfg = {.procfs_fd = h->procfs_fd,
+                    .devsrc = h->devsrc,
+                    .filter = h->filter,
+                    .interval = h->interval,
+                    .window = h->window,
+                    /* A safety net for what changes without an event (a write cache mode
+                     * switched by hand): cheap (a stamp per device), and five minutes apart so
+                     * that 1,000 devices cost little. */
+                    .identity_refresh = 300 * USEC_PER_SEC},
+            .procfs = h->procfs};
+
+        (void)opts;
+        if (!cur)
+                return diskstats_collector_new(&s);
+        (void)cur->ops->reconfigure(cur, &s); /* cannot fail */
+        return cur;
+}
+
+const struct collector_def diskstats_collector_def = {
+    .name = "diskstats",
+    .help = "block device counters from /proc/diskstats, iostat's derived gauges and device "
+            "facts",
+    .default_enabled = true,
+    .setup = ds_setup,
+};

@@ -15,3 +15,6 @@ struct diskstats_settings {
 struct collector *diskstats_collector_new(const struct diskstats_settings *s);
 /* The devices it follows now (for the service status line); 0 for NULL. */
 size_t diskstats_collector_devices(const struct collector *c);
+
+/* Its definition, for the daemon's registry. */
+extern const struct collector_def diskstats_collector_def;

@@ -79,3 +79,32 @@ struct collector *smart_collector_new(const struct smart_settings *st)
         s->io_up = st->io_up;
         return &s->base;
 }
+
+/* SMART runs only with the helper. */
+static struct collector *sc_setup(const struct collector_host *h, const void *opts,
+                                  struct collector *cur)
+{
+        const struct smart_options *o = opts;
+        struct smart_settings s = {.cfg = {.io = h->io,
+                                           .sysfs_fd = h->sysfs_fd,
+                                           .filter = h->filter,
+                                           .interval = o->interval,
+                                           .timeout = o->timeout,
+                                           .powermode = o->powermode},
+                                   .io_up = h->io_up};
+
+        if (!h->io)
+                return collector_free(cur);
+        if (!cur)
+                return smart_collector_new(&s);
+        (void)cur->ops->reconfigure(cur, &s); /* cannot fail */
+        return cur;
+}
+
+const struct collector_def smart_collector_def = {
+    .name = "smart",
+    .help = "SMART and NVMe health, read by the privileged helper every --smart.interval",
+    .default_enabled = true,
+    .options_size = sizeof(struct smart_options),
+    .setup = sc_setup,
+};

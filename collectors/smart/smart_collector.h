@@ -19,3 +19,6 @@ struct smart_options {
 
 /* A new collector, its thread not started yet (never fails). */
 struct collector *smart_collector_new(const struct smart_settings *s);
+
+/* Its definition, for the daemon's registry. */
+extern const struct collector_def smart_collector_def;

@@ -843,8 +843,8 @@ static void sample_of(const struct opt_def *d, struct sample *s)
         case OPT_COLLECTORS:
                 for (size_t c = 0; c < COLLECTOR_MAX; c++)
                         snprintf(s->flag[s->n++], sizeof s->flag[0], "--%s.%s=%s", d->name,
-                                 collector_defs[c].name,
-                                 collector_defs[c].default_enabled ? "false" : "true");
+                                 collector_defs[c]->name,
+                                 collector_defs[c]->default_enabled ? "false" : "true");
                 return;
         }
         snprintf(s->flag[s->n++], sizeof s->flag[0], "--%s=%s", d->name, v);
@@ -1188,7 +1188,7 @@ static void test_help_lists_every_option(void **state)
                 if (d->type == OPT_COLLECTORS) {
                         for (size_t c = 0; c < COLLECTOR_MAX; c++) {
                                 snprintf(want, sizeof want, "\n  --[no-]%s.%s ", d->name,
-                                         collector_defs[c].name);
+                                         collector_defs[c]->name);
                                 if (!strstr(buf, want))
                                         fail_msg("--help lacks \"%s\"", want + 1);
                         }
