@@ -15,9 +15,85 @@
 
 #include "fsroot.h"
 
-/* Flags are numbered: the table's entries, then one per collector (for "given on the command
- * line" and "list emptied" marks). */
-#define N_ENTRIES options_table_size
+/* Every option (options_entry()): the daemon's table with each OPT_FRAGMENT replaced by the
+ * entries of its collector, whose values are in that collector's options blob (owner: its
+ * registry id; -1: the daemon's own, in struct dp_options). d is first: an opt_def of this
+ * array tells its entry. */
+struct entry {
+        struct opt_def d;
+        int owner;
+};
+
+_Static_assert(OPT_PART_COLLECTOR(COLLECTOR_SMART) == OPT_PART_SMART, "collector parts");
+_Static_assert(OPT_PART_COLLECTOR(COLLECTOR_CANARY) == OPT_PART_CANARY, "collector parts");
+
+static struct entry *entries;
+static size_t n_entries;
+
+static const struct collector_def *fragment_of(const struct opt_def *d, int *id)
+{
+        for (int c = 0; c < COLLECTOR_MAX; c++)
+                if (strcmp(collector_defs[c]->name, d->name) == 0) {
+                        *id = c;
+                        return collector_defs[c];
+                }
+        return NULL;
+}
+
+/* Built once, at the first use (main thread, before any other). */
+static void entries_init(void)
+{
+        size_t n = 0;
+
+        if (entries)
+                return;
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+                const struct collector_def *c;
+                int id;
+
+                if (d->type != OPT_FRAGMENT) {
+                        n++;
+                        continue;
+                }
+                c = fragment_of(d, &id);
+                n += c ? c->n_options : 0;
+        }
+        entries = xcalloc(n, sizeof(*entries));
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+                const struct collector_def *c;
+                int id;
+
+                if (d->type != OPT_FRAGMENT) {
+                        entries[n_entries++] = (struct entry){.d = *d, .owner = -1};
+                        continue;
+                }
+                c = fragment_of(d, &id);
+                for (size_t k = 0; c && k < c->n_options; k++) {
+                        struct entry *e = &entries[n_entries++];
+                        *e = (struct entry){.d = c->options[k], .owner = id};
+                        if (e->d.reload == OPT_RELOAD)
+                                e->d.parts |= OPT_PART_COLLECTOR(id);
+                }
+        }
+}
+
+size_t options_count(void)
+{
+        entries_init();
+        return n_entries;
+}
+
+const struct opt_def *options_entry(size_t i)
+{
+        entries_init();
+        return &entries[i].d;
+}
+
+/* Flags are numbered: the entries, then one per collector (for "given on the command line" and
+ * "list emptied" marks). */
+#define N_ENTRIES n_entries
 #define N_FLAGS   (N_ENTRIES + COLLECTOR_MAX)
 
 static void fail(char *err, size_t errsz, const char *fmt, ...) _printf_(3, 4);
@@ -40,14 +116,28 @@ int options_device_filter(const struct dp_options *o, struct namefilter **ret, c
         return namefilter_new(o->device_include, exclude, ret, err, errsz);
 }
 
+/* The struct d's offsets are into: o, or its owner's options blob. */
+static void *base_of(const struct dp_options *o, const struct opt_def *d)
+{
+        const struct entry *e = (const struct entry *)d;
+
+        return e->owner < 0 ? (void *)o : o->collector_opts[e->owner];
+}
+
 static void *field(const struct dp_options *o, const struct opt_def *d)
 {
-        return (char *)o + d->offset;
+        return (char *)base_of(o, d) + d->offset;
 }
 
 static size_t *count_of(const struct dp_options *o, const struct opt_def *d)
 {
-        return (size_t *)((char *)o + d->count_offset);
+        return (size_t *)((char *)base_of(o, d) + d->count_offset);
+}
+
+/* Element k of an OPT_CUSTOM array. */
+static void *elem_of(const struct dp_options *o, const struct opt_def *d, size_t k)
+{
+        return *(char **)field(o, d) + k * d->custom->size;
 }
 
 static void set_string(char **dst, const char *v)
@@ -65,49 +155,24 @@ static void list_add(const struct dp_options *o, const struct opt_def *d, const 
         (*list)[(*n)++] = xstrdup(v);
 }
 
-/* --canary.path=DIR[:MODE]: DIR absolute; the part after the last ':' is the mode when it
- * holds no '/' (a directory whose name has a ':' is written DIR:fdatasync). */
-static int add_canary_path(struct dp_options *o, const char *value, const char *where, char *err,
-                           size_t errsz)
+/* Parses one more element of the OPT_CUSTOM option d. */
+static int custom_add(struct dp_options *o, const struct opt_def *d, const char *value,
+                      const char *where, char *err, size_t errsz)
 {
-        char *path = xstrdup(value);
-        enum canary_mode mode = CANARY_MODE_FDATASYNC;
-        char *colon = strrchr(path, ':');
-        size_t len;
+        char why[4400];
+        void **arr = field(o, d);
+        size_t *n = count_of(o, d);
+        void *elem = xcalloc(1, d->custom->size);
 
-        if (colon && !strchr(colon, '/')) {
-                if (canary_mode_from_string(colon + 1, &mode) < 0) {
-                        fail(err, errsz,
-                             "%sinvalid value for canary.path: \"%s\" (unknown mode \"%s\"; "
-                             "expected fdatasync, append, dsync or direct)",
-                             where, value, colon + 1);
-                        free(path);
-                        return -EINVAL;
-                }
-                *colon = 0;
-        }
-        len = strlen(path);
-        while (len > 1 && path[len - 1] == '/')
-                path[--len] = 0;
-        if (path[0] != '/' || len >= 4096) {
-                fail(err, errsz,
-                     "%sinvalid value for canary.path: \"%s\" (expected an absolute directory, "
-                     "optionally followed by :MODE)",
-                     where, value);
-                free(path);
+        if (d->custom->parse(value, *arr, *n, elem, why, sizeof why) < 0) {
+                fail(err, errsz, "%sinvalid value for %s: %s", where, d->name, why);
+                free(elem);
                 return -EINVAL;
         }
-        for (size_t i = 0; i < o->canary.n_paths; i++)
-                if (o->canary.paths[i].mode == mode && strcmp(o->canary.paths[i].path, path) == 0) {
-                        fail(err, errsz, "%sinvalid value for canary.path: \"%s\" is given twice",
-                             where, value);
-                        free(path);
-                        return -EINVAL;
-                }
-        o->canary.paths =
-            xrealloc(o->canary.paths, (o->canary.n_paths + 1) * sizeof(*o->canary.paths));
-        o->canary.paths[o->canary.n_paths].path = path;
-        o->canary.paths[o->canary.n_paths++].mode = mode;
+        *arr = xrealloc(*arr, (*n + 1) * d->custom->size);
+        memcpy((char *)*arr + *n * d->custom->size, elem, d->custom->size);
+        (*n)++;
+        free(elem);
         return 0;
 }
 
@@ -127,12 +192,12 @@ static void clear_value(struct dp_options *o, const struct opt_def *d)
                 *count_of(o, d) = 0;
                 break;
         }
-        case OPT_CANARY_PATHS:
-                for (size_t i = 0; i < o->canary.n_paths; i++)
-                        free(o->canary.paths[i].path);
-                free(o->canary.paths);
-                o->canary.paths = NULL;
-                o->canary.n_paths = 0;
+        case OPT_CUSTOM:
+                for (size_t i = 0; i < *count_of(o, d); i++)
+                        d->custom->free(elem_of(o, d, i));
+                free(*(void **)field(o, d));
+                *(void **)field(o, d) = NULL;
+                *count_of(o, d) = 0;
                 break;
         default:
                 break;
@@ -179,12 +244,11 @@ bool options_equal(const struct opt_def *d, const struct dp_options *a, const st
                                 return false;
                 return true;
         }
-        case OPT_CANARY_PATHS:
-                if (a->canary.n_paths != b->canary.n_paths)
+        case OPT_CUSTOM:
+                if (*count_of(a, d) != *count_of(b, d))
                         return false;
-                for (size_t i = 0; i < a->canary.n_paths; i++)
-                        if (a->canary.paths[i].mode != b->canary.paths[i].mode ||
-                            strcmp(a->canary.paths[i].path, b->canary.paths[i].path) != 0)
+                for (size_t i = 0; i < *count_of(a, d); i++)
+                        if (!d->custom->equal(elem_of(a, d, i), elem_of(b, d, i)))
                                 return false;
                 return true;
         default:
@@ -194,9 +258,9 @@ bool options_equal(const struct opt_def *d, const struct dp_options *a, const st
 
 bool options_same(const struct dp_options *a, const struct dp_options *b, unsigned flags)
 {
+        entries_init();
         for (size_t i = 0; i < N_ENTRIES; i++)
-                if ((options_table[i].flags & flags) == flags &&
-                    !options_equal(&options_table[i], a, b))
+                if ((entries[i].d.flags & flags) == flags && !options_equal(&entries[i].d, a, b))
                         return false;
         return true;
 }
@@ -214,14 +278,12 @@ static void copy_value(struct dp_options *dst, const struct dp_options *src,
                 for (size_t i = 0; i < *count_of(src, d); i++)
                         list_add(dst, d, (*(char **const *)field(src, d))[i]);
                 break;
-        case OPT_CANARY_PATHS:
+        case OPT_CUSTOM:
                 clear_value(dst, d);
-                dst->canary.paths = xcalloc(src->canary.n_paths + 1, sizeof(*dst->canary.paths));
-                for (size_t i = 0; i < src->canary.n_paths; i++)
-                        dst->canary.paths[i] =
-                            (struct canary_path_option){.path = xstrdup(src->canary.paths[i].path),
-                                                        .mode = src->canary.paths[i].mode};
-                dst->canary.n_paths = src->canary.n_paths;
+                *(void **)field(dst, d) = xcalloc(*count_of(src, d) + 1, d->custom->size);
+                for (size_t i = 0; i < *count_of(src, d); i++)
+                        d->custom->copy(elem_of(dst, d, i), elem_of(src, d, i));
+                *count_of(dst, d) = *count_of(src, d);
                 break;
         default:
                 memcpy(field(dst, d), field(src, d), scalar_size(d));
@@ -234,8 +296,10 @@ size_t options_reload(struct dp_options *cur, const struct dp_options *next, uns
         unsigned parts = 0;
         size_t restart = 0;
 
+        entries_init();
+
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &options_table[i];
+                const struct opt_def *d = &entries[i].d;
 
                 if (options_equal(d, cur, next))
                         continue;
@@ -356,8 +420,8 @@ static int apply(struct dp_options *o, const struct opt_def *d, int sub, const c
                 fail(err, errsz, "%sinvalid value for %s: \"%s\" (expected %s)", where, d->name,
                      value, names_list(d->names, why, sizeof why));
                 return -EINVAL;
-        case OPT_CANARY_PATHS:
-                return add_canary_path(o, value, where, err, errsz);
+        case OPT_CUSTOM:
+                return custom_add(o, d, value, where, err, errsz);
         default:
                 return -EINVAL;
         }
@@ -371,7 +435,7 @@ static int lookup(const char *name, size_t len, bool allow_no, bool *negated, in
         *sub = -1;
         for (int pass = 0; pass < 2; pass++) {
                 for (size_t i = 0; i < N_ENTRIES; i++) {
-                        const struct opt_def *d = &options_table[i];
+                        const struct opt_def *d = &entries[i].d;
                         size_t l = strlen(d->name);
 
                         if (d->type != OPT_COLLECTORS) {
@@ -471,7 +535,7 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                         fail(err, errsz, "%sunknown option \"%s\"", where, key);
                         return -EINVAL;
                 }
-                d = &options_table[idx];
+                d = &entries[idx].d;
                 if (d->flags & OPT_CLI_ONLY) {
                         fail(err, errsz, "%s%s can only be given on the command line", where, key);
                         return -EINVAL;
@@ -494,8 +558,11 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
 static void set_defaults(struct dp_options *o)
 {
         memset(o, 0, sizeof(*o));
+        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                if (collector_defs[c]->options_size)
+                        o->collector_opts[c] = xcalloc(1, collector_defs[c]->options_size);
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &options_table[i];
+                const struct opt_def *d = &entries[i].d;
                 void *p = field(o, d);
 
                 switch (d->type) {
@@ -533,8 +600,9 @@ static void set_defaults(struct dp_options *o)
                         for (size_t c = 0; c < COLLECTOR_MAX; c++)
                                 ((bool *)p)[c] = collector_defs[c]->default_enabled;
                         break;
-                case OPT_CANARY_PATHS:
-                        break; /* none: the state directory, in validate() */
+                case OPT_CUSTOM:
+                case OPT_FRAGMENT:
+                        break; /* none (canary.path: the state directory, in validate()) */
                 }
         }
 }
@@ -599,6 +667,28 @@ static int check_range(const struct dp_options *o, const struct opt_def *d, char
         return -EINVAL;
 }
 
+/* No --canary.path given: the state directory, where the baselines live too. To go: a check
+ * of the collector's own (the state directory given to it). */
+static int default_canary_path(struct dp_options *o, char *err, size_t errsz)
+{
+        char cwd[4096], *abs = NULL;
+        const char *dir = o->state_dir;
+        bool negated;
+        int idx, sub, r;
+
+        idx = lookup("canary.path", strlen("canary.path"), false, &negated, &sub);
+        if (idx < 0 || *count_of(o, &entries[idx].d) > 0)
+                return 0;
+        if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
+                abs = xmalloc(strlen(cwd) + strlen(dir) + 2);
+                sprintf(abs, "%s/%s", cwd, dir);
+                dir = abs;
+        }
+        r = custom_add(o, &entries[idx].d, dir, "state.directory: ", err, errsz);
+        free(abs);
+        return r;
+}
+
 /* Every option's range, then the checks that involve several options. */
 static int validate(struct dp_options *o, char *err, size_t errsz)
 {
@@ -606,7 +696,7 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         int r;
 
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                r = check_range(o, &options_table[i], err, errsz);
+                r = check_range(o, &entries[i].d, err, errsz);
                 if (r < 0)
                         return r;
         }
@@ -632,27 +722,15 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                      format_duration(o->header_timeout, b, sizeof b));
                 return -EINVAL;
         }
-        if (o->canary.n_paths == 0) {
-                /* The default target: the state directory, where the baselines live too. */
-                char where[] = "state.directory: ", cwd[4096], *abs = NULL;
-                const char *dir = o->state_dir;
-
-                if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
-                        abs = xmalloc(strlen(cwd) + strlen(dir) + 2);
-                        sprintf(abs, "%s/%s", cwd, dir);
-                        dir = abs;
-                }
-                r = add_canary_path(o, dir, where, err, errsz);
-                free(abs);
-                if (r < 0)
-                        return r;
-        }
+        r = default_canary_path(o, err, errsz);
+        if (r < 0)
+                return r;
         return 0;
 }
 
 int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size_t errsz)
 {
-        _cleanup_free_ bool *from_cli = xcalloc(N_FLAGS, sizeof(bool));
+        _cleanup_free_ bool *from_cli = xcalloc(options_count() + COLLECTOR_MAX, sizeof(bool));
         struct dp_options o;
         int r;
 
@@ -679,7 +757,7 @@ int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size
                         fail(err, errsz, "unknown flag --%.*s (see --help)", (int)nlen, arg);
                         goto fail;
                 }
-                d = &options_table[idx];
+                d = &entries[idx].d;
                 if (eq)
                         value = eq + 1;
                 else if (d->type != OPT_BOOL && d->type != OPT_COLLECTORS && !negated) {
@@ -720,8 +798,12 @@ fail_r:
 
 void options_free(struct dp_options *o)
 {
+        entries_init();
         for (size_t i = 0; i < N_ENTRIES; i++)
-                clear_value(o, &options_table[i]);
+                if (base_of(o, &entries[i].d))
+                        clear_value(o, &entries[i].d);
+        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                free(o->collector_opts[c]);
         memset(o, 0, sizeof(*o));
 }
 
@@ -735,7 +817,7 @@ static const char *format_value(const struct dp_options *o, const struct opt_def
         case OPT_BOOL:
                 return *(bool *)p ? "true" : "false";
         case OPT_STRING:
-                return *(char **)p ? *(char **)p : (d->unset ? d->unset(o) : NULL);
+                return *(char **)p ? *(char **)p : (d->unset ? d->unset(base_of(o, d)) : NULL);
         case OPT_DURATION:
                 return format_duration(*(usec_t *)p, buf, size);
         case OPT_UINT:
@@ -764,7 +846,8 @@ static void help_default(const struct opt_def *d, FILE *out)
         switch (d->type) {
         case OPT_BOOL:
         case OPT_COLLECTORS:
-        case OPT_CANARY_PATHS:
+        case OPT_CUSTOM:
+        case OPT_FRAGMENT:
                 return;
         case OPT_STRING:
         case OPT_LIST:
@@ -803,11 +886,12 @@ static void help_line(const char *left, const struct opt_def *d, FILE *out)
 
 void options_help(FILE *out)
 {
+        entries_init();
         fputs("Usage: diskpulse [FLAGS]\n\n"
               "Watches block devices and serves Prometheus metrics.\n\nFlags:\n",
               out);
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &options_table[i];
+                const struct opt_def *d = &entries[i].d;
                 char left[80];
 
                 if (d->type == OPT_COLLECTORS)
@@ -820,7 +904,7 @@ void options_help(FILE *out)
         }
         /* the collectors' switches close the list */
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &options_table[i];
+                const struct opt_def *d = &entries[i].d;
 
                 if (d->type != OPT_COLLECTORS)
                         continue;
@@ -839,8 +923,9 @@ void options_help(FILE *out)
 
 void options_dump(const struct dp_options *o, FILE *out)
 {
+        entries_init();
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &options_table[i];
+                const struct opt_def *d = &entries[i].d;
                 char buf[32];
                 const char *v;
 
@@ -852,11 +937,13 @@ void options_dump(const struct dp_options *o, FILE *out)
                                 fprintf(out, "%s = %s\n", d->name,
                                         (*(char **const *)field(o, d))[k]);
                         break;
-                case OPT_CANARY_PATHS:
-                        for (size_t k = 0; k < o->canary.n_paths; k++)
-                                fprintf(out, "%s = %s:%s\n", d->name, o->canary.paths[k].path,
-                                        canary_mode_to_string(o->canary.paths[k].mode));
+                case OPT_CUSTOM: {
+                        char text[4200];
+                        for (size_t k = 0; k < *count_of(o, d); k++)
+                                fprintf(out, "%s = %s\n", d->name,
+                                        d->custom->format(elem_of(o, d, k), text, sizeof text));
                         break;
+                }
                 case OPT_COLLECTORS:
                         for (size_t c = 0; c < COLLECTOR_MAX; c++)
                                 fprintf(out, "%s.%s = %s\n", d->name, collector_defs[c]->name,

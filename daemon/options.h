@@ -6,12 +6,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "canary_collector.h"
 #include "log.h"
 #include "namefilter.h"
 #include "option.h"
 #include "registry.h"
-#include "smart_collector.h"
 #include "util.h"
 
 #define DEFAULT_DEVICE_EXCLUDE "^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\\d+n\\d+p)\\d+$"
@@ -30,10 +28,11 @@ struct dp_options {
         char *procfs, *sysfs, *udev_data, *dev;
         char *device_include, *device_exclude; /* NULL: not set */
         usec_t ds_interval, ds_window;
-        struct smart_options smart;   /* --smart.* (smart_collector.h) */
-        usec_t zygote_grace;          /* --helper.zygote-grace */
-        struct canary_options canary; /* --canary.* (canary_collector.h) */
+        usec_t zygote_grace; /* --helper.zygote-grace */
         bool collector[COLLECTOR_MAX];
+        /* Each registered collector's options (its def's options_size bytes, NULL: none),
+         * the storage of its def's option entries. */
+        void *collector_opts[COLLECTOR_MAX];
         char *state_dir;
         char *canary_reset_reference; /* --canary.reset-reference: the one-shot reset's path */
         enum log_level log_level;
@@ -51,10 +50,18 @@ enum opt_part {
         OPT_PART_SMART = 1u << 5,
         OPT_PART_CANARY = 1u << 6,
 };
+/* The part of the registered collector id: every reloaded option of its fragment has it. */
+#define OPT_PART_COLLECTOR(id) (OPT_PART_DISKSTATS << (id))
 
-/* The option table, in the order of --help and the dump. */
+/* The daemon's option table, in the order of --help and the dump; its OPT_FRAGMENT entries
+ * stand for the options of a registered collector. */
 extern const struct opt_def options_table[];
 extern const size_t options_table_size;
+
+/* Every option: the daemon's table with each fragment replaced by its collector's entries (their
+ * parts: the collector's OPT_PART bit). options_entry(i) for i < options_count(). */
+size_t options_count(void);
+const struct opt_def *options_entry(size_t i);
 
 /* Parses argv and the config file it names. On failure returns -EINVAL (or -errno when the
  * config file cannot be read) and writes a message naming the flag or line and the value into
@@ -75,7 +82,7 @@ int options_device_filter(const struct dp_options *o, struct namefilter **ret, c
  * table's order, the collectors' switches before state.directory; cli-only ones are left out. */
 void options_dump(const struct dp_options *o, FILE *out);
 
-/* True when a and b hold the same value of the option d. */
+/* True when a and b hold the same value of the option d (from options_entry()). */
 bool options_equal(const struct opt_def *d, const struct dp_options *a, const struct dp_options *b);
 
 /* True when a and b agree on every option whose flags include all of flags. */

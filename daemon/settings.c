@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "canary.h"
 #include "canary_reset.h"
 #include "canary_stats.h"
 #include "cidr.h"
@@ -105,20 +106,6 @@ static void host_of(struct daemon *d, struct collector_host *h)
         };
 }
 
-/* Where collector id's options are in o (NULL: it has none). To go: each registered collector's
- * options blob in struct dp_options, read from its def's option entries. */
-static const void *collector_opts(const struct dp_options *o, size_t id)
-{
-        switch (id) {
-        case COLLECTOR_SMART:
-                return &o->smart;
-        case COLLECTOR_CANARY:
-                return &o->canary;
-        default:
-                return NULL;
-        }
-}
-
 void daemon_collector_start(struct daemon *d, size_t id)
 {
         struct collector *c = d->round.c[id];
@@ -142,7 +129,7 @@ void daemon_collectors_apply(struct daemon *d, bool start_new)
                         round_drop(&d->round, i);
                         continue;
                 }
-                d->round.c[i] = collector_defs[i]->setup(&host, collector_opts(&d->opts, i), was);
+                d->round.c[i] = collector_defs[i]->setup(&host, d->opts.collector_opts[i], was);
                 if (!d->round.c[i])
                         d->round.stats[i].ran = false;
                 else if (!was && start_new)

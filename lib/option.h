@@ -10,15 +10,34 @@
 
 /* How an option's value is stored in its options struct, parsed and written. */
 enum opt_type {
-        OPT_BOOL,         /* bool; --no-NAME sets false */
-        OPT_STRING,       /* char *, NULL: not set */
-        OPT_LIST,         /* char ** and a size_t count: repeatable, each value checked */
-        OPT_DURATION,     /* usec_t, positive: 500ms, 1m30s */
-        OPT_UINT,         /* unsigned, min .. 65535 */
-        OPT_SIZE,         /* uint64_t bytes, positive: 4096, 8k, 1M */
-        OPT_ENUM,         /* an enum (int-sized), one of names[], its value the index */
-        OPT_CANARY_PATHS, /* the daemon's struct dp_canary_path * and a size_t count: DIR[:MODE] */
-        OPT_COLLECTORS,   /* the daemon's bool per registered collector: --[no-]collector.NAME */
+        OPT_BOOL,       /* bool; --no-NAME sets false */
+        OPT_STRING,     /* char *, NULL: not set */
+        OPT_LIST,       /* char ** and a size_t count: repeatable, each value checked */
+        OPT_DURATION,   /* usec_t, positive: 500ms, 1m30s */
+        OPT_UINT,       /* unsigned, min .. 65535 */
+        OPT_SIZE,       /* uint64_t bytes, positive: 4096, 8k, 1M */
+        OPT_ENUM,       /* an enum (int-sized), one of names[], its value the index */
+        OPT_CUSTOM,     /* an array of custom->size elements and a size_t count: repeatable,
+                           * each value parsed into an element by custom */
+        OPT_COLLECTORS, /* the daemon's bool per registered collector: --[no-]collector.NAME */
+        OPT_FRAGMENT,   /* only in the daemon's table: where the options of the registered
+                           * collector named name go (in --help, the dump, every loop) */
+};
+
+struct opt_def;
+
+/* How an OPT_CUSTOM option's elements are parsed, copied, compared, freed and written. */
+struct opt_custom {
+        size_t size; /* of an element */
+        /* Parses value into elem (zeroed), given the n elements so far. 0, or -EINVAL with
+         * the end of the message in why: "\"VALUE\" (expected ...)" or "\"VALUE\" is ...". */
+        int (*parse)(const char *value, const void *elems, size_t n, void *elem, char *why,
+                     size_t whysz);
+        void (*copy)(void *dst, const void *src);
+        bool (*equal)(const void *a, const void *b);
+        void (*free)(void *elem);
+        /* The dump's text of an element, in buf. */
+        const char *(*format)(const void *elem, char *buf, size_t size);
 };
 
 /* What SIGHUP does with an option (the daemon's options_reload()). */
@@ -41,7 +60,7 @@ struct opt_def {
         const char *name;    /* the flag without "--" and the config file's key */
         enum opt_type type;  /* how the value at offset is stored */
         size_t offset;       /* of the value in its options struct */
-        size_t count_offset; /* OPT_LIST, OPT_CANARY_PATHS: of the size_t count */
+        size_t count_offset; /* OPT_LIST, OPT_CUSTOM: of the size_t count */
         unsigned flags;      /* OPT_CLI_ONLY, OPT_PRESTART */
         /* The default: def for numbers, booleans and enums, def_str for a string or a list's one
          * value; def_env names an environment variable whose absolute value (its first
@@ -55,7 +74,8 @@ struct opt_def {
         uint64_t min, max;
         int (*check)(const char *value, char *why, size_t whysz);
         bool allow_empty;
-        const char *const *names; /* OPT_ENUM: the values' names, NULL-terminated */
+        const char *const *names;        /* OPT_ENUM: the values' names, NULL-terminated */
+        const struct opt_custom *custom; /* OPT_CUSTOM */
         /* --help: "--NAME=ARG  HELP (default DEF)"; help_default replaces what follows
          * "(default" (e.g. ": all"); help_range adds the range: "(default 1m, 1s to 1h)". */
         const char *arg, *help, *help_default;

@@ -9,6 +9,13 @@
 
 #include "listen.h"
 #include "options.h"
+#include "canary_collector.h"
+
+/* The canary's options in o. */
+static struct canary_options *canary_opts(const struct dp_options *o)
+{
+        return o->collector_opts[COLLECTOR_CANARY];
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,21 +35,22 @@ static void check(const struct dp_options *o)
                         abort();
         }
         /* at least one canary target, each an absolute path with a valid mode, none twice */
-        if (o->canary.n_paths == 0 || !o->canary.paths)
+        if (canary_opts(o)->n_paths == 0 || !canary_opts(o)->paths)
                 abort();
-        for (size_t i = 0; i < o->canary.n_paths; i++) {
-                const char *p = o->canary.paths[i].path;
+        for (size_t i = 0; i < canary_opts(o)->n_paths; i++) {
+                const char *p = canary_opts(o)->paths[i].path;
                 size_t l = strlen(p);
                 if (p[0] != '/' || (l > 1 && p[l - 1] == '/') ||
-                    !canary_mode_to_string(o->canary.paths[i].mode))
+                    !canary_mode_to_string(canary_opts(o)->paths[i].mode))
                         abort();
                 for (size_t k = 0; k < i; k++)
-                        if (o->canary.paths[k].mode == o->canary.paths[i].mode &&
-                            strcmp(o->canary.paths[k].path, p) == 0)
+                        if (canary_opts(o)->paths[k].mode == canary_opts(o)->paths[i].mode &&
+                            strcmp(canary_opts(o)->paths[k].path, p) == 0)
                                 abort();
         }
-        if (o->canary.interval < 100 * USEC_PER_MSEC || o->canary.timeout < 10 * USEC_PER_MSEC ||
-            o->canary.size == 0 || o->canary.size > CANARY_SIZE_MAX)
+        if (canary_opts(o)->interval < 100 * USEC_PER_MSEC ||
+            canary_opts(o)->timeout < 10 * USEC_PER_MSEC || canary_opts(o)->size == 0 ||
+            canary_opts(o)->size > CANARY_SIZE_MAX)
                 abort();
 }
 

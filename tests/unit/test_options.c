@@ -12,6 +12,13 @@
 #include <cmocka.h>
 
 #include "options.h"
+#include "canary_collector.h"
+
+/* The canary's options in o. */
+static struct canary_options *canary_opts(const struct dp_options *o)
+{
+        return o->collector_opts[COLLECTOR_CANARY];
+}
 
 #define MAX_ARGS 32
 
@@ -427,21 +434,21 @@ static void test_canary_flags(void **state)
 
         /* default: one fdatasync target in the state directory */
         assert_int_equal(PARSE(&o, err, "--state.directory=/srv/dp"), 0);
-        assert_int_equal(o.canary.n_paths, 1);
-        assert_string_equal(o.canary.paths[0].path, "/srv/dp");
-        assert_int_equal(o.canary.paths[0].mode, CANARY_MODE_FDATASYNC);
-        assert_true(o.canary.interval == 180 * USEC_PER_SEC);
-        assert_int_equal(o.canary.burst, 16);
-        assert_true(o.canary.timeout == 30 * USEC_PER_SEC);
-        assert_true(o.canary.size == 4096);
+        assert_int_equal(canary_opts(&o)->n_paths, 1);
+        assert_string_equal(canary_opts(&o)->paths[0].path, "/srv/dp");
+        assert_int_equal(canary_opts(&o)->paths[0].mode, CANARY_MODE_FDATASYNC);
+        assert_true(canary_opts(&o)->interval == 180 * USEC_PER_SEC);
+        assert_int_equal(canary_opts(&o)->burst, 16);
+        assert_true(canary_opts(&o)->timeout == 30 * USEC_PER_SEC);
+        assert_true(canary_opts(&o)->size == 4096);
         assert_true(o.collector[COLLECTOR_CANARY]);
         options_free(&o);
 
         /* a relative state directory gives an absolute default target */
         assert_int_equal(PARSE(&o, err, "--state.directory=rel"), 0);
-        assert_int_equal(o.canary.n_paths, 1);
-        assert_true(o.canary.paths[0].path[0] == '/');
-        assert_non_null(strstr(o.canary.paths[0].path, "/rel"));
+        assert_int_equal(canary_opts(&o)->n_paths, 1);
+        assert_true(canary_opts(&o)->paths[0].path[0] == '/');
+        assert_non_null(strstr(canary_opts(&o)->paths[0].path, "/rel"));
         options_free(&o);
 
         /* every mode, repeated, trailing slashes dropped, a ':' inside a path kept */
@@ -451,21 +458,21 @@ static void test_canary_flags(void **state)
                                "--canary.interval=1s", "--canary.size=8k", "--canary.timeout=500ms",
                                "--canary.burst=0", "--no-collector.canary"),
                          0);
-        assert_int_equal(o.canary.n_paths, 6);
-        assert_string_equal(o.canary.paths[0].path, "/a");
-        assert_int_equal(o.canary.paths[0].mode, CANARY_MODE_FDATASYNC);
-        assert_string_equal(o.canary.paths[1].path, "/b");
-        assert_int_equal(o.canary.paths[1].mode, CANARY_MODE_APPEND);
-        assert_int_equal(o.canary.paths[2].mode, CANARY_MODE_DSYNC);
-        assert_int_equal(o.canary.paths[3].mode, CANARY_MODE_DIRECT);
-        assert_string_equal(o.canary.paths[4].path, "/a");
-        assert_int_equal(o.canary.paths[4].mode, CANARY_MODE_DSYNC);
-        assert_string_equal(o.canary.paths[5].path, "/e:x/f");
-        assert_int_equal(o.canary.paths[5].mode, CANARY_MODE_FDATASYNC);
-        assert_true(o.canary.interval == USEC_PER_SEC);
-        assert_int_equal(o.canary.burst, 0);
-        assert_true(o.canary.size == 8192);
-        assert_true(o.canary.timeout == 500 * USEC_PER_MSEC);
+        assert_int_equal(canary_opts(&o)->n_paths, 6);
+        assert_string_equal(canary_opts(&o)->paths[0].path, "/a");
+        assert_int_equal(canary_opts(&o)->paths[0].mode, CANARY_MODE_FDATASYNC);
+        assert_string_equal(canary_opts(&o)->paths[1].path, "/b");
+        assert_int_equal(canary_opts(&o)->paths[1].mode, CANARY_MODE_APPEND);
+        assert_int_equal(canary_opts(&o)->paths[2].mode, CANARY_MODE_DSYNC);
+        assert_int_equal(canary_opts(&o)->paths[3].mode, CANARY_MODE_DIRECT);
+        assert_string_equal(canary_opts(&o)->paths[4].path, "/a");
+        assert_int_equal(canary_opts(&o)->paths[4].mode, CANARY_MODE_DSYNC);
+        assert_string_equal(canary_opts(&o)->paths[5].path, "/e:x/f");
+        assert_int_equal(canary_opts(&o)->paths[5].mode, CANARY_MODE_FDATASYNC);
+        assert_true(canary_opts(&o)->interval == USEC_PER_SEC);
+        assert_int_equal(canary_opts(&o)->burst, 0);
+        assert_true(canary_opts(&o)->size == 8192);
+        assert_true(canary_opts(&o)->timeout == 500 * USEC_PER_MSEC);
         assert_false(o.collector[COLLECTOR_CANARY]);
         options_free(&o);
 
@@ -475,17 +482,17 @@ static void test_canary_flags(void **state)
                      "canary.interval = 2s\ncanary.burst = 100\n");
         snprintf(cli, sizeof cli, "--config.file=%s", path);
         assert_int_equal(PARSE(&o, err, cli), 0);
-        assert_int_equal(o.canary.n_paths, 2);
-        assert_string_equal(o.canary.paths[0].path, "/var/lib/pg");
-        assert_int_equal(o.canary.paths[0].mode, CANARY_MODE_APPEND);
-        assert_string_equal(o.canary.paths[1].path, "/srv/wal");
-        assert_true(o.canary.interval == 2 * USEC_PER_SEC);
-        assert_int_equal(o.canary.burst, 100);
+        assert_int_equal(canary_opts(&o)->n_paths, 2);
+        assert_string_equal(canary_opts(&o)->paths[0].path, "/var/lib/pg");
+        assert_int_equal(canary_opts(&o)->paths[0].mode, CANARY_MODE_APPEND);
+        assert_string_equal(canary_opts(&o)->paths[1].path, "/srv/wal");
+        assert_true(canary_opts(&o)->interval == 2 * USEC_PER_SEC);
+        assert_int_equal(canary_opts(&o)->burst, 100);
         options_free(&o);
         assert_int_equal(PARSE(&o, err, cli, "--canary.path=/x:direct"), 0);
-        assert_int_equal(o.canary.n_paths, 1);
-        assert_string_equal(o.canary.paths[0].path, "/x");
-        assert_int_equal(o.canary.paths[0].mode, CANARY_MODE_DIRECT);
+        assert_int_equal(canary_opts(&o)->n_paths, 1);
+        assert_string_equal(canary_opts(&o)->paths[0].path, "/x");
+        assert_int_equal(canary_opts(&o)->paths[0].mode, CANARY_MODE_DIRECT);
         options_free(&o);
         unlink(path);
         expect_bad_config("canary.path = /a:nope\n", 1, "canary.path", "nope");
@@ -837,9 +844,11 @@ static void sample_of(const struct opt_def *d, struct sample *s)
                 snprintf(v, sizeof v, "%s", d->names[(d->def + 1) % n]);
                 break;
         }
-        case OPT_CANARY_PATHS:
+        case OPT_CUSTOM: /* canary.path, the only one */
                 snprintf(v, sizeof v, "/sample:append");
                 break;
+        case OPT_FRAGMENT: /* not an option of options_entry() */
+                return;
         case OPT_COLLECTORS:
                 for (size_t c = 0; c < COLLECTOR_MAX; c++)
                         snprintf(s->flag[s->n++], sizeof s->flag[0], "--%s.%s=%s", d->name,
@@ -905,21 +914,21 @@ static void test_table_sane(void **state)
 {
         (void)state;
 
-        assert_true(options_table_size > 30);
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        assert_true(options_count() > 30);
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 char why[256];
 
                 assert_non_null(d->name);
                 for (size_t k = 0; k < i; k++)
-                        if (strcmp(options_table[k].name, d->name) == 0)
+                        if (strcmp(options_entry(k)->name, d->name) == 0)
                                 fail_msg("%s: twice in the table", d->name);
                 if (d->type != OPT_COLLECTORS && (!d->help || !*d->help))
                         fail_msg("%s: no help", d->name);
                 if ((d->type == OPT_BOOL || d->type == OPT_COLLECTORS) != (d->arg == NULL))
                         fail_msg("%s: an argument name in --help exactly when it takes a value",
                                  d->name);
-                if ((d->type == OPT_LIST || d->type == OPT_CANARY_PATHS) != (d->count_offset != 0))
+                if ((d->type == OPT_LIST || d->type == OPT_CUSTOM) != (d->count_offset != 0))
                         fail_msg("%s: a count exactly for lists", d->name);
                 if ((d->reload == OPT_RELOAD) != (d->parts != 0))
                         fail_msg("%s: parts exactly when SIGHUP applies it", d->name);
@@ -963,8 +972,8 @@ static void test_every_option_roundtrip(void **state)
         unlink(path);
         assert_string_equal(again, defaults);
 
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
 
                 if (d->flags & OPT_CLI_ONLY)
                         continue; /* not in the dump */
@@ -987,11 +996,11 @@ static void test_every_option_roundtrip(void **state)
                 dump(&p, again, sizeof again);
                 assert_string_equal(again, text);
                 /* the same values too, but where the dump writes out what "not set" means */
-                for (size_t k = 0; k < options_table_size; k++)
-                        if (!(options_table[k].flags & OPT_CLI_ONLY) && !options_table[k].unset &&
-                            !options_equal(&options_table[k], &o, &p))
+                for (size_t k = 0; k < options_count(); k++)
+                        if (!(options_entry(k)->flags & OPT_CLI_ONLY) && !options_entry(k)->unset &&
+                            !options_equal(options_entry(k), &o, &p))
                                 fail_msg("%s: %s differs after the round trip", d->name,
-                                         options_table[k].name);
+                                         options_entry(k)->name);
                 options_free(&o);
                 options_free(&p);
         }
@@ -1001,8 +1010,8 @@ static void test_every_option_roundtrip(void **state)
 static void all_samples(struct sample *all)
 {
         all->n = 0;
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 struct sample s;
 
                 if ((d->flags & OPT_CLI_ONLY) && d->type == OPT_BOOL)
@@ -1032,8 +1041,8 @@ static void test_reload_changes_reloadable(void **state)
         if (parse_flags(&next, err, sizeof err, &s) < 0)
                 fail_msg("every option changed at once is refused: %s", err);
 
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 if (options_equal(d, &def, &next))
                         continue;
                 if (d->reload == OPT_RELOAD)
@@ -1044,8 +1053,8 @@ static void test_reload_changes_reloadable(void **state)
         assert_true(want_restart >= 5);
         assert_int_equal(options_reload(&cur, &next, &parts), want_restart);
         assert_int_equal(parts, want_parts);
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 bool changed = !options_equal(d, &def, &next);
 
                 if (d->reload == OPT_RELOAD && !options_equal(d, &cur, &next))
@@ -1063,8 +1072,8 @@ static void test_reload_changes_reloadable(void **state)
         /* one at a time: the parts of what changed (a new state directory is also a new
          * default canary target), a restart for an option read at start */
         options_free(&cur);
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 struct dp_options one;
 
                 if (d->flags & OPT_CLI_ONLY)
@@ -1074,8 +1083,8 @@ static void test_reload_changes_reloadable(void **state)
                 assert_int_equal(parse_flags(&cur, err, sizeof err, &(struct sample){.n = 0}), 0);
                 want_parts = 0;
                 want_restart = 0;
-                for (size_t k = 0; k < options_table_size; k++) {
-                        const struct opt_def *e = &options_table[k];
+                for (size_t k = 0; k < options_count(); k++) {
+                        const struct opt_def *e = options_entry(k);
                         if (options_equal(e, &def, &one))
                                 continue;
                         if (e->reload == OPT_RELOAD)
@@ -1124,8 +1133,8 @@ static void test_reload_contract(void **state)
                                               "log.format"};
         (void)state;
 
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 enum opt_reload want = OPT_START;
 
                 for (size_t k = 0; k < ARRAY_SIZE(restart); k++)
@@ -1150,13 +1159,13 @@ static void test_prestart_facts(void **state)
         size_t n = 0;
         (void)state;
 
-        for (size_t i = 0; i < options_table_size; i++) {
+        for (size_t i = 0; i < options_count(); i++) {
                 bool in = false;
                 for (size_t k = 0; k < ARRAY_SIZE(carried); k++)
-                        in = in || strcmp(carried[k], options_table[i].name) == 0;
-                if (in != !!(options_table[i].flags & OPT_PRESTART))
+                        in = in || strcmp(carried[k], options_entry(i)->name) == 0;
+                if (in != !!(options_entry(i)->flags & OPT_PRESTART))
                         fail_msg("%s: OPT_PRESTART and the pre-start message disagree",
-                                 options_table[i].name);
+                                 options_entry(i)->name);
                 n += in;
         }
         assert_int_equal(n, ARRAY_SIZE(carried));
@@ -1181,8 +1190,8 @@ static void test_help_lists_every_option(void **state)
         (void)state;
 
         help_text(buf, sizeof buf);
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 char want[128];
 
                 if (d->type == OPT_COLLECTORS) {
