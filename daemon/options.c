@@ -40,41 +40,45 @@ static const struct collector_def *fragment_of(const struct opt_def *d, int *id)
         return NULL;
 }
 
-/* Built once, at the first use (main thread, before any other). */
+static void add_fragment(int id)
+{
+        const struct collector_def *c = collector_defs[id];
+
+        for (size_t k = 0; k < c->n_options; k++) {
+                struct entry *e = &entries[n_entries++];
+                *e = (struct entry){.d = c->options[k], .owner = id};
+                if (e->d.reload == OPT_RELOAD)
+                        e->d.parts |= OPT_PART_COLLECTOR(id);
+        }
+}
+
+/* Built once, at the first use (main thread, before any other). A collector whose fragment has
+ * no mark in the table gets its options before the collectors' switches. */
 static void entries_init(void)
 {
-        size_t n = 0;
+        bool placed[COLLECTOR_MAX] = {0};
+        size_t n = options_table_size;
 
         if (entries)
                 return;
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
-                const struct collector_def *c;
-                int id;
-
-                if (d->type != OPT_FRAGMENT) {
-                        n++;
-                        continue;
-                }
-                c = fragment_of(d, &id);
-                n += c ? c->n_options : 0;
-        }
+        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                n += collector_defs[c]->n_options;
         entries = xcalloc(n, sizeof(*entries));
         for (size_t i = 0; i < options_table_size; i++) {
                 const struct opt_def *d = &options_table[i];
-                const struct collector_def *c;
                 int id;
 
-                if (d->type != OPT_FRAGMENT) {
+                if (d->type == OPT_COLLECTORS)
+                        for (int c = 0; c < COLLECTOR_MAX; c++)
+                                if (!placed[c]) {
+                                        add_fragment(c);
+                                        placed[c] = true;
+                                }
+                if (d->type != OPT_FRAGMENT)
                         entries[n_entries++] = (struct entry){.d = *d, .owner = -1};
-                        continue;
-                }
-                c = fragment_of(d, &id);
-                for (size_t k = 0; c && k < c->n_options; k++) {
-                        struct entry *e = &entries[n_entries++];
-                        *e = (struct entry){.d = c->options[k], .owner = id};
-                        if (e->d.reload == OPT_RELOAD)
-                                e->d.parts |= OPT_PART_COLLECTOR(id);
+                else if (fragment_of(d, &id) && !placed[id]) {
+                        add_fragment(id);
+                        placed[id] = true;
                 }
         }
 }

@@ -1,12 +1,9 @@
-/* The collector registry. */
+/* The collector registry (registry.h): the definitions, by pointer, in the order of ids. */
 #include "registry.h"
 
-#include "canary_collector.h"
-#include "diskstats_collector.h"
-#include "smart_collector.h"
+#define REGISTRY_DECLARE(ID, NAME) extern const struct collector_def NAME##_collector_def;
+REGISTRY_COLLECTORS(REGISTRY_DECLARE)
 
+#define REGISTRY_DEF(ID, NAME) [COLLECTOR_##ID] = &NAME##_collector_def,
 const struct collector_def *const collector_defs[COLLECTOR_MAX] = {
-    [COLLECTOR_DISKSTATS] = &diskstats_collector_def,
-    [COLLECTOR_SMART] = &smart_collector_def,
-    [COLLECTOR_CANARY] = &canary_collector_def,
-};
+    REGISTRY_COLLECTORS(REGISTRY_DEF)};

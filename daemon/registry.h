@@ -1,11 +1,20 @@
 /* The collector registry: every collector's definition (lib/collector.h: name, help, default,
- * options, setup), from which the --[no-]collector.NAME flags are made and the daemon makes it.
- * Adding a collector: its folder (an adapter to lib/collector.h with its collector_def), its
- * line in registry.c and its id here. */
+ * options, setup), from which the --[no-]collector.NAME flags and the collector's own flags are
+ * made and the daemon makes it. Adding a collector: its folder (an adapter to lib/collector.h
+ * defining NAME_collector_def) and its line here. */
 #pragma once
 
 #include "collector.h"
 
-enum collector_id { COLLECTOR_DISKSTATS, COLLECTOR_SMART, COLLECTOR_CANARY, COLLECTOR_MAX };
+/* X(ID, NAME) for every collector, in the order of --help, the dump and the round:
+ * COLLECTOR_ID is its index, NAME_collector_def its definition. */
+#define REGISTRY_COLLECTORS(X)                                                                     \
+        X(DISKSTATS, diskstats)                                                                    \
+        X(SMART, smart)                                                                            \
+        X(CANARY, canary)
+
+#define REGISTRY_ID(ID, NAME) COLLECTOR_##ID,
+enum collector_id { REGISTRY_COLLECTORS(REGISTRY_ID) COLLECTOR_MAX };
+#undef REGISTRY_ID
 
 extern const struct collector_def *const collector_defs[COLLECTOR_MAX];
