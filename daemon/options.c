@@ -671,28 +671,6 @@ static int check_range(const struct dp_options *o, const struct opt_def *d, char
         return -EINVAL;
 }
 
-/* No --canary.path given: the state directory, where the baselines live too. To go: a check
- * of the collector's own (the state directory given to it). */
-static int default_canary_path(struct dp_options *o, char *err, size_t errsz)
-{
-        char cwd[4096], *abs = NULL;
-        const char *dir = o->state_dir;
-        bool negated;
-        int idx, sub, r;
-
-        idx = lookup("canary.path", strlen("canary.path"), false, &negated, &sub);
-        if (idx < 0 || *count_of(o, &entries[idx].d) > 0)
-                return 0;
-        if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
-                abs = xmalloc(strlen(cwd) + strlen(dir) + 2);
-                sprintf(abs, "%s/%s", cwd, dir);
-                dir = abs;
-        }
-        r = custom_add(o, &entries[idx].d, dir, "state.directory: ", err, errsz);
-        free(abs);
-        return r;
-}
-
 /* Every option's range, then the checks that involve several options. */
 static int validate(struct dp_options *o, char *err, size_t errsz)
 {
@@ -726,9 +704,14 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                      format_duration(o->header_timeout, b, sizeof b));
                 return -EINVAL;
         }
-        r = default_canary_path(o, err, errsz);
-        if (r < 0)
-                return r;
+        /* what the collectors' options take from the daemon's (the canary's default target) */
+        for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+                if (!collector_defs[c]->complete)
+                        continue;
+                r = collector_defs[c]->complete(o->collector_opts[c], o->state_dir, err, errsz);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 

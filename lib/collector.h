@@ -78,6 +78,9 @@ struct collector_def {
         bool default_enabled;
         const struct opt_def *options; /* NULL: none (not yet read by the daemon) */
         size_t n_options, options_size;
+        /* After flags and file are read: completes opts from the daemon's options (the state
+         * directory). 0, or -EINVAL with the message in err (NULL: nothing to do). */
+        int (*complete)(void *opts, const char *state_dir, char *err, size_t errsz);
         /* Makes the collector from its options (cur NULL) or gives cur its new settings; NULL
          * when it cannot run now (cur freed). */
         struct collector *(*setup)(const struct collector_host *host, const void *opts,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -340,6 +341,34 @@ static const struct opt_def canary_options_def[] = {
              "start"},
 };
 
+/* No --canary.path given: the state directory, where the baselines live too. */
+static int cc_complete(void *opts, const char *state_dir, char *err, size_t errsz)
+{
+        struct canary_options *o = opts;
+        char cwd[4096], why[4400], *abs = NULL;
+        const char *dir = state_dir;
+        struct canary_path_option p;
+        int r;
+
+        if (o->n_paths > 0)
+                return 0;
+        if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
+                abs = xmalloc(strlen(cwd) + strlen(dir) + 2);
+                sprintf(abs, "%s/%s", cwd, dir);
+                dir = abs;
+        }
+        r = path_parse(dir, NULL, 0, &p, why, sizeof why);
+        free(abs);
+        if (r < 0) {
+                snprintf(err, errsz, "state.directory: invalid value for canary.path: %s", why);
+                return r;
+        }
+        o->paths = xmalloc(sizeof(p));
+        o->paths[0] = p;
+        o->n_paths = 1;
+        return 0;
+}
+
 const struct collector_def canary_collector_def = {
     .name = "canary",
     .help = "what a commit costs: timed write + fdatasync probes on each --canary.path",
@@ -347,5 +376,6 @@ const struct collector_def canary_collector_def = {
     .options = canary_options_def,
     .n_options = sizeof(canary_options_def) / sizeof(canary_options_def[0]),
     .options_size = sizeof(struct canary_options),
+    .complete = cc_complete,
     .setup = cc_setup,
 };
