@@ -24,9 +24,6 @@ struct entry {
         int owner;
 };
 
-_Static_assert(OPT_PART_COLLECTOR(COLLECTOR_SMART) == OPT_PART_SMART, "collector parts");
-_Static_assert(OPT_PART_COLLECTOR(COLLECTOR_CANARY) == OPT_PART_CANARY, "collector parts");
-
 static struct entry *entries;
 static size_t n_entries;
 

@@ -42,16 +42,17 @@ struct dp_options {
 
 /* The parts a reloaded option is applied to: bits of opt_def.parts. */
 enum opt_part {
-        OPT_PART_LOG = 1u << 0,       /* log level and format */
-        OPT_PART_HTTP = 1u << 1,      /* connection limits, deadlines, allowed networks */
-        OPT_PART_WEBCONFIG = 1u << 2, /* --web.config.file */
-        OPT_PART_HELPER = 1u << 3,    /* the privileged helper's zygote */
-        OPT_PART_DISKSTATS = 1u << 4,
-        OPT_PART_SMART = 1u << 5,
-        OPT_PART_CANARY = 1u << 6,
+        OPT_PART_LOG = 1u << 0,        /* log level and format */
+        OPT_PART_HTTP = 1u << 1,       /* connection limits, deadlines, allowed networks */
+        OPT_PART_WEBCONFIG = 1u << 2,  /* --web.config.file */
+        OPT_PART_HELPER = 1u << 3,     /* the privileged helper's zygote */
+        OPT_PART_COLLECTOR0 = 1u << 4, /* then one bit per registered collector */
 };
 /* The part of the registered collector id: every reloaded option of its fragment has it. */
-#define OPT_PART_COLLECTOR(id) (OPT_PART_DISKSTATS << (id))
+#define OPT_PART_COLLECTOR(id) (OPT_PART_COLLECTOR0 << (id))
+/* Every collector's part (the --[no-]collector.NAME switches). */
+#define OPT_PART_COLLECTORS (OPT_PART_COLLECTOR(COLLECTOR_MAX) - OPT_PART_COLLECTOR0)
+_Static_assert(COLLECTOR_MAX <= 27, "a part bit per collector");
 
 /* The daemon's option table, in the order of --help and the dump; its OPT_FRAGMENT entries
  * stand for the options of a registered collector. */

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "canary.h"
-#include "canary_reset.h"
 #include "canary_stats.h"
 #include "cidr.h"
 #include "daemon.h"
@@ -47,12 +46,6 @@ static void open_state_dir(struct daemon *d)
                 log_errno(LOG_LEVEL_WARN, errno,
                           "cannot open the state directory; canary baselines are not kept", "path",
                           d->opts.state_dir, NULL);
-        /* Held while the daemon runs: --canary.reset-reference refuses to edit under it. */
-        else if (canary_state_dir_lock(d->state_fd) < 0)
-                log_errno(LOG_LEVEL_WARN, errno,
-                          "cannot lock the state directory; a reset of a reference while "
-                          "diskpulse runs would not be refused",
-                          "path", d->opts.state_dir, NULL);
 }
 
 static int canary_disk_identity(void *ud, const char *device, char *buf, size_t size)
@@ -100,6 +93,7 @@ static void host_of(struct daemon *d, struct collector_host *h)
             .interval = d->opts.ds_interval,
             .window = d->opts.ds_window,
             .state_dir = host_state_dir,
+            .state_dir_path = d->opts.state_dir,
             .disk_id = canary_disk_identity,
             .disk_id_ud = &d->diskid,
             .ud = d,

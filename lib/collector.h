@@ -63,6 +63,7 @@ struct collector_host {
         /* The state directory (persisted state), opened and locked at the first call, and the
          * disk identity below made ready; -1 when it cannot be opened (logged). */
         int (*state_dir)(const struct collector_host *h);
+        const char *state_dir_path; /* --state.directory, for messages */
         /* A disk's identity (for persisted baselines), thread-safe; NULL: none. */
         int (*disk_id)(void *ud, const char *device, char *buf, size_t size);
         void *disk_id_ud;
