@@ -679,19 +679,15 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                 if (r < 0)
                         return r;
         }
-        if (o->ds_window < o->ds_interval) {
-                fail(err, errsz,
-                     "invalid value for diskstats.window: %s is shorter than diskstats.interval %s",
-                     format_duration(o->ds_window, a, sizeof a),
-                     format_duration(o->ds_interval, b, sizeof b));
-                return -EINVAL;
-        }
-        if (o->ds_window / o->ds_interval > 3600) {
-                fail(err, errsz,
-                     "invalid value for diskstats.window: %s holds more than 3600 samples of %s",
-                     format_duration(o->ds_window, a, sizeof a),
-                     format_duration(o->ds_interval, b, sizeof b));
-                return -EINVAL;
+        /* the collectors' own checks and what their options take from the daemon's (the
+         * diskstats window, the canary's default target) */
+        for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+                if (!collector_defs[c]->complete)
+                        continue;
+                r = collector_defs[c]->complete(o->collector_opts[c], o->state_dir, o->ds_interval,
+                                                err, errsz);
+                if (r < 0)
+                        return r;
         }
         if (o->request_timeout < o->header_timeout || o->request_timeout > 3600 * USEC_PER_SEC) {
                 fail(err, errsz,
@@ -700,14 +696,6 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                      format_duration(o->request_timeout, a, sizeof a),
                      format_duration(o->header_timeout, b, sizeof b));
                 return -EINVAL;
-        }
-        /* what the collectors' options take from the daemon's (the canary's default target) */
-        for (size_t c = 0; c < COLLECTOR_MAX; c++) {
-                if (!collector_defs[c]->complete)
-                        continue;
-                r = collector_defs[c]->complete(o->collector_opts[c], o->state_dir, err, errsz);
-                if (r < 0)
-                        return r;
         }
         return 0;
 }

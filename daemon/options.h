@@ -27,8 +27,8 @@ struct dp_options {
         char *web_config_file; /* --web.config.file, NULL: none */
         char *procfs, *sysfs, *udev_data, *dev;
         char *device_include, *device_exclude; /* NULL: not set */
-        usec_t ds_interval, ds_window;
-        usec_t zygote_grace; /* --helper.zygote-grace */
+        usec_t ds_interval;                    /* --diskstats.interval: paces the round */
+        usec_t zygote_grace;                   /* --helper.zygote-grace */
         bool collector[COLLECTOR_MAX];
         /* Each registered collector's options (its def's options_size bytes, NULL: none),
          * the storage of its def's option entries. */

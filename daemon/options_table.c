@@ -213,15 +213,8 @@ const struct opt_def options_table[] = {
      .help = "sampling period of /proc/diskstats",
      .reload = OPT_RELOAD,
      .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS)},
-    /* at least diskstats.interval, at most 3600 of them: checked with it, in validate() */
-    {.name = "diskstats.window",
-     .type = OPT_DURATION,
-     .offset = OFF(ds_window),
-     .def = 10 * SEC,
-     .arg = "DUR",
-     .help = "window of the derived, iostat-like gauges",
-     .reload = OPT_RELOAD,
-     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS)},
+    /* --diskstats.window (collectors/diskstats) */
+    {.name = "diskstats", .type = OPT_FRAGMENT},
     /* --smart.* (collectors/smart) */
     {.name = "smart", .type = OPT_FRAGMENT},
     {.name = "helper.zygote-grace",

@@ -91,7 +91,6 @@ static void host_of(struct daemon *d, struct collector_host *h)
             .io_up = privsep_helper_up,
             .filter = d->filter,
             .interval = d->opts.ds_interval,
-            .window = d->opts.ds_window,
             .state_dir = host_state_dir,
             .state_dir_path = d->opts.state_dir,
             .disk_id = canary_disk_identity,

@@ -59,7 +59,6 @@ struct collector_host {
         bool (*io_up)(struct devio *io); /* whether io can run commands now */
         const struct namefilter *filter; /* the device name filters (may be NULL) */
         usec_t interval;                 /* --diskstats.interval: the round's period */
-        usec_t window;                   /* --diskstats.window */
         /* The state directory (persisted state), opened and locked at the first call, and the
          * disk identity below made ready; -1 when it cannot be opened (logged). */
         int (*state_dir)(const struct collector_host *h);
@@ -79,9 +78,11 @@ struct collector_def {
         bool default_enabled;
         const struct opt_def *options; /* NULL: none (not yet read by the daemon) */
         size_t n_options, options_size;
-        /* After flags and file are read: completes opts from the daemon's options (the state
-         * directory). 0, or -EINVAL with the message in err (NULL: nothing to do). */
-        int (*complete)(void *opts, const char *state_dir, char *err, size_t errsz);
+        /* After flags and file are read: checks opts and completes them from the daemon's
+         * options (the state directory, --diskstats.interval). 0, or -EINVAL with the message
+         * in err (NULL: nothing to do). */
+        int (*complete)(void *opts, const char *state_dir, usec_t interval, char *err,
+                        size_t errsz);
         /* Makes the collector from its options (cur NULL) or gives cur its new settings; NULL
          * when it cannot run now (cur freed). */
         struct collector *(*setup)(const struct collector_host *host, const void *opts,

@@ -351,7 +351,7 @@ static const struct opt_def canary_options_def[] = {
 };
 
 /* No --canary.path given: the state directory, where the baselines live too. */
-static int cc_complete(void *opts, const char *state_dir, char *err, size_t errsz)
+static int cc_complete(void *opts, const char *state_dir, usec_t interval, char *err, size_t errsz)
 {
         struct canary_options *o = opts;
         char cwd[4096], why[4400], *abs = NULL;
@@ -359,6 +359,7 @@ static int cc_complete(void *opts, const char *state_dir, char *err, size_t errs
         struct canary_path_option p;
         int r;
 
+        (void)interval;
         if (o->n_paths > 0)
                 return 0;
         if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {

@@ -10,6 +10,13 @@
 #include "listen.h"
 #include "options.h"
 #include "canary_collector.h"
+#include "diskstats_collector.h"
+
+/* The diskstats collector's options in o. */
+static struct diskstats_options *ds_opts(const struct dp_options *o)
+{
+        return o->collector_opts[COLLECTOR_DISKSTATS];
+}
 
 /* The canary's options in o. */
 static struct canary_options *canary_opts(const struct dp_options *o)
@@ -25,7 +32,7 @@ static void check(const struct dp_options *o)
         if (o->n_listen == 0 || !o->listen || !o->procfs || !o->sysfs || !o->udev_data || !o->dev ||
             !o->state_dir)
                 abort();
-        if (o->ds_interval < 10 * USEC_PER_MSEC || o->ds_window < o->ds_interval)
+        if (o->ds_interval < 10 * USEC_PER_MSEC || ds_opts(o)->window < o->ds_interval)
                 abort();
         if (o->max_connections == 0 || o->max_connections > 65535)
                 abort();

@@ -13,6 +13,13 @@
 
 #include "options.h"
 #include "canary_collector.h"
+#include "diskstats_collector.h"
+
+/* The diskstats collector's options in o. */
+static struct diskstats_options *ds_opts(const struct dp_options *o)
+{
+        return o->collector_opts[COLLECTOR_DISKSTATS];
+}
 
 /* The canary's options in o. */
 static struct canary_options *canary_opts(const struct dp_options *o)
@@ -90,7 +97,7 @@ static void test_defaults(void **state)
         assert_null(o.device_include);
         assert_null(o.device_exclude);
         assert_true(o.ds_interval == USEC_PER_SEC);
-        assert_true(o.ds_window == 10 * USEC_PER_SEC);
+        assert_true(ds_opts(&o)->window == 10 * USEC_PER_SEC);
         assert_true(o.collector[COLLECTOR_DISKSTATS]);
         assert_string_equal(o.state_dir, "/var/lib/diskpulse");
         assert_int_equal(o.log_level, LOG_LEVEL_INFO);
@@ -143,7 +150,7 @@ static void test_equals_and_separate_forms(void **state)
                                "--web.systemd-socket", "--once", "--check-config"),
                          0);
         assert_true(o.ds_interval == 500 * USEC_PER_MSEC);
-        assert_true(o.ds_window == 5 * USEC_PER_SEC);
+        assert_true(ds_opts(&o)->window == 5 * USEC_PER_SEC);
         assert_int_equal(o.max_connections, 8);
         assert_string_equal(o.procfs, "/tmp/p");
         assert_string_equal(o.sysfs, "/tmp/s");
@@ -393,7 +400,7 @@ static void test_config_file(void **state)
         assert_string_equal(o.config_file, path);
         assert_int_equal(o.max_connections, 12);
         assert_true(o.ds_interval == 2 * USEC_PER_SEC);
-        assert_true(o.ds_window == 20 * USEC_PER_SEC);
+        assert_true(ds_opts(&o)->window == 20 * USEC_PER_SEC);
         assert_int_equal(o.log_level, LOG_LEVEL_WARN);
         assert_int_equal(o.log_format, LOG_FORMAT_JSON);
         assert_string_equal(o.sysfs, "/srv/sys dir");
@@ -413,8 +420,8 @@ static void test_config_file(void **state)
         assert_true(o.ds_interval == 3 * USEC_PER_SEC);
         assert_int_equal(o.log_level, LOG_LEVEL_ERROR);
         assert_true(o.collector[COLLECTOR_DISKSTATS]);
-        assert_int_equal(o.max_connections, 12);       /* from the file */
-        assert_true(o.ds_window == 20 * USEC_PER_SEC); /* from the file */
+        assert_int_equal(o.max_connections, 12);               /* from the file */
+        assert_true(ds_opts(&o)->window == 20 * USEC_PER_SEC); /* from the file */
         options_free(&o);
 
         /* the separate form of --config.file */
