@@ -12,7 +12,6 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "canary_reset.h"
 #include "daemon.h"
 #include "expo.h"
 #include "fsroot.h"

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "canary.h"
-#include "canary_stats.h"
 #include "cidr.h"
 #include "daemon.h"
 #include "fsroot.h"
