@@ -1191,6 +1191,50 @@ static void test_prestart_facts(void **state)
         options_free(&a);
 }
 
+/* Every registered collector's own flags are options exactly once, in its fragment's order,
+ * inside its options struct, and reloaded ones report the collector's part; the daemon's table
+ * marks no collector that is not registered. */
+static void test_collector_fragments(void **state)
+{
+        (void)state;
+
+        for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+                const struct collector_def *def = collector_defs[c];
+                size_t at = 0;
+
+                for (size_t k = 0; k < def->n_options; k++) {
+                        const struct opt_def *own = &def->options[k];
+                        size_t found = 0;
+
+                        assert_true(own->offset < def->options_size);
+                        assert_true(own->type != OPT_COLLECTORS && own->type != OPT_FRAGMENT);
+                        for (size_t i = 0; i < options_count(); i++) {
+                                const struct opt_def *d = options_entry(i);
+                                if (strcmp(d->name, own->name) != 0)
+                                        continue;
+                                found++;
+                                if (k > 0 && i != at + 1)
+                                        fail_msg("%s: not next to the fragment's previous flag",
+                                                 own->name);
+                                at = i;
+                                if (d->reload == OPT_RELOAD && !(d->parts & OPT_PART_COLLECTOR(c)))
+                                        fail_msg("%s: its collector's part is not reported",
+                                                 own->name);
+                        }
+                        if (found != 1)
+                                fail_msg("%s: %zu options of that name", own->name, found);
+                }
+        }
+        for (size_t i = 0; i < options_table_size; i++) {
+                bool known = options_table[i].type != OPT_FRAGMENT;
+                for (size_t c = 0; c < COLLECTOR_MAX && !known; c++)
+                        known = strcmp(collector_defs[c]->name, options_table[i].name) == 0;
+                if (!known)
+                        fail_msg("the table marks the options of \"%s\", not registered",
+                                 options_table[i].name);
+        }
+}
+
 static void test_help_lists_every_option(void **state)
 {
         char buf[8192] = {0};
@@ -1250,6 +1294,7 @@ int main(void)
             cmocka_unit_test(test_reload_contract),
             cmocka_unit_test(test_prestart_facts),
             cmocka_unit_test(test_help_lists_every_option),
+            cmocka_unit_test(test_collector_fragments),
         };
         return cmocka_run_group_tests(tests, setup, NULL);
 }
