@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "canary.h"
 #include "cidr.h"
 #include "daemon.h"
 #include "fsroot.h"
@@ -47,9 +46,11 @@ static void open_state_dir(struct daemon *d)
                           d->opts.state_dir, NULL);
 }
 
-static int canary_disk_identity(void *ud, const char *device, char *buf, size_t size)
+/* host->disk_ids: udev's record and sysfs, read through the duplicated descriptors. */
+static int disk_ids_lookup(const struct collector_disk_ids *self, const char *device, char *wwn,
+                           size_t wwnsz, char *serial, size_t serialsz)
 {
-        struct diskid_src *s = ud;
+        const struct diskid_src *s = (const struct diskid_src *)self;
         struct device_info info;
         struct devsrc *src;
         char path[96], dev[32];
@@ -62,16 +63,19 @@ static int canary_disk_identity(void *ud, const char *device, char *buf, size_t 
         src = devsrc_files_new(s->sysfs_fd, s->udev_fd);
         (void)src->ops->lookup(src, device, maj, min, &info);
         devsrc_free(src);
-        return canary_disk_id(buf, size, info.wwn, info.serial);
+        (void)strscpy(wwn, info.wwn, wwnsz);
+        (void)strscpy(serial, info.serial, serialsz);
+        return 0;
 }
 
-/* host->state_dir: the state directory, opened once, and the canary's disk identity ready. */
+/* host->state_dir: the state directory, opened once, and the disks' identity ready. */
 static int host_state_dir(const struct collector_host *h)
 {
         struct daemon *d = h->ud;
 
         open_state_dir(d);
         if (d->diskid.sysfs_fd < 0) {
+                d->diskid.ids.lookup = disk_ids_lookup;
                 d->diskid.sysfs_fd = fcntl(d->sysfs_fd, F_DUPFD_CLOEXEC, 3);
                 d->diskid.udev_fd = d->udev_fd >= 0 ? fcntl(d->udev_fd, F_DUPFD_CLOEXEC, 3) : -1;
         }
@@ -92,8 +96,7 @@ static void host_of(struct daemon *d, struct collector_host *h)
             .interval = d->opts.ds_interval,
             .state_dir = host_state_dir,
             .state_dir_path = d->opts.state_dir,
-            .disk_id = canary_disk_identity,
-            .disk_id_ud = &d->diskid,
+            .disk_ids = &d->diskid.ids,
             .ud = d,
         };
 }

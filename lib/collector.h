@@ -49,6 +49,14 @@ struct collector_ops {
         void (*free)(struct collector *c);
 };
 
+/* A disk's identity facts (udev's WWN and serial) by kernel device name: thread-safe, no device
+ * I/O; it lives as long as the process (a thread abandoned in a hung probe may still ask). */
+struct collector_disk_ids {
+        /* 0 with wwn and serial ("" when unknown), or -ENOENT for an unknown device. */
+        int (*lookup)(const struct collector_disk_ids *self, const char *device, char *wwn,
+                      size_t wwnsz, char *serial, size_t serialsz);
+};
+
 /* What the daemon gives a collector's setup: its roots, device sources, helper and filters,
  * borrowed (they outlive the collector or its next setup). */
 struct collector_host {
@@ -63,9 +71,8 @@ struct collector_host {
          * disk identity below made ready; -1 when it cannot be opened (logged). */
         int (*state_dir)(const struct collector_host *h);
         const char *state_dir_path; /* --state.directory, for messages */
-        /* A disk's identity (for persisted baselines), thread-safe; NULL: none. */
-        int (*disk_id)(void *ud, const char *device, char *buf, size_t size);
-        void *disk_id_ud;
+        /* Disks' identity facts, for persisted baselines; NULL: none. */
+        const struct collector_disk_ids *disk_ids;
         void *ud; /* the daemon's */
 };
 

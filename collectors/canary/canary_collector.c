@@ -166,6 +166,17 @@ struct collector *canary_collector_new(const struct canary_config *cfg)
         return &c->base;
 }
 
+/* The baselines' disk key (canary_disk_id()) from the host's identity facts; ud: the host's
+ * struct collector_disk_ids, which lives as long as the process. */
+static int cc_disk_id(void *ud, const char *device, char *buf, size_t size)
+{
+        const struct collector_disk_ids *ids = ud;
+        char wwn[128], serial[128];
+        int r = ids->lookup(ids, device, wwn, sizeof wwn, serial, sizeof serial);
+
+        return r < 0 ? r : canary_disk_id(buf, size, wwn, serial);
+}
+
 static struct collector *cc_setup(const struct collector_host *h, const void *opts,
                                   struct collector *cur)
 {
@@ -196,8 +207,8 @@ static struct collector *cc_setup(const struct collector_host *h, const void *op
             .baseline_period = o->baseline_period,
             .state_dir_fd = state_fd,
             .sysfs_fd = h->sysfs_fd,
-            .disk_id = h->disk_id,
-            .disk_id_ud = h->disk_id_ud,
+            .disk_id = h->disk_ids ? cc_disk_id : NULL,
+            .disk_id_ud = (void *)h->disk_ids,
         };
         if (!cur)
                 return canary_collector_new(&c);
