@@ -26,10 +26,9 @@
 
 /* Disks' identity facts (host->disk_ids, for the canary's baselines), asked from its prober
  * threads: udev's record and sysfs, read through duplicated descriptors and no other state, so
- * it is thread-safe and
- * touches no device. It lives as long as the daemon object, which lives as long as the process
- * (main()'s is static): a prober thread abandoned in a hung fdatasync() may still ask after the
- * canary is freed. */
+ * it is thread-safe and touches no device. It lives as long as the daemon object, which lives as
+ * long as the process (main()'s is static): a prober thread abandoned in a hung fdatasync() may
+ * still ask after the canary is freed. */
 struct diskid_src {
         struct collector_disk_ids ids; /* first: what the collectors get */
         int sysfs_fd, udev_fd;
