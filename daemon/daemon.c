@@ -12,9 +12,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include "canary_reset.h"
 #include "daemon.h"
-#include "diskstats_collector.h"
 #include "expo.h"
 #include "fsroot.h"
 #include "http.h"
@@ -56,7 +54,11 @@ void daemon_init(struct daemon *d, int argc, char **argv)
 void daemon_notify_status(struct daemon *d)
 {
         char buf[160];
-        size_t devs = diskstats_collector_devices(d->round.c[COLLECTOR_DISKSTATS]);
+        size_t devs = 0;
+
+        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+                if (d->round.c[i] && d->round.c[i]->ops->devices)
+                        devs += d->round.c[i]->ops->devices(d->round.c[i]);
 
         snprintf(buf, sizeof buf, "STATUS=Monitoring %zu device%s", devs, devs == 1 ? "" : "s");
         sd_notify(0, buf);
@@ -271,14 +273,14 @@ int daemon_run_once(struct daemon *d)
                 int r = c && c->ops->begin_once ? c->ops->begin_once(c) : 0;
                 if (r < 0)
                         log_errno(LOG_LEVEL_ERROR, r, "cannot start a collector's thread",
-                                  "collector", collector_defs[i].name, NULL);
+                                  "collector", collector_defs[i]->name, NULL);
         }
         for (size_t i = 0; i < COLLECTOR_MAX; i++) {
                 struct collector *c = d->round.c[i];
                 int r = c && c->ops->settle ? c->ops->settle(c) : 0;
                 if (r < 0)
                         log_errno(LOG_LEVEL_ERROR, r, "cannot measure once", "collector",
-                                  collector_defs[i].name, NULL);
+                                  collector_defs[i]->name, NULL);
         }
         snap = round_run(&d->round, now_realtime());
         struct mset *const *sets;

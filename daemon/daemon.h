@@ -24,12 +24,13 @@
  * daemon, with a new zygote; diskpulse.socket keeps the listening socket meanwhile. */
 #define EXIT_ZYGOTE_LOST 75
 
-/* The disk identity of the canary's baselines, asked from its prober threads: udev's record and
- * sysfs, read through duplicated descriptors and no other state, so it is thread-safe and
- * touches no device. It lives as long as the daemon object, which lives as long as the process
- * (main()'s is static): a prober thread abandoned in a hung fdatasync() may still ask after the
- * canary is freed. */
+/* Disks' identity facts (host->disk_ids, for the canary's baselines), asked from its prober
+ * threads: udev's record and sysfs, read through duplicated descriptors and no other state, so
+ * it is thread-safe and touches no device. It lives as long as the daemon object, which lives as
+ * long as the process (main()'s is static): a prober thread abandoned in a hung fdatasync() may
+ * still ask after the canary is freed. */
 struct diskid_src {
+        struct collector_disk_ids ids; /* first: what the collectors get */
         int sysfs_fd, udev_fd;
 };
 
@@ -81,12 +82,6 @@ struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_con
 void daemon_collectors_apply(struct daemon *d, bool start_new);
 /* Starts collector id's threads; a failure is logged. */
 void daemon_collector_start(struct daemon *d, size_t id);
-/* The registry's setup functions: the options as the collector's settings, a new collector
- * when cur is NULL, else cur reconfigured; NULL when it cannot run now (cur is freed). */
-struct collector *daemon_setup_diskstats(struct daemon *d, struct collector *cur);
-struct collector *daemon_setup_smart(struct daemon *d, struct collector *cur);
-struct collector *daemon_setup_canary(struct daemon *d, struct collector *cur);
-
 /* reload.c: SIGHUP: read flags and config again; apply what can change while running. */
 void daemon_reload(struct daemon *d);
 

@@ -15,9 +15,86 @@
 
 #include "fsroot.h"
 
-/* Flags are numbered: the table's entries, then one per collector (for "given on the command
- * line" and "list emptied" marks). */
-#define N_ENTRIES options_table_size
+/* Every option (options_entry()): the daemon's table with each OPT_FRAGMENT replaced by the
+ * entries of its collector, whose values are in that collector's options blob (owner: its
+ * registry id; -1: the daemon's own, in struct dp_options). d is first: an opt_def of this
+ * array tells its entry. */
+struct entry {
+        struct opt_def d;
+        int owner;
+};
+
+static struct entry *entries;
+static size_t n_entries;
+
+static const struct collector_def *fragment_of(const struct opt_def *d, int *id)
+{
+        for (int c = 0; c < COLLECTOR_MAX; c++)
+                if (strcmp(collector_defs[c]->name, d->name) == 0) {
+                        *id = c;
+                        return collector_defs[c];
+                }
+        return NULL;
+}
+
+static void add_fragment(int id)
+{
+        const struct collector_def *c = collector_defs[id];
+
+        for (size_t k = 0; k < c->n_options; k++) {
+                struct entry *e = &entries[n_entries++];
+                *e = (struct entry){.d = c->options[k], .owner = id};
+                if (e->d.reload == OPT_RELOAD)
+                        e->d.parts |= OPT_PART_COLLECTOR(id);
+        }
+}
+
+/* Built once, at the first use (main thread, before any other). A collector whose fragment has
+ * no mark in the table gets its options before the collectors' switches. */
+static void entries_init(void)
+{
+        bool placed[COLLECTOR_MAX] = {0};
+        size_t n = options_table_size;
+
+        if (entries)
+                return;
+        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                n += collector_defs[c]->n_options;
+        entries = xcalloc(n, sizeof(*entries));
+        for (size_t i = 0; i < options_table_size; i++) {
+                const struct opt_def *d = &options_table[i];
+                int id;
+
+                if (d->type == OPT_COLLECTORS)
+                        for (int c = 0; c < COLLECTOR_MAX; c++)
+                                if (!placed[c]) {
+                                        add_fragment(c);
+                                        placed[c] = true;
+                                }
+                if (d->type != OPT_FRAGMENT)
+                        entries[n_entries++] = (struct entry){.d = *d, .owner = -1};
+                else if (fragment_of(d, &id) && !placed[id]) {
+                        add_fragment(id);
+                        placed[id] = true;
+                }
+        }
+}
+
+size_t options_count(void)
+{
+        entries_init();
+        return n_entries;
+}
+
+const struct opt_def *options_entry(size_t i)
+{
+        entries_init();
+        return &entries[i].d;
+}
+
+/* Flags are numbered: the entries, then one per collector (for "given on the command line" and
+ * "list emptied" marks). */
+#define N_ENTRIES n_entries
 #define N_FLAGS   (N_ENTRIES + COLLECTOR_MAX)
 
 static void fail(char *err, size_t errsz, const char *fmt, ...) _printf_(3, 4);
@@ -40,14 +117,28 @@ int options_device_filter(const struct dp_options *o, struct namefilter **ret, c
         return namefilter_new(o->device_include, exclude, ret, err, errsz);
 }
 
+/* The struct d's offsets are into: o, or its owner's options blob. */
+static void *base_of(const struct dp_options *o, const struct opt_def *d)
+{
+        const struct entry *e = (const struct entry *)d;
+
+        return e->owner < 0 ? (void *)o : o->collector_opts[e->owner];
+}
+
 static void *field(const struct dp_options *o, const struct opt_def *d)
 {
-        return (char *)o + d->offset;
+        return (char *)base_of(o, d) + d->offset;
 }
 
 static size_t *count_of(const struct dp_options *o, const struct opt_def *d)
 {
-        return (size_t *)((char *)o + d->count_offset);
+        return (size_t *)((char *)base_of(o, d) + d->count_offset);
+}
+
+/* Element k of an OPT_CUSTOM array. */
+static void *elem_of(const struct dp_options *o, const struct opt_def *d, size_t k)
+{
+        return *(char **)field(o, d) + k * d->custom->size;
 }
 
 static void set_string(char **dst, const char *v)
@@ -65,48 +156,24 @@ static void list_add(const struct dp_options *o, const struct opt_def *d, const 
         (*list)[(*n)++] = xstrdup(v);
 }
 
-/* --canary.path=DIR[:MODE]: DIR absolute; the part after the last ':' is the mode when it
- * holds no '/' (a directory whose name has a ':' is written DIR:fdatasync). */
-static int add_canary_path(struct dp_options *o, const char *value, const char *where, char *err,
-                           size_t errsz)
+/* Parses one more element of the OPT_CUSTOM option d. */
+static int custom_add(struct dp_options *o, const struct opt_def *d, const char *value,
+                      const char *where, char *err, size_t errsz)
 {
-        char *path = xstrdup(value);
-        enum canary_mode mode = CANARY_MODE_FDATASYNC;
-        char *colon = strrchr(path, ':');
-        size_t len;
+        char why[4400];
+        void **arr = field(o, d);
+        size_t *n = count_of(o, d);
+        void *elem = xcalloc(1, d->custom->size);
 
-        if (colon && !strchr(colon, '/')) {
-                if (canary_mode_from_string(colon + 1, &mode) < 0) {
-                        fail(err, errsz,
-                             "%sinvalid value for canary.path: \"%s\" (unknown mode \"%s\"; "
-                             "expected fdatasync, append, dsync or direct)",
-                             where, value, colon + 1);
-                        free(path);
-                        return -EINVAL;
-                }
-                *colon = 0;
-        }
-        len = strlen(path);
-        while (len > 1 && path[len - 1] == '/')
-                path[--len] = 0;
-        if (path[0] != '/' || len >= 4096) {
-                fail(err, errsz,
-                     "%sinvalid value for canary.path: \"%s\" (expected an absolute directory, "
-                     "optionally followed by :MODE)",
-                     where, value);
-                free(path);
+        if (d->custom->parse(value, *arr, *n, elem, why, sizeof why) < 0) {
+                fail(err, errsz, "%sinvalid value for %s: %s", where, d->name, why);
+                free(elem);
                 return -EINVAL;
         }
-        for (size_t i = 0; i < o->n_canary; i++)
-                if (o->canary[i].mode == mode && strcmp(o->canary[i].path, path) == 0) {
-                        fail(err, errsz, "%sinvalid value for canary.path: \"%s\" is given twice",
-                             where, value);
-                        free(path);
-                        return -EINVAL;
-                }
-        o->canary = xrealloc(o->canary, (o->n_canary + 1) * sizeof(*o->canary));
-        o->canary[o->n_canary].path = path;
-        o->canary[o->n_canary++].mode = mode;
+        *arr = xrealloc(*arr, (*n + 1) * d->custom->size);
+        memcpy((char *)*arr + *n * d->custom->size, elem, d->custom->size);
+        (*n)++;
+        free(elem);
         return 0;
 }
 
@@ -126,12 +193,12 @@ static void clear_value(struct dp_options *o, const struct opt_def *d)
                 *count_of(o, d) = 0;
                 break;
         }
-        case OPT_CANARY_PATHS:
-                for (size_t i = 0; i < o->n_canary; i++)
-                        free(o->canary[i].path);
-                free(o->canary);
-                o->canary = NULL;
-                o->n_canary = 0;
+        case OPT_CUSTOM:
+                for (size_t i = 0; i < *count_of(o, d); i++)
+                        d->custom->free(elem_of(o, d, i));
+                free(*(void **)field(o, d));
+                *(void **)field(o, d) = NULL;
+                *count_of(o, d) = 0;
                 break;
         default:
                 break;
@@ -178,12 +245,11 @@ bool options_equal(const struct opt_def *d, const struct dp_options *a, const st
                                 return false;
                 return true;
         }
-        case OPT_CANARY_PATHS:
-                if (a->n_canary != b->n_canary)
+        case OPT_CUSTOM:
+                if (*count_of(a, d) != *count_of(b, d))
                         return false;
-                for (size_t i = 0; i < a->n_canary; i++)
-                        if (a->canary[i].mode != b->canary[i].mode ||
-                            strcmp(a->canary[i].path, b->canary[i].path) != 0)
+                for (size_t i = 0; i < *count_of(a, d); i++)
+                        if (!d->custom->equal(elem_of(a, d, i), elem_of(b, d, i)))
                                 return false;
                 return true;
         default:
@@ -193,9 +259,9 @@ bool options_equal(const struct opt_def *d, const struct dp_options *a, const st
 
 bool options_same(const struct dp_options *a, const struct dp_options *b, unsigned flags)
 {
+        entries_init();
         for (size_t i = 0; i < N_ENTRIES; i++)
-                if ((options_table[i].flags & flags) == flags &&
-                    !options_equal(&options_table[i], a, b))
+                if ((entries[i].d.flags & flags) == flags && !options_equal(&entries[i].d, a, b))
                         return false;
         return true;
 }
@@ -213,13 +279,12 @@ static void copy_value(struct dp_options *dst, const struct dp_options *src,
                 for (size_t i = 0; i < *count_of(src, d); i++)
                         list_add(dst, d, (*(char **const *)field(src, d))[i]);
                 break;
-        case OPT_CANARY_PATHS:
+        case OPT_CUSTOM:
                 clear_value(dst, d);
-                dst->canary = xcalloc(src->n_canary + 1, sizeof(*dst->canary));
-                for (size_t i = 0; i < src->n_canary; i++)
-                        dst->canary[i] = (struct dp_canary_path){
-                            .path = xstrdup(src->canary[i].path), .mode = src->canary[i].mode};
-                dst->n_canary = src->n_canary;
+                *(void **)field(dst, d) = xcalloc(*count_of(src, d) + 1, d->custom->size);
+                for (size_t i = 0; i < *count_of(src, d); i++)
+                        d->custom->copy(elem_of(dst, d, i), elem_of(src, d, i));
+                *count_of(dst, d) = *count_of(src, d);
                 break;
         default:
                 memcpy(field(dst, d), field(src, d), scalar_size(d));
@@ -232,8 +297,10 @@ size_t options_reload(struct dp_options *cur, const struct dp_options *next, uns
         unsigned parts = 0;
         size_t restart = 0;
 
+        entries_init();
+
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &options_table[i];
+                const struct opt_def *d = &entries[i].d;
 
                 if (options_equal(d, cur, next))
                         continue;
@@ -276,7 +343,7 @@ static int apply(struct dp_options *o, const struct opt_def *d, int sub, const c
                 if (value && (negated || parse_bool(value, &b) < 0)) {
                         fail(err, errsz,
                              "%sinvalid value for %s%s: \"%s\" (expected true or false)", where,
-                             coll ? "collector." : "", coll ? collector_defs[sub].name : d->name,
+                             coll ? "collector." : "", coll ? collector_defs[sub]->name : d->name,
                              value);
                         return -EINVAL;
                 }
@@ -354,8 +421,8 @@ static int apply(struct dp_options *o, const struct opt_def *d, int sub, const c
                 fail(err, errsz, "%sinvalid value for %s: \"%s\" (expected %s)", where, d->name,
                      value, names_list(d->names, why, sizeof why));
                 return -EINVAL;
-        case OPT_CANARY_PATHS:
-                return add_canary_path(o, value, where, err, errsz);
+        case OPT_CUSTOM:
+                return custom_add(o, d, value, where, err, errsz);
         default:
                 return -EINVAL;
         }
@@ -369,7 +436,7 @@ static int lookup(const char *name, size_t len, bool allow_no, bool *negated, in
         *sub = -1;
         for (int pass = 0; pass < 2; pass++) {
                 for (size_t i = 0; i < N_ENTRIES; i++) {
-                        const struct opt_def *d = &options_table[i];
+                        const struct opt_def *d = &entries[i].d;
                         size_t l = strlen(d->name);
 
                         if (d->type != OPT_COLLECTORS) {
@@ -380,8 +447,8 @@ static int lookup(const char *name, size_t len, bool allow_no, bool *negated, in
                         if (len <= l + 1 || strncmp(d->name, name, l) != 0 || name[l] != '.')
                                 continue;
                         for (int c = 0; c < COLLECTOR_MAX; c++)
-                                if (strlen(collector_defs[c].name) == len - l - 1 &&
-                                    strncmp(collector_defs[c].name, name + l + 1, len - l - 1) ==
+                                if (strlen(collector_defs[c]->name) == len - l - 1 &&
+                                    strncmp(collector_defs[c]->name, name + l + 1, len - l - 1) ==
                                         0) {
                                         *sub = c;
                                         return (int)i;
@@ -469,7 +536,7 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                         fail(err, errsz, "%sunknown option \"%s\"", where, key);
                         return -EINVAL;
                 }
-                d = &options_table[idx];
+                d = &entries[idx].d;
                 if (d->flags & OPT_CLI_ONLY) {
                         fail(err, errsz, "%s%s can only be given on the command line", where, key);
                         return -EINVAL;
@@ -492,8 +559,11 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
 static void set_defaults(struct dp_options *o)
 {
         memset(o, 0, sizeof(*o));
+        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                if (collector_defs[c]->options_size)
+                        o->collector_opts[c] = xcalloc(1, collector_defs[c]->options_size);
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &options_table[i];
+                const struct opt_def *d = &entries[i].d;
                 void *p = field(o, d);
 
                 switch (d->type) {
@@ -529,10 +599,11 @@ static void set_defaults(struct dp_options *o)
                         break;
                 case OPT_COLLECTORS:
                         for (size_t c = 0; c < COLLECTOR_MAX; c++)
-                                ((bool *)p)[c] = collector_defs[c].default_enabled;
+                                ((bool *)p)[c] = collector_defs[c]->default_enabled;
                         break;
-                case OPT_CANARY_PATHS:
-                        break; /* none: the state directory, in validate() */
+                case OPT_CUSTOM:
+                case OPT_FRAGMENT:
+                        break; /* none (canary.path: the state directory, in validate()) */
                 }
         }
 }
@@ -604,23 +675,19 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         int r;
 
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                r = check_range(o, &options_table[i], err, errsz);
+                r = check_range(o, &entries[i].d, err, errsz);
                 if (r < 0)
                         return r;
         }
-        if (o->ds_window < o->ds_interval) {
-                fail(err, errsz,
-                     "invalid value for diskstats.window: %s is shorter than diskstats.interval %s",
-                     format_duration(o->ds_window, a, sizeof a),
-                     format_duration(o->ds_interval, b, sizeof b));
-                return -EINVAL;
-        }
-        if (o->ds_window / o->ds_interval > 3600) {
-                fail(err, errsz,
-                     "invalid value for diskstats.window: %s holds more than 3600 samples of %s",
-                     format_duration(o->ds_window, a, sizeof a),
-                     format_duration(o->ds_interval, b, sizeof b));
-                return -EINVAL;
+        /* the collectors' own checks and what their options take from the daemon's (the
+         * diskstats window, the canary's default target) */
+        for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+                if (!collector_defs[c]->complete)
+                        continue;
+                r = collector_defs[c]->complete(o->collector_opts[c], o->state_dir, o->ds_interval,
+                                                err, errsz);
+                if (r < 0)
+                        return r;
         }
         if (o->request_timeout < o->header_timeout || o->request_timeout > 3600 * USEC_PER_SEC) {
                 fail(err, errsz,
@@ -630,27 +697,12 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
                      format_duration(o->header_timeout, b, sizeof b));
                 return -EINVAL;
         }
-        if (o->n_canary == 0) {
-                /* The default target: the state directory, where the baselines live too. */
-                char where[] = "state.directory: ", cwd[4096], *abs = NULL;
-                const char *dir = o->state_dir;
-
-                if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
-                        abs = xmalloc(strlen(cwd) + strlen(dir) + 2);
-                        sprintf(abs, "%s/%s", cwd, dir);
-                        dir = abs;
-                }
-                r = add_canary_path(o, dir, where, err, errsz);
-                free(abs);
-                if (r < 0)
-                        return r;
-        }
         return 0;
 }
 
 int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size_t errsz)
 {
-        _cleanup_free_ bool *from_cli = xcalloc(N_FLAGS, sizeof(bool));
+        _cleanup_free_ bool *from_cli = xcalloc(options_count() + COLLECTOR_MAX, sizeof(bool));
         struct dp_options o;
         int r;
 
@@ -677,7 +729,7 @@ int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size
                         fail(err, errsz, "unknown flag --%.*s (see --help)", (int)nlen, arg);
                         goto fail;
                 }
-                d = &options_table[idx];
+                d = &entries[idx].d;
                 if (eq)
                         value = eq + 1;
                 else if (d->type != OPT_BOOL && d->type != OPT_COLLECTORS && !negated) {
@@ -718,8 +770,12 @@ fail_r:
 
 void options_free(struct dp_options *o)
 {
+        entries_init();
         for (size_t i = 0; i < N_ENTRIES; i++)
-                clear_value(o, &options_table[i]);
+                if (base_of(o, &entries[i].d))
+                        clear_value(o, &entries[i].d);
+        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                free(o->collector_opts[c]);
         memset(o, 0, sizeof(*o));
 }
 
@@ -733,7 +789,7 @@ static const char *format_value(const struct dp_options *o, const struct opt_def
         case OPT_BOOL:
                 return *(bool *)p ? "true" : "false";
         case OPT_STRING:
-                return *(char **)p ? *(char **)p : (d->unset ? d->unset(o) : NULL);
+                return *(char **)p ? *(char **)p : (d->unset ? d->unset(base_of(o, d)) : NULL);
         case OPT_DURATION:
                 return format_duration(*(usec_t *)p, buf, size);
         case OPT_UINT:
@@ -762,7 +818,8 @@ static void help_default(const struct opt_def *d, FILE *out)
         switch (d->type) {
         case OPT_BOOL:
         case OPT_COLLECTORS:
-        case OPT_CANARY_PATHS:
+        case OPT_CUSTOM:
+        case OPT_FRAGMENT:
                 return;
         case OPT_STRING:
         case OPT_LIST:
@@ -801,11 +858,12 @@ static void help_line(const char *left, const struct opt_def *d, FILE *out)
 
 void options_help(FILE *out)
 {
+        entries_init();
         fputs("Usage: diskpulse [FLAGS]\n\n"
               "Watches block devices and serves Prometheus metrics.\n\nFlags:\n",
               out);
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &options_table[i];
+                const struct opt_def *d = &entries[i].d;
                 char left[80];
 
                 if (d->type == OPT_COLLECTORS)
@@ -818,16 +876,16 @@ void options_help(FILE *out)
         }
         /* the collectors' switches close the list */
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &options_table[i];
+                const struct opt_def *d = &entries[i].d;
 
                 if (d->type != OPT_COLLECTORS)
                         continue;
                 for (size_t c = 0; c < COLLECTOR_MAX; c++) {
                         char left[80];
                         snprintf(left, sizeof left, "--[no-]%s.%s", d->name,
-                                 collector_defs[c].name);
-                        fprintf(out, "  %-44s %s (default %s)\n", left, collector_defs[c].help,
-                                collector_defs[c].default_enabled ? "on" : "off");
+                                 collector_defs[c]->name);
+                        fprintf(out, "  %-44s %s (default %s)\n", left, collector_defs[c]->help,
+                                collector_defs[c]->default_enabled ? "on" : "off");
                 }
         }
         fputs("\nDurations take ms, s, m, h (e.g. 500ms, 1m30s). Every flag can be set in the "
@@ -837,8 +895,9 @@ void options_help(FILE *out)
 
 void options_dump(const struct dp_options *o, FILE *out)
 {
+        entries_init();
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &options_table[i];
+                const struct opt_def *d = &entries[i].d;
                 char buf[32];
                 const char *v;
 
@@ -850,14 +909,16 @@ void options_dump(const struct dp_options *o, FILE *out)
                                 fprintf(out, "%s = %s\n", d->name,
                                         (*(char **const *)field(o, d))[k]);
                         break;
-                case OPT_CANARY_PATHS:
-                        for (size_t k = 0; k < o->n_canary; k++)
-                                fprintf(out, "%s = %s:%s\n", d->name, o->canary[k].path,
-                                        canary_mode_to_string(o->canary[k].mode));
+                case OPT_CUSTOM: {
+                        char text[4200];
+                        for (size_t k = 0; k < *count_of(o, d); k++)
+                                fprintf(out, "%s = %s\n", d->name,
+                                        d->custom->format(elem_of(o, d, k), text, sizeof text));
                         break;
+                }
                 case OPT_COLLECTORS:
                         for (size_t c = 0; c < COLLECTOR_MAX; c++)
-                                fprintf(out, "%s.%s = %s\n", d->name, collector_defs[c].name,
+                                fprintf(out, "%s.%s = %s\n", d->name, collector_defs[c]->name,
                                         ((bool *)field(o, d))[c] ? "true" : "false");
                         break;
                 default:

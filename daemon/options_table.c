@@ -9,14 +9,12 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "canary.h"
 #include "cidr.h"
 #include "listen.h"
 #include "namefilter.h"
 /* OPT_ENUM values are read and written as int. */
 _Static_assert(sizeof(enum log_level) == sizeof(int), "enum log_level is int-sized");
 _Static_assert(sizeof(enum log_format) == sizeof(int), "enum log_format is int-sized");
-_Static_assert(sizeof(enum smart_powermode_check) == sizeof(int), "enum smart_powermode_check");
 
 static const char *const log_level_names[] = {[LOG_LEVEL_DEBUG] = "debug",
                                               [LOG_LEVEL_INFO] = "info",
@@ -25,11 +23,6 @@ static const char *const log_level_names[] = {[LOG_LEVEL_DEBUG] = "debug",
                                               [LOG_LEVEL_ERROR + 1] = NULL};
 static const char *const log_format_names[] = {
     [LOG_FORMAT_LOGFMT] = "logfmt", [LOG_FORMAT_JSON] = "json", [LOG_FORMAT_JSON + 1] = NULL};
-static const char *const powermode_names[] = {[SMART_PM_NEVER] = "never",
-                                              [SMART_PM_STANDBY] = "standby",
-                                              [SMART_PM_SLEEP] = "sleep",
-                                              [SMART_PM_SLEEP + 1] = NULL};
-
 static int check_listen(const char *value, char *why, size_t whysz)
 {
         char host[256], port[8];
@@ -63,8 +56,10 @@ static int check_regex(const char *value, char *why, size_t whysz)
 }
 
 /* node_exporter's rule: the default exclude applies only when no include is given. */
-static const char *exclude_unset(const struct dp_options *o)
+static const char *exclude_unset(const void *opts)
 {
+        const struct dp_options *o = opts;
+
         return o->device_include ? "" : DEFAULT_DEVICE_EXCLUDE;
 }
 
@@ -196,7 +191,7 @@ const struct opt_def options_table[] = {
      .arg = "RE",
      .help = "monitor only devices whose name matches (Go RE2 syntax, as node_exporter)",
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_DISKSTATS | OPT_PART_SMART},
+     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS) | OPT_PART_COLLECTOR(COLLECTOR_SMART)},
     {.name = "collector.diskstats.device-exclude",
      .type = OPT_STRING,
      .offset = OFF(device_exclude),
@@ -207,7 +202,7 @@ const struct opt_def options_table[] = {
      .help_default = ": partitions, loop, ram, fd",
      .unset = exclude_unset,
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_DISKSTATS | OPT_PART_SMART},
+     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS) | OPT_PART_COLLECTOR(COLLECTOR_SMART)},
     {.name = "diskstats.interval",
      .type = OPT_DURATION,
      .offset = OFF(ds_interval),
@@ -217,40 +212,11 @@ const struct opt_def options_table[] = {
      .arg = "DUR",
      .help = "sampling period of /proc/diskstats",
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_DISKSTATS},
-    /* at least diskstats.interval, at most 3600 of them: checked with it, in validate() */
-    {.name = "diskstats.window",
-     .type = OPT_DURATION,
-     .offset = OFF(ds_window),
-     .def = 10 * SEC,
-     .arg = "DUR",
-     .help = "window of the derived, iostat-like gauges",
-     .reload = OPT_RELOAD,
-     .parts = OPT_PART_DISKSTATS},
-    /* The three smart.* options are read at start: a reload reconfigures the SMART thread with
-     * the running values (and reads every device again), without a warning. */
-    {.name = "smart.interval",
-     .type = OPT_DURATION,
-     .offset = OFF(smart_interval),
-     .def = 600 * SEC,
-     .min = 1 * SEC,
-     .arg = "DUR",
-     .help = "how often each device's SMART data is read"},
-    {.name = "smart.timeout",
-     .type = OPT_DURATION,
-     .offset = OFF(smart_timeout),
-     .def = 10 * SEC,
-     .min = 100 * MSEC,
-     .max = 600 * SEC,
-     .arg = "DUR",
-     .help = "a SMART read taking longer counts as timed out"},
-    {.name = "smart.powermode-check",
-     .type = OPT_ENUM,
-     .offset = OFF(smart_powermode),
-     .def = SMART_PM_STANDBY,
-     .names = powermode_names,
-     .arg = "MODE",
-     .help = "never, standby or sleep: do not wake disks in that power mode"},
+     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS)},
+    /* --diskstats.window (collectors/diskstats) */
+    {.name = "diskstats", .type = OPT_FRAGMENT},
+    /* --smart.* (collectors/smart) */
+    {.name = "smart", .type = OPT_FRAGMENT},
     {.name = "helper.zygote-grace",
      .type = OPT_DURATION,
      .offset = OFF(zygote_grace),
@@ -263,72 +229,14 @@ const struct opt_def options_table[] = {
      .help_range = true,
      .reload = OPT_RELOAD,
      .parts = OPT_PART_HELPER},
-    {.name = "canary.path",
-     .type = OPT_CANARY_PATHS,
-     .offset = OFF(canary),
-     .count_offset = OFF(n_canary),
-     .arg = "DIR[:MODE]",
-     .help = "probe the filesystem of DIR; MODE fdatasync (default), append, dsync or direct; "
-             "repeatable",
-     .help_default = ": the state directory",
-     .reload = OPT_RELOAD,
-     .parts = OPT_PART_CANARY},
-    {.name = "canary.interval",
-     .type = OPT_DURATION,
-     .offset = OFF(canary_interval),
-     .def = 180 * SEC,
-     .min = 100 * MSEC,
-     .max = 86400 * SEC,
-     .arg = "DUR",
-     .help = "time between two probe cycles of a canary target, +-10% jitter",
-     .reload = OPT_RELOAD,
-     .parts = OPT_PART_CANARY},
-    {.name = "canary.burst",
-     .type = OPT_UINT,
-     .offset = OFF(canary_burst),
-     .def = 16,
-     .min = 0,
-     .max = CANARY_BURST_MAX,
-     .arg = "N",
-     .help = "back-to-back probes after each spaced one, their median the busy regime; 0: none",
-     .reload = OPT_RELOAD,
-     .parts = OPT_PART_CANARY},
-    {.name = "canary.size",
-     .type = OPT_SIZE,
-     .offset = OFF(canary_size),
-     .def = 4096,
-     .min = 1,
-     .max = CANARY_SIZE_MAX,
-     .arg = "BYTES",
-     .help = "bytes written by each probe; k, M suffixes",
-     .reload = OPT_RELOAD,
-     .parts = OPT_PART_CANARY},
-    {.name = "canary.timeout",
-     .type = OPT_DURATION,
-     .offset = OFF(canary_timeout),
-     .def = 30 * SEC,
-     .min = 10 * MSEC,
-     .max = 3600 * SEC,
-     .arg = "DUR",
-     .help = "a probe running longer is stuck; no new probe starts until it returns",
-     .reload = OPT_RELOAD,
-     .parts = OPT_PART_CANARY},
-    {.name = "canary.baseline-period",
-     .type = OPT_DURATION,
-     .offset = OFF(canary_baseline_period),
-     .def = 3600 * SEC,
-     .min = 1 * SEC,
-     .max = 3600 * SEC,
-     .arg = "DUR",
-     .help = "for tests and evaluation only: the baseline's hour lasts DUR (1s to 1h), so its "
-             "day is 24 of them and the reference and trend come that much sooner; read at "
-             "start"},
+    /* --canary.* (collectors/canary) */
+    {.name = "canary", .type = OPT_FRAGMENT},
     /* --[no-]collector.NAME for every collector of the registry; last in --help */
     {.name = "collector",
      .type = OPT_COLLECTORS,
      .offset = OFF(collector),
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_DISKSTATS | OPT_PART_SMART | OPT_PART_CANARY},
+     .parts = OPT_PART_COLLECTORS},
     {.name = "state.directory",
      .type = OPT_STRING,
      .offset = OFF(state_dir),

@@ -1,19 +1,9 @@
-/* The collector registry. */
+/* The collector registry (registry.h): the definitions, by pointer, in the order of ids. */
 #include "registry.h"
 
-#include "daemon.h"
+#define REGISTRY_DECLARE(ID, NAME) extern const struct collector_def NAME##_collector_def;
+REGISTRY_COLLECTORS(REGISTRY_DECLARE)
 
-const struct collector_def collector_defs[COLLECTOR_MAX] = {
-    [COLLECTOR_DISKSTATS] = {"diskstats",
-                             "block device counters from /proc/diskstats, iostat's derived "
-                             "gauges and device facts",
-                             true, daemon_setup_diskstats},
-    [COLLECTOR_SMART] = {"smart",
-                         "SMART and NVMe health, read by the privileged helper every "
-                         "--smart.interval",
-                         true, daemon_setup_smart},
-    [COLLECTOR_CANARY] = {"canary",
-                          "what a commit costs: timed write + fdatasync probes on each "
-                          "--canary.path",
-                          true, daemon_setup_canary},
-};
+#define REGISTRY_DEF(ID, NAME) [COLLECTOR_##ID] = &NAME##_collector_def,
+const struct collector_def *const collector_defs[COLLECTOR_MAX] = {
+    REGISTRY_COLLECTORS(REGISTRY_DEF)};

@@ -1,23 +1,20 @@
-/* The collector registry: every collector's name, help and default, from which the
- * --[no-]collector.NAME flags are made, and how the daemon makes it from the options. Adding a
- * collector: its folder (an adapter to lib/collector.h), its line here and in registry.c. */
+/* The collector registry: every collector's definition (lib/collector.h: name, help, default,
+ * options, setup), from which the --[no-]collector.NAME flags and the collector's own flags are
+ * made and the daemon makes it. Adding a collector: its folder (an adapter to lib/collector.h
+ * defining NAME_collector_def) and its line here. */
 #pragma once
 
-#include <stdbool.h>
-#include <stddef.h>
+#include "collector.h"
 
-enum collector_id { COLLECTOR_DISKSTATS, COLLECTOR_SMART, COLLECTOR_CANARY, COLLECTOR_MAX };
+/* X(ID, NAME) for every collector, in the order of --help, the dump and the round:
+ * COLLECTOR_ID is its index, NAME_collector_def its definition. */
+#define REGISTRY_COLLECTORS(X)                                                                     \
+        X(DISKSTATS, diskstats)                                                                    \
+        X(SMART, smart)                                                                            \
+        X(CANARY, canary)
 
-struct collector;
-struct daemon;
+#define REGISTRY_ID(ID, NAME) COLLECTOR_##ID,
+enum collector_id { REGISTRY_COLLECTORS(REGISTRY_ID) COLLECTOR_MAX };
+#undef REGISTRY_ID
 
-struct collector_def {
-        const char *name;
-        const char *help;
-        bool default_enabled;
-        /* Makes the collector from the daemon's options (cur NULL) or gives cur its new
-         * settings; NULL when it cannot run now (cur freed). daemon/settings.c. */
-        struct collector *(*setup)(struct daemon *d, struct collector *cur);
-};
-
-extern const struct collector_def collector_defs[COLLECTOR_MAX];
+extern const struct collector_def *const collector_defs[COLLECTOR_MAX];

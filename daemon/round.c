@@ -18,13 +18,13 @@ void round_self_metrics(const struct round *r, struct mset *out)
         for (size_t i = 0; i < COLLECTOR_MAX; i++)
                 if (r->stats[i].ran)
                         mfamily_add(out, f, "", r->stats[i].duration, "collector",
-                                    collector_defs[i].name, NULL);
+                                    collector_defs[i]->name, NULL);
         f = mset_family(out, "diskpulse_collector_success",
                         "Whether the collector's last round succeeded.", MT_GAUGE);
         for (size_t i = 0; i < COLLECTOR_MAX; i++)
                 if (r->stats[i].ran)
                         mfamily_add(out, f, "", r->stats[i].success ? 1.0 : 0.0, "collector",
-                                    collector_defs[i].name, NULL);
+                                    collector_defs[i]->name, NULL);
 }
 
 struct snapshot *round_run(struct round *r, usec_t realtime)

@@ -1,6 +1,6 @@
-/* The options as each part's settings: the device filters, every collector's config (and the
- * registry's setup functions that make or reconfigure it), the canary's disk identity and state
- * directory, the HTTP limits. */
+/* The options as each part's settings: what the daemon gives the collectors' setup functions
+ * (struct collector_host: roots, device sources, helper, filters, the canary's disk identity
+ * and state directory), every registered collector made or reconfigured, the HTTP limits. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,16 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "canary_collector.h"
-#include "canary_reset.h"
-#include "canary_stats.h"
 #include "cidr.h"
 #include "daemon.h"
-#include "diskstats_collector.h"
 #include "fsroot.h"
 #include "log.h"
 #include "privsep.h"
-#include "smart_collector.h"
 
 static void ensure_state_dir(const char *dir)
 {
@@ -49,42 +44,13 @@ static void open_state_dir(struct daemon *d)
                 log_errno(LOG_LEVEL_WARN, errno,
                           "cannot open the state directory; canary baselines are not kept", "path",
                           d->opts.state_dir, NULL);
-        /* Held while the daemon runs: --canary.reset-reference refuses to edit under it. */
-        else if (canary_state_dir_lock(d->state_fd) < 0)
-                log_errno(LOG_LEVEL_WARN, errno,
-                          "cannot lock the state directory; a reset of a reference while "
-                          "diskpulse runs would not be refused",
-                          "path", d->opts.state_dir, NULL);
 }
 
-static void diskstats_config_from(struct daemon *d, struct diskstats_config *c)
+/* host->disk_ids: udev's record and sysfs, read through the duplicated descriptors. */
+static int disk_ids_lookup(const struct collector_disk_ids *self, const char *device, char *wwn,
+                           size_t wwnsz, char *serial, size_t serialsz)
 {
-        memset(c, 0, sizeof(*c));
-        c->procfs_fd = d->procfs_fd;
-        c->devsrc = d->devsrc;
-        c->filter = d->filter;
-        c->interval = d->opts.ds_interval;
-        c->window = d->opts.ds_window;
-        /* A safety net for what changes without an event (a write cache mode switched by
-         * hand): cheap (a stamp per device), and five minutes apart so that 1,000 devices cost
-         * little. */
-        c->identity_refresh = 300 * USEC_PER_SEC;
-}
-
-static void smart_config_from(struct daemon *d, struct smart_config *c)
-{
-        memset(c, 0, sizeof(*c));
-        c->io = d->io;
-        c->sysfs_fd = d->sysfs_fd;
-        c->filter = d->filter;
-        c->interval = d->opts.smart_interval;
-        c->timeout = d->opts.smart_timeout;
-        c->powermode = d->opts.smart_powermode;
-}
-
-static int canary_disk_identity(void *ud, const char *device, char *buf, size_t size)
-{
-        struct diskid_src *s = ud;
+        const struct diskid_src *s = (const struct diskid_src *)self;
         struct device_info info;
         struct devsrc *src;
         char path[96], dev[32];
@@ -97,79 +63,42 @@ static int canary_disk_identity(void *ud, const char *device, char *buf, size_t 
         src = devsrc_files_new(s->sysfs_fd, s->udev_fd);
         (void)src->ops->lookup(src, device, maj, min, &info);
         devsrc_free(src);
-        return canary_disk_id(buf, size, info.wwn, info.serial);
+        (void)strscpy(wwn, info.wwn, wwnsz);
+        (void)strscpy(serial, info.serial, serialsz);
+        return 0;
 }
 
-/* The targets of the options, as the canary takes them; the array is the caller's to free. */
-static struct canary_target_config *canary_config_from(struct daemon *d, const struct dp_options *o,
-                                                       struct canary_config *c)
+/* host->state_dir: the state directory, opened once, and the disks' identity ready. */
+static int host_state_dir(const struct collector_host *h)
 {
-        struct canary_target_config *t = xcalloc(o->n_canary + 1, sizeof(*t));
+        struct daemon *d = h->ud;
 
-        for (size_t i = 0; i < o->n_canary; i++)
-                t[i] = (struct canary_target_config){.path = o->canary[i].path,
-                                                     .mode = o->canary[i].mode};
+        open_state_dir(d);
         if (d->diskid.sysfs_fd < 0) {
+                d->diskid.ids.lookup = disk_ids_lookup;
                 d->diskid.sysfs_fd = fcntl(d->sysfs_fd, F_DUPFD_CLOEXEC, 3);
                 d->diskid.udev_fd = d->udev_fd >= 0 ? fcntl(d->udev_fd, F_DUPFD_CLOEXEC, 3) : -1;
         }
-        *c = (struct canary_config){
-            .targets = t,
-            .n_targets = o->n_canary,
-            .interval = o->canary_interval,
-            .burst = o->canary_burst,
-            .size = (size_t)o->canary_size,
-            .timeout = o->canary_timeout,
-            .baseline_period = o->canary_baseline_period,
-            .state_dir_fd = d->state_fd,
+        return d->state_fd;
+}
+
+static void host_of(struct daemon *d, struct collector_host *h)
+{
+        *h = (struct collector_host){
+            .procfs_fd = d->procfs_fd,
             .sysfs_fd = d->sysfs_fd,
-            .disk_id = canary_disk_identity,
-            .disk_id_ud = &d->diskid,
+            .udev_fd = d->udev_fd,
+            .procfs = d->opts.procfs,
+            .devsrc = d->devsrc,
+            .io = d->io,
+            .io_up = privsep_helper_up,
+            .filter = d->filter,
+            .interval = d->opts.ds_interval,
+            .state_dir = host_state_dir,
+            .state_dir_path = d->opts.state_dir,
+            .disk_ids = &d->diskid.ids,
+            .ud = d,
         };
-        return t;
-}
-
-/* cur given its new settings, for a collector whose reconfigure cannot fail (returns 0). */
-static struct collector *reconfigured(struct collector *cur, const void *settings)
-{
-        (void)cur->ops->reconfigure(cur, settings);
-        return cur;
-}
-
-struct collector *daemon_setup_diskstats(struct daemon *d, struct collector *cur)
-{
-        struct diskstats_settings s = {.procfs = d->opts.procfs};
-
-        diskstats_config_from(d, &s.cfg);
-        return cur ? reconfigured(cur, &s) : diskstats_collector_new(&s);
-}
-
-/* SMART runs only with the helper. */
-struct collector *daemon_setup_smart(struct daemon *d, struct collector *cur)
-{
-        struct smart_settings s = {.io_up = privsep_helper_up};
-
-        if (!d->io)
-                return collector_free(cur);
-        smart_config_from(d, &s.cfg);
-        return cur ? reconfigured(cur, &s) : smart_collector_new(&s);
-}
-
-struct collector *daemon_setup_canary(struct daemon *d, struct collector *cur)
-{
-        struct canary_config c;
-        _cleanup_free_ struct canary_target_config *t = NULL;
-        int r;
-
-        if (!cur)
-                open_state_dir(d);
-        t = canary_config_from(d, &d->opts, &c);
-        if (!cur)
-                return canary_collector_new(&c);
-        r = cur->ops->reconfigure(cur, &c);
-        if (r < 0)
-                log_errno(LOG_LEVEL_ERROR, r, "cannot start a canary thread", NULL);
-        return cur;
 }
 
 void daemon_collector_start(struct daemon *d, size_t id)
@@ -180,11 +109,14 @@ void daemon_collector_start(struct daemon *d, size_t id)
         if (!c || !c->ops->start || (r = c->ops->start(c)) >= 0)
                 return;
         log_errno(LOG_LEVEL_ERROR, r, "cannot start a collector's thread", "collector",
-                  collector_defs[id].name, NULL);
+                  collector_defs[id]->name, NULL);
 }
 
 void daemon_collectors_apply(struct daemon *d, bool start_new)
 {
+        struct collector_host host;
+
+        host_of(d, &host);
         for (size_t i = 0; i < COLLECTOR_MAX; i++) {
                 struct collector *was = d->round.c[i];
 
@@ -192,7 +124,7 @@ void daemon_collectors_apply(struct daemon *d, bool start_new)
                         round_drop(&d->round, i);
                         continue;
                 }
-                d->round.c[i] = collector_defs[i].setup(d, was);
+                d->round.c[i] = collector_defs[i]->setup(&host, d->opts.collector_opts[i], was);
                 if (!d->round.c[i])
                         d->round.stats[i].ran = false;
                 else if (!was && start_new)

@@ -1,17 +1,23 @@
 /* The collector interface: what the daemon's round, reload and shutdown need from a collector,
  * as a table of function pointers each collector's adapter (collectors/NAME/NAME_collector.c)
- * fills. The daemon keeps one object per registered collector (daemon/registry.c) and loops
- * over them; it never calls a collector's own functions. */
+ * fills, and the collector's definition (struct collector_def) by which the daemon's registry
+ * (daemon/registry.c) knows it: its name, help, default, options and setup. The daemon keeps
+ * one object per registered collector and loops over them; it never calls a collector's own
+ * functions. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "metrics.h"
+#include "option.h"
 #include "summary.h"
 #include "util.h"
 
 struct collector;
+struct devio;
+struct devsrc;
+struct namefilter;
 
 struct collector_ops {
         const char *name; /* as in the registry and the collector="..." label */
@@ -37,8 +43,57 @@ struct collector_ops {
         int (*settle)(struct collector *c);
         /* A device came, went or changed (hotplug); NULL: not interested. */
         void (*device_event)(struct collector *c, const char *device);
+        /* The devices it follows now, for the service's status line (NULL: none). */
+        size_t (*devices)(const struct collector *c);
         /* Stops its threads and frees it. */
         void (*free)(struct collector *c);
+};
+
+/* A disk's identity facts (udev's WWN and serial) by kernel device name: thread-safe, no device
+ * I/O; it lives as long as the process (a thread abandoned in a hung probe may still ask). */
+struct collector_disk_ids {
+        /* 0 with wwn and serial ("" when unknown), or -ENOENT for an unknown device. */
+        int (*lookup)(const struct collector_disk_ids *self, const char *device, char *wwn,
+                      size_t wwnsz, char *serial, size_t serialsz);
+};
+
+/* What the daemon gives a collector's setup: its roots, device sources, helper and filters,
+ * borrowed (they outlive the collector or its next setup). */
+struct collector_host {
+        int procfs_fd, sysfs_fd, udev_fd;
+        const char *procfs;              /* --path.procfs, for messages */
+        struct devsrc *devsrc;           /* device identity (collectors/devices) */
+        struct devio *io;                /* the privileged helper; NULL: none */
+        bool (*io_up)(struct devio *io); /* whether io can run commands now */
+        const struct namefilter *filter; /* the device name filters (may be NULL) */
+        usec_t interval;                 /* --diskstats.interval: the round's period */
+        /* The state directory (persisted state), opened and locked at the first call, and the
+         * disk identity below made ready; -1 when it cannot be opened (logged). */
+        int (*state_dir)(const struct collector_host *h);
+        const char *state_dir_path; /* --state.directory, for messages */
+        /* Disks' identity facts, for persisted baselines; NULL: none. */
+        const struct collector_disk_ids *disk_ids;
+        void *ud; /* the daemon's */
+};
+
+/* A collector as the daemon's registry lists it: name, help and default make the
+ * --[no-]collector.NAME flag; options (n_options entries, offsets into a struct of
+ * options_size bytes) are its own flags; setup makes it. */
+struct collector_def {
+        const char *name;
+        const char *help;
+        bool default_enabled;
+        const struct opt_def *options; /* NULL: none (not yet read by the daemon) */
+        size_t n_options, options_size;
+        /* After flags and file are read: checks opts and completes them from the daemon's
+         * options (the state directory, --diskstats.interval). 0, or -EINVAL with the message
+         * in err (NULL: nothing to do). */
+        int (*complete)(void *opts, const char *state_dir, usec_t interval, char *err,
+                        size_t errsz);
+        /* Makes the collector from its options (cur NULL) or gives cur its new settings; NULL
+         * when it cannot run now (cur freed). */
+        struct collector *(*setup)(const struct collector_host *host, const void *opts,
+                                   struct collector *cur);
 };
 
 /* Embedded first in each adapter's own struct. */

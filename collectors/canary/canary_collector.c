@@ -3,8 +3,15 @@
  * row per target. */
 #include "canary_collector.h"
 
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "canary_reset.h"
+#include "log.h"
 
 struct canary_collector {
         struct collector base;
@@ -158,3 +165,238 @@ struct collector *canary_collector_new(const struct canary_config *cfg)
         c->first_cycle = first_cycle(cfg);
         return &c->base;
 }
+
+/* The baselines' disk key (canary_disk_id()) from the host's identity facts; ud: the host's
+ * struct collector_disk_ids, which lives as long as the process. */
+static int cc_disk_id(void *ud, const char *device, char *buf, size_t size)
+{
+        const struct collector_disk_ids *ids = ud;
+        char wwn[128], serial[128];
+        int r = ids->lookup(ids, device, wwn, sizeof wwn, serial, sizeof serial);
+
+        return r < 0 ? r : canary_disk_id(buf, size, wwn, serial);
+}
+
+static struct collector *cc_setup(const struct collector_host *h, const void *opts,
+                                  struct collector *cur)
+{
+        const struct canary_options *o = opts;
+        _cleanup_free_ struct canary_target_config *t = xcalloc(o->n_paths + 1, sizeof(*t));
+        struct canary_config c;
+        int state_fd = cur ? -1 : h->state_dir(h); /* ignored by a reconfigure */
+        int r;
+
+        /* Held while the daemon runs (until the directory is closed): --canary.reset-reference
+         * refuses to edit under it. */
+        if (state_fd >= 0 && (r = canary_state_dir_lock(state_fd)) < 0)
+                log_errno(LOG_LEVEL_WARN, r,
+                          "cannot lock the state directory; a reset of a reference while "
+                          "diskpulse runs would not be refused",
+                          "path", h->state_dir_path, NULL);
+
+        for (size_t i = 0; i < o->n_paths; i++)
+                t[i] = (struct canary_target_config){.path = o->paths[i].path,
+                                                     .mode = o->paths[i].mode};
+        c = (struct canary_config){
+            .targets = t,
+            .n_targets = o->n_paths,
+            .interval = o->interval,
+            .burst = o->burst,
+            .size = (size_t)o->size,
+            .timeout = o->timeout,
+            .baseline_period = o->baseline_period,
+            .state_dir_fd = state_fd,
+            .sysfs_fd = h->sysfs_fd,
+            .disk_id = h->disk_ids ? cc_disk_id : NULL,
+            .disk_id_ud = (void *)h->disk_ids,
+        };
+        if (!cur)
+                return canary_collector_new(&c);
+        r = cur->ops->reconfigure(cur, &c);
+        if (r < 0)
+                log_errno(LOG_LEVEL_ERROR, r, "cannot start a canary thread", NULL);
+        return cur;
+}
+
+/* --canary.path=DIR[:MODE]: DIR absolute; the part after the last ':' is the mode when it
+ * holds no '/' (a directory whose name has a ':' is written DIR:fdatasync). */
+static int path_parse(const char *value, const void *elems, size_t n, void *elem, char *why,
+                      size_t whysz)
+{
+        const struct canary_path_option *have = elems;
+        struct canary_path_option *p = elem;
+        char *path = xstrdup(value);
+        enum canary_mode mode = CANARY_MODE_FDATASYNC;
+        char *colon = strrchr(path, ':');
+        size_t len;
+
+        if (colon && !strchr(colon, '/')) {
+                if (canary_mode_from_string(colon + 1, &mode) < 0) {
+                        snprintf(why, whysz,
+                                 "\"%s\" (unknown mode \"%s\"; expected fdatasync, append, dsync "
+                                 "or direct)",
+                                 value, colon + 1);
+                        free(path);
+                        return -EINVAL;
+                }
+                *colon = 0;
+        }
+        len = strlen(path);
+        while (len > 1 && path[len - 1] == '/')
+                path[--len] = 0;
+        if (path[0] != '/' || len >= 4096) {
+                snprintf(why, whysz,
+                         "\"%s\" (expected an absolute directory, optionally followed by :MODE)",
+                         value);
+                free(path);
+                return -EINVAL;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (have[i].mode == mode && strcmp(have[i].path, path) == 0) {
+                        snprintf(why, whysz, "\"%s\" is given twice", value);
+                        free(path);
+                        return -EINVAL;
+                }
+        *p = (struct canary_path_option){.path = path, .mode = mode};
+        return 0;
+}
+
+static void path_copy(void *dst, const void *src)
+{
+        const struct canary_path_option *s = src;
+
+        *(struct canary_path_option *)dst =
+            (struct canary_path_option){.path = xstrdup(s->path), .mode = s->mode};
+}
+
+static bool path_equal(const void *a, const void *b)
+{
+        const struct canary_path_option *x = a, *y = b;
+
+        return x->mode == y->mode && strcmp(x->path, y->path) == 0;
+}
+
+static void path_free(void *elem)
+{
+        free(((struct canary_path_option *)elem)->path);
+}
+
+static const char *path_format(const void *elem, char *buf, size_t size)
+{
+        const struct canary_path_option *p = elem;
+
+        snprintf(buf, size, "%s:%s", p->path, canary_mode_to_string(p->mode));
+        return buf;
+}
+
+static const struct opt_custom path_custom = {
+    .size = sizeof(struct canary_path_option),
+    .parse = path_parse,
+    .copy = path_copy,
+    .equal = path_equal,
+    .free = path_free,
+    .format = path_format,
+};
+
+#define OFF(f) offsetof(struct canary_options, f)
+
+/* Its flags, in the order of --help and the dump. Each is applied at once on SIGHUP (to this
+ * collector: the daemon adds its part) but canary.baseline-period, read at start. */
+static const struct opt_def canary_options_def[] = {
+    {.name = "canary.path",
+     .type = OPT_CUSTOM,
+     .offset = OFF(paths),
+     .count_offset = OFF(n_paths),
+     .custom = &path_custom,
+     .arg = "DIR[:MODE]",
+     .help = "probe the filesystem of DIR; MODE fdatasync (default), append, dsync or direct; "
+             "repeatable",
+     .help_default = ": the state directory",
+     .reload = OPT_RELOAD},
+    {.name = "canary.interval",
+     .type = OPT_DURATION,
+     .offset = OFF(interval),
+     .def = 180 * USEC_PER_SEC,
+     .min = 100 * USEC_PER_MSEC,
+     .max = 86400 * USEC_PER_SEC,
+     .arg = "DUR",
+     .help = "time between two probe cycles of a canary target, +-10% jitter",
+     .reload = OPT_RELOAD},
+    {.name = "canary.burst",
+     .type = OPT_UINT,
+     .offset = OFF(burst),
+     .def = 16,
+     .min = 0,
+     .max = CANARY_BURST_MAX,
+     .arg = "N",
+     .help = "back-to-back probes after each spaced one, their median the busy regime; 0: none",
+     .reload = OPT_RELOAD},
+    {.name = "canary.size",
+     .type = OPT_SIZE,
+     .offset = OFF(size),
+     .def = 4096,
+     .min = 1,
+     .max = CANARY_SIZE_MAX,
+     .arg = "BYTES",
+     .help = "bytes written by each probe; k, M suffixes",
+     .reload = OPT_RELOAD},
+    {.name = "canary.timeout",
+     .type = OPT_DURATION,
+     .offset = OFF(timeout),
+     .def = 30 * USEC_PER_SEC,
+     .min = 10 * USEC_PER_MSEC,
+     .max = 3600 * USEC_PER_SEC,
+     .arg = "DUR",
+     .help = "a probe running longer is stuck; no new probe starts until it returns",
+     .reload = OPT_RELOAD},
+    {.name = "canary.baseline-period",
+     .type = OPT_DURATION,
+     .offset = OFF(baseline_period),
+     .def = 3600 * USEC_PER_SEC,
+     .min = 1 * USEC_PER_SEC,
+     .max = 3600 * USEC_PER_SEC,
+     .arg = "DUR",
+     .help = "for tests and evaluation only: the baseline's hour lasts DUR (1s to 1h), so its "
+             "day is 24 of them and the reference and trend come that much sooner; read at "
+             "start"},
+};
+
+/* No --canary.path given: the state directory, where the baselines live too. */
+static int cc_complete(void *opts, const char *state_dir, usec_t interval, char *err, size_t errsz)
+{
+        struct canary_options *o = opts;
+        char cwd[4096], why[4400], *abs = NULL;
+        const char *dir = state_dir;
+        struct canary_path_option p;
+        int r;
+
+        (void)interval;
+        if (o->n_paths > 0)
+                return 0;
+        if (dir[0] != '/' && getcwd(cwd, sizeof cwd)) {
+                abs = xmalloc(strlen(cwd) + strlen(dir) + 2);
+                sprintf(abs, "%s/%s", cwd, dir);
+                dir = abs;
+        }
+        r = path_parse(dir, NULL, 0, &p, why, sizeof why);
+        free(abs);
+        if (r < 0) {
+                snprintf(err, errsz, "state.directory: invalid value for canary.path: %s", why);
+                return r;
+        }
+        o->paths = xmalloc(sizeof(p));
+        o->paths[0] = p;
+        o->n_paths = 1;
+        return 0;
+}
+
+const struct collector_def canary_collector_def = {
+    .name = "canary",
+    .help = "what a commit costs: timed write + fdatasync probes on each --canary.path",
+    .default_enabled = true,
+    .options = canary_options_def,
+    .n_options = sizeof(canary_options_def) / sizeof(canary_options_def[0]),
+    .options_size = sizeof(struct canary_options),
+    .complete = cc_complete,
+    .setup = cc_setup,
+};

@@ -2,6 +2,8 @@
  * the landing page gets a row per device (identity, write and flush await, utilization). */
 #include "diskstats_collector.h"
 
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -112,6 +114,7 @@ static const struct collector_ops ds_ops = {
     .summarize = ds_summarize,
     .reconfigure = ds_reconfigure,
     .device_event = ds_device_event,
+    .devices = diskstats_collector_devices,
     .free = ds_free,
 };
 
@@ -130,3 +133,76 @@ size_t diskstats_collector_devices(const struct collector *c)
 {
         return c ? diskstats_device_count(((const struct ds_collector *)c)->ds) : 0;
 }
+
+static struct collector *ds_setup(const struct collector_host *h, const void *opts,
+                                  struct collector *cur)
+{
+        const struct diskstats_options *o = opts;
+        struct diskstats_settings s = {
+            .cfg = {.procfs_fd = h->procfs_fd,
+                    .devsrc = h->devsrc,
+                    .filter = h->filter,
+                    .interval = h->interval,
+                    .window = o->window,
+                    /* A safety net for what changes without an event (a write cache mode
+                     * switched by hand): cheap (a stamp per device), and five minutes apart so
+                     * that 1,000 devices cost little. */
+                    .identity_refresh = 300 * USEC_PER_SEC},
+            .procfs = h->procfs};
+
+        if (!cur)
+                return diskstats_collector_new(&s);
+        (void)cur->ops->reconfigure(cur, &s); /* cannot fail */
+        return cur;
+}
+
+/* At least diskstats.interval, at most 3600 of them. */
+static int ds_complete(void *opts, const char *state_dir, usec_t interval, char *err, size_t errsz)
+{
+        const struct diskstats_options *o = opts;
+        char a[32], b[32];
+
+        (void)state_dir;
+        if (o->window < interval) {
+                snprintf(
+                    err, errsz,
+                    "invalid value for diskstats.window: %s is shorter than diskstats.interval "
+                    "%s",
+                    format_duration(o->window, a, sizeof a),
+                    format_duration(interval, b, sizeof b));
+                return -EINVAL;
+        }
+        if (o->window / interval > 3600) {
+                snprintf(
+                    err, errsz,
+                    "invalid value for diskstats.window: %s holds more than 3600 samples of %s",
+                    format_duration(o->window, a, sizeof a),
+                    format_duration(interval, b, sizeof b));
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* Its flags: the window is applied at once on SIGHUP (the daemon adds its part); at least
+ * diskstats.interval, at most 3600 of them: checked with it, in ds_complete(). */
+static const struct opt_def ds_options_def[] = {
+    {.name = "diskstats.window",
+     .type = OPT_DURATION,
+     .offset = offsetof(struct diskstats_options, window),
+     .def = 10 * USEC_PER_SEC,
+     .arg = "DUR",
+     .help = "window of the derived, iostat-like gauges",
+     .reload = OPT_RELOAD},
+};
+
+const struct collector_def diskstats_collector_def = {
+    .name = "diskstats",
+    .help = "block device counters from /proc/diskstats, iostat's derived gauges and device "
+            "facts",
+    .default_enabled = true,
+    .options = ds_options_def,
+    .n_options = ARRAY_SIZE(ds_options_def),
+    .options_size = sizeof(struct diskstats_options),
+    .complete = ds_complete,
+    .setup = ds_setup,
+};

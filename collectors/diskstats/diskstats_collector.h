@@ -11,7 +11,15 @@ struct diskstats_settings {
         const char *procfs;
 };
 
+/* Its options, the --diskstats.* flags but the interval (the daemon's: it paces the round). */
+struct diskstats_options {
+        usec_t window; /* of the derived gauges */
+};
+
 /* A new collector (never fails). */
 struct collector *diskstats_collector_new(const struct diskstats_settings *s);
 /* The devices it follows now (for the service status line); 0 for NULL. */
 size_t diskstats_collector_devices(const struct collector *c);
+
+/* Its definition, for the daemon's registry. */
+extern const struct collector_def diskstats_collector_def;

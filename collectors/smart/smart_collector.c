@@ -2,6 +2,7 @@
  * schedule; a round copies out what it read last, and succeeds while the helper is up. */
 #include "smart_collector.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 struct smart_collector {
@@ -79,3 +80,70 @@ struct collector *smart_collector_new(const struct smart_settings *st)
         s->io_up = st->io_up;
         return &s->base;
 }
+
+/* SMART runs only with the helper. */
+static struct collector *sc_setup(const struct collector_host *h, const void *opts,
+                                  struct collector *cur)
+{
+        const struct smart_options *o = opts;
+        struct smart_settings s = {.cfg = {.io = h->io,
+                                           .sysfs_fd = h->sysfs_fd,
+                                           .filter = h->filter,
+                                           .interval = o->interval,
+                                           .timeout = o->timeout,
+                                           .powermode = o->powermode},
+                                   .io_up = h->io_up};
+
+        if (!h->io)
+                return collector_free(cur);
+        if (!cur)
+                return smart_collector_new(&s);
+        (void)cur->ops->reconfigure(cur, &s); /* cannot fail */
+        return cur;
+}
+
+static const char *const powermode_names[] = {[SMART_PM_NEVER] = "never",
+                                              [SMART_PM_STANDBY] = "standby",
+                                              [SMART_PM_SLEEP] = "sleep",
+                                              [SMART_PM_SLEEP + 1] = NULL};
+/* OPT_ENUM values are read and written as int. */
+_Static_assert(sizeof(enum smart_powermode_check) == sizeof(int), "enum smart_powermode_check");
+
+#define OFF(f) offsetof(struct smart_options, f)
+
+/* Its flags, read at start: a reload reconfigures the SMART thread with the running values (and
+ * reads every device again), without a warning. */
+static const struct opt_def smart_options_def[] = {
+    {.name = "smart.interval",
+     .type = OPT_DURATION,
+     .offset = OFF(interval),
+     .def = 600 * USEC_PER_SEC,
+     .min = 1 * USEC_PER_SEC,
+     .arg = "DUR",
+     .help = "how often each device's SMART data is read"},
+    {.name = "smart.timeout",
+     .type = OPT_DURATION,
+     .offset = OFF(timeout),
+     .def = 10 * USEC_PER_SEC,
+     .min = 100 * USEC_PER_MSEC,
+     .max = 600 * USEC_PER_SEC,
+     .arg = "DUR",
+     .help = "a SMART read taking longer counts as timed out"},
+    {.name = "smart.powermode-check",
+     .type = OPT_ENUM,
+     .offset = OFF(powermode),
+     .def = SMART_PM_STANDBY,
+     .names = powermode_names,
+     .arg = "MODE",
+     .help = "never, standby or sleep: do not wake disks in that power mode"},
+};
+
+const struct collector_def smart_collector_def = {
+    .name = "smart",
+    .help = "SMART and NVMe health, read by the privileged helper every --smart.interval",
+    .default_enabled = true,
+    .options = smart_options_def,
+    .n_options = sizeof(smart_options_def) / sizeof(smart_options_def[0]),
+    .options_size = sizeof(struct smart_options),
+    .setup = sc_setup,
+};

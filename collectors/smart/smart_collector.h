@@ -11,5 +11,14 @@ struct smart_settings {
         bool (*io_up)(struct devio *io);
 };
 
+/* Its options, the --smart.* flags: the storage of its option entries. */
+struct smart_options {
+        usec_t interval, timeout;
+        enum smart_powermode_check powermode;
+};
+
 /* A new collector, its thread not started yet (never fails). */
 struct collector *smart_collector_new(const struct smart_settings *s);
+
+/* Its definition, for the daemon's registry. */
+extern const struct collector_def smart_collector_def;

@@ -9,6 +9,20 @@
 
 #include "listen.h"
 #include "options.h"
+#include "canary_collector.h"
+#include "diskstats_collector.h"
+
+/* The diskstats collector's options in o. */
+static struct diskstats_options *ds_opts(const struct dp_options *o)
+{
+        return o->collector_opts[COLLECTOR_DISKSTATS];
+}
+
+/* The canary's options in o. */
+static struct canary_options *canary_opts(const struct dp_options *o)
+{
+        return o->collector_opts[COLLECTOR_CANARY];
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -18,7 +32,7 @@ static void check(const struct dp_options *o)
         if (o->n_listen == 0 || !o->listen || !o->procfs || !o->sysfs || !o->udev_data || !o->dev ||
             !o->state_dir)
                 abort();
-        if (o->ds_interval < 10 * USEC_PER_MSEC || o->ds_window < o->ds_interval)
+        if (o->ds_interval < 10 * USEC_PER_MSEC || ds_opts(o)->window < o->ds_interval)
                 abort();
         if (o->max_connections == 0 || o->max_connections > 65535)
                 abort();
@@ -28,21 +42,22 @@ static void check(const struct dp_options *o)
                         abort();
         }
         /* at least one canary target, each an absolute path with a valid mode, none twice */
-        if (o->n_canary == 0 || !o->canary)
+        if (canary_opts(o)->n_paths == 0 || !canary_opts(o)->paths)
                 abort();
-        for (size_t i = 0; i < o->n_canary; i++) {
-                const char *p = o->canary[i].path;
+        for (size_t i = 0; i < canary_opts(o)->n_paths; i++) {
+                const char *p = canary_opts(o)->paths[i].path;
                 size_t l = strlen(p);
                 if (p[0] != '/' || (l > 1 && p[l - 1] == '/') ||
-                    !canary_mode_to_string(o->canary[i].mode))
+                    !canary_mode_to_string(canary_opts(o)->paths[i].mode))
                         abort();
                 for (size_t k = 0; k < i; k++)
-                        if (o->canary[k].mode == o->canary[i].mode &&
-                            strcmp(o->canary[k].path, p) == 0)
+                        if (canary_opts(o)->paths[k].mode == canary_opts(o)->paths[i].mode &&
+                            strcmp(canary_opts(o)->paths[k].path, p) == 0)
                                 abort();
         }
-        if (o->canary_interval < 100 * USEC_PER_MSEC || o->canary_timeout < 10 * USEC_PER_MSEC ||
-            o->canary_size == 0 || o->canary_size > CANARY_SIZE_MAX)
+        if (canary_opts(o)->interval < 100 * USEC_PER_MSEC ||
+            canary_opts(o)->timeout < 10 * USEC_PER_MSEC || canary_opts(o)->size == 0 ||
+            canary_opts(o)->size > CANARY_SIZE_MAX)
                 abort();
 }
 

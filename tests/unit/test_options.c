@@ -12,6 +12,20 @@
 #include <cmocka.h>
 
 #include "options.h"
+#include "canary_collector.h"
+#include "diskstats_collector.h"
+
+/* The diskstats collector's options in o. */
+static struct diskstats_options *ds_opts(const struct dp_options *o)
+{
+        return o->collector_opts[COLLECTOR_DISKSTATS];
+}
+
+/* The canary's options in o. */
+static struct canary_options *canary_opts(const struct dp_options *o)
+{
+        return o->collector_opts[COLLECTOR_CANARY];
+}
 
 #define MAX_ARGS 32
 
@@ -83,7 +97,7 @@ static void test_defaults(void **state)
         assert_null(o.device_include);
         assert_null(o.device_exclude);
         assert_true(o.ds_interval == USEC_PER_SEC);
-        assert_true(o.ds_window == 10 * USEC_PER_SEC);
+        assert_true(ds_opts(&o)->window == 10 * USEC_PER_SEC);
         assert_true(o.collector[COLLECTOR_DISKSTATS]);
         assert_string_equal(o.state_dir, "/var/lib/diskpulse");
         assert_int_equal(o.log_level, LOG_LEVEL_INFO);
@@ -136,7 +150,7 @@ static void test_equals_and_separate_forms(void **state)
                                "--web.systemd-socket", "--once", "--check-config"),
                          0);
         assert_true(o.ds_interval == 500 * USEC_PER_MSEC);
-        assert_true(o.ds_window == 5 * USEC_PER_SEC);
+        assert_true(ds_opts(&o)->window == 5 * USEC_PER_SEC);
         assert_int_equal(o.max_connections, 8);
         assert_string_equal(o.procfs, "/tmp/p");
         assert_string_equal(o.sysfs, "/tmp/s");
@@ -386,7 +400,7 @@ static void test_config_file(void **state)
         assert_string_equal(o.config_file, path);
         assert_int_equal(o.max_connections, 12);
         assert_true(o.ds_interval == 2 * USEC_PER_SEC);
-        assert_true(o.ds_window == 20 * USEC_PER_SEC);
+        assert_true(ds_opts(&o)->window == 20 * USEC_PER_SEC);
         assert_int_equal(o.log_level, LOG_LEVEL_WARN);
         assert_int_equal(o.log_format, LOG_FORMAT_JSON);
         assert_string_equal(o.sysfs, "/srv/sys dir");
@@ -406,8 +420,8 @@ static void test_config_file(void **state)
         assert_true(o.ds_interval == 3 * USEC_PER_SEC);
         assert_int_equal(o.log_level, LOG_LEVEL_ERROR);
         assert_true(o.collector[COLLECTOR_DISKSTATS]);
-        assert_int_equal(o.max_connections, 12);       /* from the file */
-        assert_true(o.ds_window == 20 * USEC_PER_SEC); /* from the file */
+        assert_int_equal(o.max_connections, 12);               /* from the file */
+        assert_true(ds_opts(&o)->window == 20 * USEC_PER_SEC); /* from the file */
         options_free(&o);
 
         /* the separate form of --config.file */
@@ -427,21 +441,21 @@ static void test_canary_flags(void **state)
 
         /* default: one fdatasync target in the state directory */
         assert_int_equal(PARSE(&o, err, "--state.directory=/srv/dp"), 0);
-        assert_int_equal(o.n_canary, 1);
-        assert_string_equal(o.canary[0].path, "/srv/dp");
-        assert_int_equal(o.canary[0].mode, CANARY_MODE_FDATASYNC);
-        assert_true(o.canary_interval == 180 * USEC_PER_SEC);
-        assert_int_equal(o.canary_burst, 16);
-        assert_true(o.canary_timeout == 30 * USEC_PER_SEC);
-        assert_true(o.canary_size == 4096);
+        assert_int_equal(canary_opts(&o)->n_paths, 1);
+        assert_string_equal(canary_opts(&o)->paths[0].path, "/srv/dp");
+        assert_int_equal(canary_opts(&o)->paths[0].mode, CANARY_MODE_FDATASYNC);
+        assert_true(canary_opts(&o)->interval == 180 * USEC_PER_SEC);
+        assert_int_equal(canary_opts(&o)->burst, 16);
+        assert_true(canary_opts(&o)->timeout == 30 * USEC_PER_SEC);
+        assert_true(canary_opts(&o)->size == 4096);
         assert_true(o.collector[COLLECTOR_CANARY]);
         options_free(&o);
 
         /* a relative state directory gives an absolute default target */
         assert_int_equal(PARSE(&o, err, "--state.directory=rel"), 0);
-        assert_int_equal(o.n_canary, 1);
-        assert_true(o.canary[0].path[0] == '/');
-        assert_non_null(strstr(o.canary[0].path, "/rel"));
+        assert_int_equal(canary_opts(&o)->n_paths, 1);
+        assert_true(canary_opts(&o)->paths[0].path[0] == '/');
+        assert_non_null(strstr(canary_opts(&o)->paths[0].path, "/rel"));
         options_free(&o);
 
         /* every mode, repeated, trailing slashes dropped, a ':' inside a path kept */
@@ -451,21 +465,21 @@ static void test_canary_flags(void **state)
                                "--canary.interval=1s", "--canary.size=8k", "--canary.timeout=500ms",
                                "--canary.burst=0", "--no-collector.canary"),
                          0);
-        assert_int_equal(o.n_canary, 6);
-        assert_string_equal(o.canary[0].path, "/a");
-        assert_int_equal(o.canary[0].mode, CANARY_MODE_FDATASYNC);
-        assert_string_equal(o.canary[1].path, "/b");
-        assert_int_equal(o.canary[1].mode, CANARY_MODE_APPEND);
-        assert_int_equal(o.canary[2].mode, CANARY_MODE_DSYNC);
-        assert_int_equal(o.canary[3].mode, CANARY_MODE_DIRECT);
-        assert_string_equal(o.canary[4].path, "/a");
-        assert_int_equal(o.canary[4].mode, CANARY_MODE_DSYNC);
-        assert_string_equal(o.canary[5].path, "/e:x/f");
-        assert_int_equal(o.canary[5].mode, CANARY_MODE_FDATASYNC);
-        assert_true(o.canary_interval == USEC_PER_SEC);
-        assert_int_equal(o.canary_burst, 0);
-        assert_true(o.canary_size == 8192);
-        assert_true(o.canary_timeout == 500 * USEC_PER_MSEC);
+        assert_int_equal(canary_opts(&o)->n_paths, 6);
+        assert_string_equal(canary_opts(&o)->paths[0].path, "/a");
+        assert_int_equal(canary_opts(&o)->paths[0].mode, CANARY_MODE_FDATASYNC);
+        assert_string_equal(canary_opts(&o)->paths[1].path, "/b");
+        assert_int_equal(canary_opts(&o)->paths[1].mode, CANARY_MODE_APPEND);
+        assert_int_equal(canary_opts(&o)->paths[2].mode, CANARY_MODE_DSYNC);
+        assert_int_equal(canary_opts(&o)->paths[3].mode, CANARY_MODE_DIRECT);
+        assert_string_equal(canary_opts(&o)->paths[4].path, "/a");
+        assert_int_equal(canary_opts(&o)->paths[4].mode, CANARY_MODE_DSYNC);
+        assert_string_equal(canary_opts(&o)->paths[5].path, "/e:x/f");
+        assert_int_equal(canary_opts(&o)->paths[5].mode, CANARY_MODE_FDATASYNC);
+        assert_true(canary_opts(&o)->interval == USEC_PER_SEC);
+        assert_int_equal(canary_opts(&o)->burst, 0);
+        assert_true(canary_opts(&o)->size == 8192);
+        assert_true(canary_opts(&o)->timeout == 500 * USEC_PER_MSEC);
         assert_false(o.collector[COLLECTOR_CANARY]);
         options_free(&o);
 
@@ -475,17 +489,17 @@ static void test_canary_flags(void **state)
                      "canary.interval = 2s\ncanary.burst = 100\n");
         snprintf(cli, sizeof cli, "--config.file=%s", path);
         assert_int_equal(PARSE(&o, err, cli), 0);
-        assert_int_equal(o.n_canary, 2);
-        assert_string_equal(o.canary[0].path, "/var/lib/pg");
-        assert_int_equal(o.canary[0].mode, CANARY_MODE_APPEND);
-        assert_string_equal(o.canary[1].path, "/srv/wal");
-        assert_true(o.canary_interval == 2 * USEC_PER_SEC);
-        assert_int_equal(o.canary_burst, 100);
+        assert_int_equal(canary_opts(&o)->n_paths, 2);
+        assert_string_equal(canary_opts(&o)->paths[0].path, "/var/lib/pg");
+        assert_int_equal(canary_opts(&o)->paths[0].mode, CANARY_MODE_APPEND);
+        assert_string_equal(canary_opts(&o)->paths[1].path, "/srv/wal");
+        assert_true(canary_opts(&o)->interval == 2 * USEC_PER_SEC);
+        assert_int_equal(canary_opts(&o)->burst, 100);
         options_free(&o);
         assert_int_equal(PARSE(&o, err, cli, "--canary.path=/x:direct"), 0);
-        assert_int_equal(o.n_canary, 1);
-        assert_string_equal(o.canary[0].path, "/x");
-        assert_int_equal(o.canary[0].mode, CANARY_MODE_DIRECT);
+        assert_int_equal(canary_opts(&o)->n_paths, 1);
+        assert_string_equal(canary_opts(&o)->paths[0].path, "/x");
+        assert_int_equal(canary_opts(&o)->paths[0].mode, CANARY_MODE_DIRECT);
         options_free(&o);
         unlink(path);
         expect_bad_config("canary.path = /a:nope\n", 1, "canary.path", "nope");
@@ -837,14 +851,16 @@ static void sample_of(const struct opt_def *d, struct sample *s)
                 snprintf(v, sizeof v, "%s", d->names[(d->def + 1) % n]);
                 break;
         }
-        case OPT_CANARY_PATHS:
+        case OPT_CUSTOM: /* canary.path, the only one */
                 snprintf(v, sizeof v, "/sample:append");
                 break;
+        case OPT_FRAGMENT: /* not an option of options_entry() */
+                return;
         case OPT_COLLECTORS:
                 for (size_t c = 0; c < COLLECTOR_MAX; c++)
                         snprintf(s->flag[s->n++], sizeof s->flag[0], "--%s.%s=%s", d->name,
-                                 collector_defs[c].name,
-                                 collector_defs[c].default_enabled ? "false" : "true");
+                                 collector_defs[c]->name,
+                                 collector_defs[c]->default_enabled ? "false" : "true");
                 return;
         }
         snprintf(s->flag[s->n++], sizeof s->flag[0], "--%s=%s", d->name, v);
@@ -905,21 +921,21 @@ static void test_table_sane(void **state)
 {
         (void)state;
 
-        assert_true(options_table_size > 30);
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        assert_true(options_count() > 30);
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 char why[256];
 
                 assert_non_null(d->name);
                 for (size_t k = 0; k < i; k++)
-                        if (strcmp(options_table[k].name, d->name) == 0)
+                        if (strcmp(options_entry(k)->name, d->name) == 0)
                                 fail_msg("%s: twice in the table", d->name);
                 if (d->type != OPT_COLLECTORS && (!d->help || !*d->help))
                         fail_msg("%s: no help", d->name);
                 if ((d->type == OPT_BOOL || d->type == OPT_COLLECTORS) != (d->arg == NULL))
                         fail_msg("%s: an argument name in --help exactly when it takes a value",
                                  d->name);
-                if ((d->type == OPT_LIST || d->type == OPT_CANARY_PATHS) != (d->count_offset != 0))
+                if ((d->type == OPT_LIST || d->type == OPT_CUSTOM) != (d->count_offset != 0))
                         fail_msg("%s: a count exactly for lists", d->name);
                 if ((d->reload == OPT_RELOAD) != (d->parts != 0))
                         fail_msg("%s: parts exactly when SIGHUP applies it", d->name);
@@ -963,8 +979,8 @@ static void test_every_option_roundtrip(void **state)
         unlink(path);
         assert_string_equal(again, defaults);
 
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
 
                 if (d->flags & OPT_CLI_ONLY)
                         continue; /* not in the dump */
@@ -987,11 +1003,11 @@ static void test_every_option_roundtrip(void **state)
                 dump(&p, again, sizeof again);
                 assert_string_equal(again, text);
                 /* the same values too, but where the dump writes out what "not set" means */
-                for (size_t k = 0; k < options_table_size; k++)
-                        if (!(options_table[k].flags & OPT_CLI_ONLY) && !options_table[k].unset &&
-                            !options_equal(&options_table[k], &o, &p))
+                for (size_t k = 0; k < options_count(); k++)
+                        if (!(options_entry(k)->flags & OPT_CLI_ONLY) && !options_entry(k)->unset &&
+                            !options_equal(options_entry(k), &o, &p))
                                 fail_msg("%s: %s differs after the round trip", d->name,
-                                         options_table[k].name);
+                                         options_entry(k)->name);
                 options_free(&o);
                 options_free(&p);
         }
@@ -1001,8 +1017,8 @@ static void test_every_option_roundtrip(void **state)
 static void all_samples(struct sample *all)
 {
         all->n = 0;
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 struct sample s;
 
                 if ((d->flags & OPT_CLI_ONLY) && d->type == OPT_BOOL)
@@ -1032,8 +1048,8 @@ static void test_reload_changes_reloadable(void **state)
         if (parse_flags(&next, err, sizeof err, &s) < 0)
                 fail_msg("every option changed at once is refused: %s", err);
 
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 if (options_equal(d, &def, &next))
                         continue;
                 if (d->reload == OPT_RELOAD)
@@ -1044,8 +1060,8 @@ static void test_reload_changes_reloadable(void **state)
         assert_true(want_restart >= 5);
         assert_int_equal(options_reload(&cur, &next, &parts), want_restart);
         assert_int_equal(parts, want_parts);
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 bool changed = !options_equal(d, &def, &next);
 
                 if (d->reload == OPT_RELOAD && !options_equal(d, &cur, &next))
@@ -1063,8 +1079,8 @@ static void test_reload_changes_reloadable(void **state)
         /* one at a time: the parts of what changed (a new state directory is also a new
          * default canary target), a restart for an option read at start */
         options_free(&cur);
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 struct dp_options one;
 
                 if (d->flags & OPT_CLI_ONLY)
@@ -1074,8 +1090,8 @@ static void test_reload_changes_reloadable(void **state)
                 assert_int_equal(parse_flags(&cur, err, sizeof err, &(struct sample){.n = 0}), 0);
                 want_parts = 0;
                 want_restart = 0;
-                for (size_t k = 0; k < options_table_size; k++) {
-                        const struct opt_def *e = &options_table[k];
+                for (size_t k = 0; k < options_count(); k++) {
+                        const struct opt_def *e = options_entry(k);
                         if (options_equal(e, &def, &one))
                                 continue;
                         if (e->reload == OPT_RELOAD)
@@ -1124,8 +1140,8 @@ static void test_reload_contract(void **state)
                                               "log.format"};
         (void)state;
 
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 enum opt_reload want = OPT_START;
 
                 for (size_t k = 0; k < ARRAY_SIZE(restart); k++)
@@ -1150,13 +1166,13 @@ static void test_prestart_facts(void **state)
         size_t n = 0;
         (void)state;
 
-        for (size_t i = 0; i < options_table_size; i++) {
+        for (size_t i = 0; i < options_count(); i++) {
                 bool in = false;
                 for (size_t k = 0; k < ARRAY_SIZE(carried); k++)
-                        in = in || strcmp(carried[k], options_table[i].name) == 0;
-                if (in != !!(options_table[i].flags & OPT_PRESTART))
+                        in = in || strcmp(carried[k], options_entry(i)->name) == 0;
+                if (in != !!(options_entry(i)->flags & OPT_PRESTART))
                         fail_msg("%s: OPT_PRESTART and the pre-start message disagree",
-                                 options_table[i].name);
+                                 options_entry(i)->name);
                 n += in;
         }
         assert_int_equal(n, ARRAY_SIZE(carried));
@@ -1175,20 +1191,64 @@ static void test_prestart_facts(void **state)
         options_free(&a);
 }
 
+/* Every registered collector's own flags are options exactly once, in its fragment's order,
+ * inside its options struct, and reloaded ones report the collector's part; the daemon's table
+ * marks no collector that is not registered. */
+static void test_collector_fragments(void **state)
+{
+        (void)state;
+
+        for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+                const struct collector_def *def = collector_defs[c];
+                size_t at = 0;
+
+                for (size_t k = 0; k < def->n_options; k++) {
+                        const struct opt_def *own = &def->options[k];
+                        size_t found = 0;
+
+                        assert_true(own->offset < def->options_size);
+                        assert_true(own->type != OPT_COLLECTORS && own->type != OPT_FRAGMENT);
+                        for (size_t i = 0; i < options_count(); i++) {
+                                const struct opt_def *d = options_entry(i);
+                                if (strcmp(d->name, own->name) != 0)
+                                        continue;
+                                found++;
+                                if (k > 0 && i != at + 1)
+                                        fail_msg("%s: not next to the fragment's previous flag",
+                                                 own->name);
+                                at = i;
+                                if (d->reload == OPT_RELOAD && !(d->parts & OPT_PART_COLLECTOR(c)))
+                                        fail_msg("%s: its collector's part is not reported",
+                                                 own->name);
+                        }
+                        if (found != 1)
+                                fail_msg("%s: %zu options of that name", own->name, found);
+                }
+        }
+        for (size_t i = 0; i < options_table_size; i++) {
+                bool known = options_table[i].type != OPT_FRAGMENT;
+                for (size_t c = 0; c < COLLECTOR_MAX && !known; c++)
+                        known = strcmp(collector_defs[c]->name, options_table[i].name) == 0;
+                if (!known)
+                        fail_msg("the table marks the options of \"%s\", not registered",
+                                 options_table[i].name);
+        }
+}
+
 static void test_help_lists_every_option(void **state)
 {
         char buf[8192] = {0};
         (void)state;
 
         help_text(buf, sizeof buf);
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
                 char want[128];
 
                 if (d->type == OPT_COLLECTORS) {
                         for (size_t c = 0; c < COLLECTOR_MAX; c++) {
                                 snprintf(want, sizeof want, "\n  --[no-]%s.%s ", d->name,
-                                         collector_defs[c].name);
+                                         collector_defs[c]->name);
                                 if (!strstr(buf, want))
                                         fail_msg("--help lacks \"%s\"", want + 1);
                         }
@@ -1234,6 +1294,7 @@ int main(void)
             cmocka_unit_test(test_reload_contract),
             cmocka_unit_test(test_prestart_facts),
             cmocka_unit_test(test_help_lists_every_option),
+            cmocka_unit_test(test_collector_fragments),
         };
         return cmocka_run_group_tests(tests, setup, NULL);
 }
