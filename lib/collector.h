@@ -94,6 +94,14 @@ struct collector_def {
          * when it cannot run now (cur freed). */
         struct collector *(*setup)(const struct collector_host *host, const void *opts,
                                    struct collector *cur);
+        /* What the collector needs done with the helper's privileges (loading a BPF program):
+         * runs in a short-lived worker of the privileged helper (CAP_SYS_ADMIN, CAP_SYS_RAWIO),
+         * asked by the collector with host->io->ops->privileged(io, its name, ...); arg as sent.
+         * Puts at most DEVIO_MAX_FDS descriptors in fds (*nfds), which the daemon receives. 0, or
+         * -errno with the message in err. NULL: none. The table of these is fixed in the
+         * helper's memory when it is made; nothing the daemon sends can change it. */
+        int (*privileged)(const void *arg, size_t len, int fds[], size_t *nfds, char *err,
+                          size_t errsz);
 };
 
 /* Embedded first in each adapter's own struct. */

@@ -37,10 +37,12 @@ enum devio_cmd {
         DEVIO_CMD_MAX
 };
 
-#define DEVIO_MAX_CMDS  8
-#define DEVIO_DATA_MAX  4096
-#define DEVIO_SENSE_MAX 64
-#define DEVIO_NAME_MAX  32
+#define DEVIO_MAX_CMDS     8
+#define DEVIO_DATA_MAX     4096
+#define DEVIO_SENSE_MAX    64
+#define DEVIO_NAME_MAX     32
+#define DEVIO_MAX_FDS      4   /* descriptors a privileged function returns */
+#define DEVIO_PRIV_ARG_MAX 256 /* bytes of a privileged function's argument */
 
 struct devio_request {
         char name[DEVIO_NAME_MAX]; /* kernel name: "sda", "nvme0" or "nvme0n1" */
@@ -91,6 +93,15 @@ struct devio_ops {
          * NULL when run() never blocks. */
         void (*cancel)(struct devio *io);
         void (*free)(struct devio *io);
+        /* Runs the privileged function of the collector named name (its collector_def's
+         * privileged(), from a table fixed when the helper's processes were made) in a worker of
+         * the helper, with arg (at most DEVIO_PRIV_ARG_MAX bytes). Returns its result (0 or
+         * -errno; its message in err when not 0) and the descriptors it gave (*nfds of them in
+         * fds, at most DEVIO_MAX_FDS, close-on-exec, the caller's to close); or, as run() does,
+         * -ETIMEDOUT, -ECONNRESET/-EPIPE, -EAGAIN, -EIO (err says which), -ENOENT when no such
+         * function. Waits at most timeout. Any thread. May be NULL: no privileged part. */
+        int (*privileged)(struct devio *io, const char *name, const void *arg, size_t len,
+                          usec_t timeout, int fds[], size_t *nfds, char *err, size_t errsz);
 };
 
 struct devio {
