@@ -77,10 +77,29 @@ def read_rules(source):
     return rules
 
 
+COLLECTOR_PARTS = "collectors/*/part.cmake"
+
+
+def strip_cmake(text):
+    """Strings and comments, left to right: a '#' in a string starts no comment."""
+    return re.sub(r'"(?:[^"\\]|\\.)*"|#[^\n]*', lambda m: '""' if m.group(0)[0] == '"' else "", text)
+
+
 def parse_parts(source):
+    """The diskpulse_part() calls in the order CMake makes them: the top CMakeLists.txt's, with
+    the collectors' part.cmake files (name order) where it includes them. The word COLLECTORS in
+    USES stands for every part on the collectors floor defined before."""
     text = open(os.path.join(source, "CMakeLists.txt")).read()
-    # Strings and comments, left to right: a '#' in a string starts no comment.
-    text = re.sub(r'"(?:[^"\\]|\\.)*"|#[^\n]*', lambda m: '""' if m.group(0)[0] == '"' else "", text)
+    marker = text.find(COLLECTOR_PARTS)
+    if marker >= 0:
+        folder = os.path.join(source, "collectors")
+        included = "".join(strip_cmake(open(os.path.join(folder, d, "part.cmake")).read())
+                           for d in sorted(os.listdir(folder))
+                           if os.path.isfile(os.path.join(folder, d, "part.cmake")))
+        line_end = text.find("\n", marker)
+        text = strip_cmake(text[:line_end]) + included + strip_cmake(text[line_end:])
+    else:
+        text = strip_cmake(text)
     body = text[text.index("endfunction()"):]  # the calls, not the function's definition
     parts = {}
     for m in re.finditer(r"\bdiskpulse_part\(([^)]*)\)", body):
@@ -89,6 +108,8 @@ def parse_parts(source):
         for w in words[2:]:
             if w in fields:
                 key = w
+            elif key == "USES" and w == "COLLECTORS":
+                fields[key].extend(p["name"] for p in parts.values() if p["floor"] == "collectors")
             elif key:
                 fields[key].append(w)
         parts[name] = {"name": name, "dir": folder, "floor": folder.split("/")[0],
@@ -124,10 +145,7 @@ def check(source, out=print):
             elif q["order"] > p["order"]:
                 errors.append("part %s uses %s, which is defined after it" % (p["name"], u))
 
-    # Every part has its symbol prefixes; prefixes and known violations name parts.
-    for n in parts:
-        if n not in rules["prefixes"]:
-            errors.append("part %s: no prefix line in %s" % (n, RULES))
+    # Prefixes and known violations name parts (a part without a prefix line has NAME_).
     for key in ("prefixes", "known"):
         for n in rules[key]:
             if n not in parts:
@@ -233,15 +251,17 @@ def violates(name, prefixes):
     return not any(name.startswith(p) if p.endswith("_") else name == p for p in prefixes)
 
 
+def part_prefixes(rules, part):
+    """The part's prefixes: its prefix lines', or its name and '_' when it has none."""
+    return rules["prefixes"].get(part, [part + "_"])
+
+
 def check_symbols(rules, symbols, out=print):
     """symbols: {part: {symbol: object file}} of the built parts. Prints each violation; returns
     the errors: a violation not known, a known one that is gone."""
     errors = []
     for part in sorted(symbols):
-        prefixes = rules["prefixes"].get(part)
-        if prefixes is None:
-            errors.append("part %s: no prefix line in %s" % (part, RULES))
-            continue
+        prefixes = part_prefixes(rules, part)
         known = rules["known"].get(part, set())
         bad = {n: o for n, o in symbols[part].items() if violates(n, prefixes)}
         for n in sorted(bad):
@@ -256,7 +276,7 @@ def check_symbols(rules, symbols, out=print):
     for part in sorted(set(rules["known"]) - set(symbols)):
         errors.append("%s: known violations of %s, which was not checked" % (RULES, part))
     n_bad = sum(1 for part in symbols for n in symbols[part]
-                if violates(n, rules["prefixes"].get(part, [])))
+                if violates(n, part_prefixes(rules, part)))
     out("%d part(s), %d exported symbol(s), %d violation(s) of the prefix rule, %d of them known" % (
         len(symbols), sum(len(v) for v in symbols.values()), n_bad,
         sum(len(v) for v in rules["known"].values())))
@@ -317,15 +337,15 @@ def self_test(source):
          '#include "util.h"\n', '#include "util.h"\n#include "devices.h"\n', "which part lib does not use"),
         ("daemon includes the helper's internal header", "daemon/prestart.c",
          '#include "privsep.h"\n', '#include "privsep.h"\n#include "privsep_internal.h"\n', "internal to privsep"),
-        ("a collector is given an exporter in USES", "CMakeLists.txt",
+        ("a collector is given an exporter in USES", "collectors/diskstats/part.cmake",
          "USES lib devices)", "USES lib devices exposition)", "may not use exposition"),
         ("a file outside every part", "collectors/stray.c", None, "/* nothing */\n", "in no part"),
         # The rules are read from layout.rules, not from the checker: a floor that may no longer
         # use its own floor makes today's diskstats -> devices refused.
         ("layout.rules: collectors may use only lib", RULES,
          "floor collectors  lib collectors\n", "floor collectors  lib\n", "may not use devices"),
-        ("layout.rules: a part without its prefix line", RULES,
-         "prefix process    process_\n", "", "part process: no prefix line"),
+        ("layout.rules: a prefix line for a part that does not exist", RULES,
+         "prefix process    process_\n", "prefix proces     process_\n", "prefixes of proces, which is no part"),
         ("layout.rules: a rule of no known kind", RULES,
          "floor lib ", "flor lib ", "unknown rule"),
     ]
@@ -371,6 +391,10 @@ def self_test(source):
          "is no longer a violation"),
         ("symbols: a known violation still there", {part: {"canary_new": "canary.o", "woken": "canary.o"}},
          {"canary": {"woken"}}, None),
+        ("symbols: a part without a prefix line has its name and _",
+         {"newpart": {"newpart_read": "newpart.o"}}, {}, None),
+        ("symbols: ... and nothing else", {"newpart": {"newpart_read": "newpart.o", "read_all": "newpart.o"}},
+         {}, "part newpart exports read_all"),
         ("symbols: a known entry that the prefixes now allow", {part: {"canary_x": "canary.o"}},
          {"canary": {"canary_x"}}, "no longer a violation (now allowed)"),
     ]
