@@ -1225,6 +1225,32 @@ static void test_collector_fragments(void **state)
                                 fail_msg("%s: %zu options of that name", own->name, found);
                 }
         }
+        /* A collector whose options the table does not mark: its flags come just before the
+         * collectors' switches, the unmarked collectors in the registry's order. */
+        size_t sw = options_count();
+        for (size_t i = 0; i < options_count(); i++)
+                if (options_entry(i)->type == OPT_COLLECTORS) {
+                        sw = i;
+                        break;
+                }
+        assert_true(sw < options_count());
+        for (size_t c = COLLECTOR_MAX; c-- > 0;) {
+                const struct collector_def *def = collector_defs[c];
+                bool marked = false;
+
+                for (size_t i = 0; i < options_table_size; i++)
+                        marked |= options_table[i].type == OPT_FRAGMENT &&
+                                  strcmp(options_table[i].name, def->name) == 0;
+                if (marked)
+                        continue;
+                for (size_t k = def->n_options; k-- > 0;) {
+                        assert_true(sw > 0);
+                        sw--;
+                        if (strcmp(options_entry(sw)->name, def->options[k].name) != 0)
+                                fail_msg("%s (no mark): not just before the switches",
+                                         def->options[k].name);
+                }
+        }
         for (size_t i = 0; i < options_table_size; i++) {
                 bool known = options_table[i].type != OPT_FRAGMENT;
                 for (size_t c = 0; c < COLLECTOR_MAX && !known; c++)
