@@ -196,15 +196,16 @@ static bool name_pending(struct state *s, const char *name)
         return false;
 }
 
-/* The client's rules for one message from the helper (client_thread.c deliver()). */
-static void model_message(struct state *s, const uint8_t *buf, size_t len)
+/* The client's rules for one message from the helper (client_thread.c deliver()), attach: it
+ * came with a descriptor. */
+static void model_message(struct state *s, const uint8_t *buf, size_t len, bool attach)
 {
         static struct devio_response r;
         struct devio_proto_hdr h;
         struct req *q;
 
         if (len > DEVIO_PROTO_RESPONSE_MAX || privsep_proto_decode_header(buf, len, &h) < 0 ||
-            h.type != DEVIO_PROTO_RESPONSE) {
+            (h.type != DEVIO_PROTO_RESPONSE && h.type != DEVIO_PROTO_PRIV_ANSWER)) {
                 s->dropped++;
                 return;
         }
@@ -219,7 +220,12 @@ static void model_message(struct state *s, const uint8_t *buf, size_t len)
                 s->overloaded++;
         q->answered = true;
         q->expect = h.status;
-        if (h.status == 0) {
+        if (attach || h.type != DEVIO_PROTO_RESPONSE) {
+                /* a device answer never carries a descriptor; a privileged function's answer
+                 * is not one for a device request */
+                s->dropped++;
+                q->expect = -EIO;
+        } else if (h.status == 0) {
                 if (privsep_proto_decode_response(&h, buf, len, &r) < 0) {
                         s->dropped++;
                         q->expect = -EIO;
@@ -254,7 +260,7 @@ static void send_helper(struct state *s, const uint8_t *buf, size_t len, bool at
                 lost(s, false, next); /* an empty message reads as the helper's EOF */
                 return;
         }
-        model_message(s, buf, len);
+        model_message(s, buf, len, attach);
         /* Every message either completes a request (joined above) or is dropped: wait for the
          * drop too, or a message with the id of a request made next could reach that one. */
         for (int i = 0; i < WAIT_MS * 20; i++) {
