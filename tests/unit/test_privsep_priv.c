@@ -134,9 +134,9 @@ static int f_badret(const void *arg, size_t len, int fds[], size_t *nfds, char *
 }
 
 static struct privsep_function table[] = {
-    {"zero", f_zero},   {"one", f_one},     {"four", f_four},   {"five", f_five},
-    {"eperm", f_eperm}, {"crash", f_crash}, {"hang", f_hang},   {"badfd", f_badfd},
-    {"badret", f_badret},
+    {"zero", f_zero}, {"one", f_one},     {"four", f_four},
+    {"five", f_five}, {"eperm", f_eperm}, {"crash", f_crash},
+    {"hang", f_hang}, {"badfd", f_badfd}, {"badret", f_badret},
 };
 #define N_TABLE (sizeof table / sizeof table[0])
 
@@ -315,9 +315,9 @@ static void argument_limit(void **state)
         assert_true(strlen(err) > 0);
         /* names the helper could never have: empty, too long */
         assert_int_equal(call(io, "", "a", TIMEOUT, fds, &nfds, err, sizeof err), -EINVAL);
-        assert_int_equal(call(io, "a-name-of-thirty-two-bytes-xxxxx", "a", TIMEOUT, fds, &nfds,
-                              err, sizeof err),
-                         -EINVAL);
+        assert_int_equal(
+            call(io, "a-name-of-thirty-two-bytes-xxxxx", "a", TIMEOUT, fds, &nfds, err, sizeof err),
+            -EINVAL);
         assert_int_equal(privsep_stats(io, &st), 0);
         assert_int_equal(st.requests, requests);
         assert_int_equal(open_fd_count(), before);
@@ -546,8 +546,8 @@ static void bad_tables(void **state)
         const struct {
                 const struct privsep_function *t;
                 size_t n;
-        } bad[] = {{dup, 2}, {noname, 1}, {nofn, 1}, {longname, 1}, {NULL, 1},
-                   {table, PRIVSEP_FUNCTIONS_MAX + 1}};
+        } bad[] = {{dup, 2},      {noname, 1}, {nofn, 1},
+                   {longname, 1}, {NULL, 1},   {table, PRIVSEP_FUNCTIONS_MAX + 1}};
         struct devio *io = NULL;
 
         (void)state;
@@ -615,8 +615,8 @@ static void lying_helper(void **state)
                 size_t announced, sent;
                 int want;
         } cases[] = {
-            {0, 2, 2, 0},     {0, 2, 1, -EIO},       {0, 1, 2, -EIO},      {0, 0, 1, -EIO},
-            {0, 3, 0, -EIO},  {-EPERM, 0, 1, -EIO},  {-EPERM, 0, 0, -EPERM}, {0, 4, 4, 0},
+            {0, 2, 2, 0},    {0, 2, 1, -EIO},      {0, 1, 2, -EIO},        {0, 0, 1, -EIO},
+            {0, 3, 0, -EIO}, {-EPERM, 0, 1, -EIO}, {-EPERM, 0, 0, -EPERM}, {0, 4, 4, 0},
         };
         struct privsep_config cfg = {.keep_privileges = true, .restart_delay = 60 * USEC_PER_SEC};
         struct fake z = {.helper = -1};
@@ -647,9 +647,8 @@ static void lying_helper(void **state)
                 len = privsep_proto_encode_priv_answer(id, cases[i].status, cases[i].announced,
                                                        "no", msg, sizeof msg);
                 assert_true(len > 0);
-                assert_int_equal(privsep_send_fds(z.helper, msg, (size_t)len, copies,
-                                                  cases[i].sent, 0),
-                                 0);
+                assert_int_equal(
+                    privsep_send_fds(z.helper, msg, (size_t)len, copies, cases[i].sent, 0), 0);
                 pthread_join(caller, NULL);
                 assert_int_equal(b.r, cases[i].want);
                 if (cases[i].want == 0) {
@@ -769,8 +768,8 @@ static void fd_passing_many(void **state)
                 int neg[2] = {fd[0], -1};
                 assert_int_equal(privsep_send_fds(sv[0], "a", 1, neg, 2, 0), -EBADF);
         }
-        assert_int_equal(
-            privsep_recv_fds(sv[1], buf, sizeof buf, MSG_DONTWAIT, &n, got, 5, &nfds), -EINVAL);
+        assert_int_equal(privsep_recv_fds(sv[1], buf, sizeof buf, MSG_DONTWAIT, &n, got, 5, &nfds),
+                         -EINVAL);
         /* longer than the buffer: -EMSGSIZE, all closed */
         assert_int_equal(privsep_send_fds(sv[0], "longer message", 14, fd, 3, 0), 0);
         assert_int_equal(privsep_recv_fds(sv[1], buf, 4, 0, &n, got, PRIVSEP_FDPASS_MAX, &nfds),
