@@ -687,6 +687,110 @@ static void lying_helper(void **state)
         close(memfd);
 }
 
+/* ---- the helper's own checks, spoken to in the wire format ---- */
+
+/* Receives one message within 5 s with up to DEVIO_MAX_FDS descriptors; returns its length. */
+static ssize_t raw_recv(int fd, uint8_t *buf, size_t size, int fds[], size_t *nfds)
+{
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        size_t n;
+
+        assert_int_equal(poll(&p, 1, 5000), 1);
+        assert_int_equal(privsep_recv_fds(fd, buf, size, 0, &n, fds, DEVIO_MAX_FDS, nfds), 0);
+        return (ssize_t)n;
+}
+
+/* Sends msg (len bytes, a PRIV with id 5) and returns the PRIV_ANSWER's status; its message in
+ * err, its descriptors (closed here) counted in *nfds. */
+static int raw_ask(int fd, const uint8_t *msg, size_t len, char *err, size_t *nfds)
+{
+        uint8_t buf[DEVIO_PROTO_PRIV_ANSWER_MAX];
+        struct devio_proto_hdr hdr;
+        struct devio_proto_priv_answer a;
+        int fds[DEVIO_MAX_FDS];
+        ssize_t n;
+
+        assert_int_equal(send(fd, msg, len, MSG_NOSIGNAL), (ssize_t)len);
+        n = raw_recv(fd, buf, sizeof buf, fds, nfds);
+        assert_int_equal(privsep_proto_decode_header(buf, (size_t)n, &hdr), 0);
+        assert_int_equal(hdr.type, DEVIO_PROTO_PRIV_ANSWER);
+        assert_int_equal(hdr.id, 5);
+        assert_int_equal(privsep_proto_decode_priv_answer(&hdr, buf, (size_t)n, &a), 0);
+        assert_int_equal(a.nfds, *nfds);
+        for (size_t i = 0; i < *nfds; i++)
+                close(fds[i]);
+        strcpy(err, a.err);
+        return hdr.status;
+}
+
+/* What the client never sends, the helper refuses itself: an argument over DEVIO_PRIV_ARG_MAX, a
+ * name that is not terminated or not zero-padded (-EINVAL), one not in its table (-ENOENT); and
+ * it goes on serving. */
+static void helper_checks(void **state)
+{
+        struct privsep_config cfg = {.functions = table, .n_functions = N_TABLE};
+        static uint8_t msg[DEVIO_PROTO_PRIV_MAX + 8];
+        uint8_t hello[64];
+        int sv[2], fds[DEVIO_MAX_FDS], st, len;
+        char err[DEVIO_PRIV_ERR_MAX];
+        size_t nfds;
+        pid_t pid;
+
+        (void)state;
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                close(sv[0]);
+                privsep_helper_main(sv[1], &cfg);
+        }
+        close(sv[1]);
+        assert_int_equal(raw_recv(sv[0], hello, sizeof hello, fds, &nfds),
+                         (ssize_t)DEVIO_PROTO_HDR_SIZE);
+
+        /* the largest argument: runs */
+        {
+                static char arg[DEVIO_PRIV_ARG_MAX];
+
+                memset(arg, 'q', sizeof arg);
+                len = privsep_proto_encode_priv(5, "one", arg, sizeof arg, msg, sizeof msg);
+                assert_int_equal(len, (int)DEVIO_PROTO_PRIV_MAX);
+        }
+        assert_int_equal(raw_ask(sv[0], msg, (size_t)len, err, &nfds), 0);
+        assert_int_equal(nfds, 1);
+        /* one byte more: -EINVAL from the helper, no worker */
+        {
+                struct devio_proto_hdr h;
+
+                memcpy(&h, msg, sizeof h);
+                h.len++;
+                memcpy(msg, &h, sizeof h);
+                msg[len] = 'q';
+        }
+        assert_int_equal(raw_ask(sv[0], msg, (size_t)len + 1, err, &nfds), -EINVAL);
+        assert_string_equal(err, "malformed name or argument too long");
+        assert_int_equal(nfds, 0);
+        /* a name not zero-padded, a name not terminated */
+        len = privsep_proto_encode_priv(5, "one", "x", 1, msg, sizeof msg);
+        msg[DEVIO_PROTO_HDR_SIZE + 10] = 'j';
+        assert_int_equal(raw_ask(sv[0], msg, (size_t)len, err, &nfds), -EINVAL);
+        memset(msg + DEVIO_PROTO_HDR_SIZE, 'n', DEVIO_NAME_MAX);
+        assert_int_equal(raw_ask(sv[0], msg, (size_t)len, err, &nfds), -EINVAL);
+        /* not in the table */
+        len = privsep_proto_encode_priv(5, "nosuch", NULL, 0, msg, sizeof msg);
+        assert_int_equal(raw_ask(sv[0], msg, (size_t)len, err, &nfds), -ENOENT);
+        assert_string_equal(err, "no such privileged function");
+        /* still serving */
+        len = privsep_proto_encode_priv(5, "four", "k", 1, msg, sizeof msg);
+        assert_int_equal(raw_ask(sv[0], msg, (size_t)len, err, &nfds), 0);
+        assert_int_equal(nfds, 4);
+
+        close(sv[0]);
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* ---- fdpass.c with several descriptors ---- */
 
 static void fd_passing_many(void **state)
@@ -800,6 +904,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(table_fixed_at_start, setup, teardown),
             cmocka_unit_test(bad_tables),
             cmocka_unit_test(lying_helper),
+            cmocka_unit_test(helper_checks),
             cmocka_unit_test(fd_passing_many),
         };
 
