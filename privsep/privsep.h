@@ -12,7 +12,9 @@
  *     │  PR_SET_PDEATHSIG.
  *     └─ helper "diskpulse-priv": reads requests from its SOCK_SEQPACKET socketpair, validates
  *        them, and forks one short-lived worker per request (at most max_workers at a time)
- *          └─ worker "diskpulse-io": privsep_devio_exec(), writes the response itself, exits.
+ *          └─ worker "diskpulse-io": privsep_devio_exec(), writes the response itself, exits;
+ *             or, for a PRIV message, the named function of cfg->functions (CAP_SYS_ADMIN
+ *             only), whose descriptors it sends along with its answer (fdpass.h).
  *        A worker that dies without answering (crash, signal) is answered for by the helper
  *        (-EIO), so a crash or a hung ioctl costs one request, never the helper.
  *
