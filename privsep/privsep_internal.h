@@ -5,7 +5,8 @@
  * call graph), lowest first:
  *   processes:  fdpass.c, caps.c, child.c  <-  helper.c  <-  zygote.c
  *   the client: client_conn.c  <-  client_spawn.c  <-  client_thread.c  <-  client.c
- * (client.c also starts the zygote, privsep_zygote_main(); devio_proto.c and devio_linux.c are
+ * (client.c also starts the zygote, privsep_zygote_main(), and checks the table of privileged
+ * functions with helper.c's privsep_functions_valid(); devio_proto.c and devio_linux.c are
  * below everything). */
 #pragma once
 
