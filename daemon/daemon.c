@@ -365,11 +365,21 @@ int daemon_run(struct daemon *d)
 }
 
 /* Forks the privileged helper, which keeps only the capabilities device commands need, and
- * drops every capability of this process, the one that parses HTTP. Before any thread. */
+ * drops every capability of this process, the one that parses HTTP. The helper's table of
+ * privileged functions is every collector's that has one (collector_def.privileged), enabled or
+ * not (a reload may enable it): fixed here, in the zygote's copy of this process. Before any
+ * thread. */
 int daemon_start_helper(struct daemon *d)
 {
-        struct privsep_config pc = {.dev_dir = d->opts.dev};
-        int r = privsep_start(&pc, &d->io);
+        static struct privsep_function fns[COLLECTOR_MAX];
+        struct privsep_config pc = {.dev_dir = d->opts.dev, .functions = fns};
+        int r;
+
+        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+                if (collector_defs[i]->privileged)
+                        fns[pc.n_functions++] = (struct privsep_function){
+                            .name = collector_defs[i]->name, .fn = collector_defs[i]->privileged};
+        r = privsep_start(&pc, &d->io);
 
         if (r < 0) {
                 /* Without a helper there is no SMART, but the rest still works, unprivileged. */

@@ -104,3 +104,12 @@ uint64_t privsep_worker_caps(uint32_t kind)
                 keep |= CAP_BIT(CAP_SYS_RAWIO);
         return keep;
 }
+
+/* A worker running a privileged function keeps CAP_SYS_ADMIN only: what bpf(2) needs to load
+ * programs and make maps and links (kernel/bpf/syscall.c bpf_capable(): CAP_BPF or, before 5.8
+ * and still as an alternative, CAP_SYS_ADMIN; attaching to tracepoints needs CAP_PERFMON or
+ * CAP_SYS_ADMIN), and nothing the helper keeps for devices. */
+uint64_t privsep_function_caps(void)
+{
+        return CAP_BIT(CAP_SYS_ADMIN);
+}

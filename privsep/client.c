@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -63,34 +64,22 @@ static int send_until(int fd, const void *msg, size_t len, usec_t deadline)
         }
 }
 
-static int privsep_run(struct devio *io, const struct devio_request *req, usec_t timeout,
-                       struct devio_response *resp)
+/* Puts p (name, priv, resp or out filled) in the pending table with a new id, for the current
+ * helper, whose reference it takes (*ret_c). Returns 0, -ECONNRESET when no helper runs (p is
+ * not freed), -EBUSY when a device request for p->name is in flight. */
+static int enqueue(struct privsep *ps, struct pending *p, struct conn **ret_c)
 {
-        struct privsep *ps = (struct privsep *)io;
-        uint8_t msg[DEVIO_PROTO_REQUEST_SIZE];
-        struct pending *p;
         struct conn *c;
-        usec_t deadline, now = now_monotonic();
-        int r, len;
-
-        if (!resp || privsep_request_valid(req) < 0)
-                return -EINVAL;
-        deadline = timeout >= USEC_INFINITY - now ? USEC_INFINITY : now + timeout;
-        p = xcalloc(1, sizeof *p);
-        strscpy(p->name, req->name, sizeof p->name);
-        p->resp = resp;
 
         pthread_mutex_lock(&ps->lock);
         c = ps->conn;
         if (ps->closing || !c || c->lost) {
                 /* No helper right now: fail fast, a new one may come later. */
                 pthread_mutex_unlock(&ps->lock);
-                free(p);
                 return -ECONNRESET;
         }
-        if (pending_by_name(ps, req->name)) {
+        if (!p->priv && pending_by_name(ps, p->name)) {
                 pthread_mutex_unlock(&ps->lock);
-                free(p);
                 return -EBUSY;
         }
         c->refs++; /* c->fd stays open (and not reused) until the send is over */
@@ -101,9 +90,17 @@ static int privsep_run(struct devio *io, const struct devio_request *req, usec_t
         ps->stats.inflight++;
         ps->stats.requests++;
         pthread_mutex_unlock(&ps->lock);
+        *ret_c = c;
+        return 0;
+}
 
-        len = privsep_proto_encode_request(p->id, req, msg, sizeof msg);
-        r = len < 0 ? len : send_until(c->fd, msg, (size_t)len, deadline);
+/* Sends the len bytes of msg (len < 0: the encoder's error) for p, enqueued to helper c, and
+ * waits until deadline for the answer. Returns its status (p freed), the send's error (p
+ * freed), or -ETIMEDOUT (p left to the client thread, its caller's storage forgotten). */
+static int send_and_wait(struct privsep *ps, struct pending *p, struct conn *c, const void *msg,
+                         int len, usec_t deadline)
+{
+        int r = len < 0 ? len : send_until(c->fd, msg, (size_t)len, deadline);
 
         pthread_mutex_lock(&ps->lock);
         if (r == -ECONNRESET) {
@@ -134,13 +131,102 @@ static int privsep_run(struct devio *io, const struct devio_request *req, usec_t
                 privsep_pending_unlink(ps, p);
                 free(p);
         } else {
-                /* Gave up: the entry stays (the device is busy) until its answer or the
-                 * helper's death notice for its worker comes; the receiver frees it then. */
+                /* Gave up: the entry stays (a device stays busy) until its answer or the
+                 * helper's death notice for its worker comes; the receiver frees it then, and
+                 * closes the descriptors of a late answer. */
                 p->resp = NULL;
+                p->out = NULL;
                 ps->stats.timeouts++;
                 r = -ETIMEDOUT;
         }
         pthread_mutex_unlock(&ps->lock);
+        return r;
+}
+
+static usec_t deadline_of(usec_t timeout)
+{
+        usec_t now = now_monotonic();
+
+        return timeout >= USEC_INFINITY - now ? USEC_INFINITY : now + timeout;
+}
+
+static int privsep_run(struct devio *io, const struct devio_request *req, usec_t timeout,
+                       struct devio_response *resp)
+{
+        struct privsep *ps = (struct privsep *)io;
+        uint8_t msg[DEVIO_PROTO_REQUEST_SIZE];
+        struct pending *p;
+        struct conn *c;
+        usec_t deadline;
+        int r;
+
+        if (!resp || privsep_request_valid(req) < 0)
+                return -EINVAL;
+        deadline = deadline_of(timeout);
+        p = xcalloc(1, sizeof *p);
+        strscpy(p->name, req->name, sizeof p->name);
+        p->resp = resp;
+        r = enqueue(ps, p, &c);
+        if (r < 0) {
+                free(p);
+                return r;
+        }
+        return send_and_wait(ps, p, c, msg,
+                             privsep_proto_encode_request(p->id, req, msg, sizeof msg), deadline);
+}
+
+static int privsep_privileged(struct devio *io, const char *name, const void *arg, size_t len,
+                              usec_t timeout, int fds[], size_t *nfds, char *err, size_t errsz)
+{
+        struct privsep *ps = (struct privsep *)io;
+        uint8_t msg[DEVIO_PROTO_PRIV_MAX];
+        struct priv_out out = {.nfds = 0};
+        struct pending *p;
+        struct conn *c;
+        usec_t deadline = deadline_of(timeout);
+        size_t nlen = name ? strnlen(name, DEVIO_NAME_MAX) : 0;
+        int r;
+
+        if (nfds)
+                *nfds = 0;
+        if (err && errsz)
+                err[0] = '\0';
+        if (!fds || !nfds || (len > 0 && !arg) || nlen == 0 || nlen >= DEVIO_NAME_MAX ||
+            len > DEVIO_PRIV_ARG_MAX) {
+                if (err && errsz)
+                        snprintf(err, errsz,
+                                 "invalid privileged call (name, or argument of %zu "
+                                 "bytes over %d)",
+                                 len, DEVIO_PRIV_ARG_MAX);
+                return -EINVAL;
+        }
+        p = xcalloc(1, sizeof *p);
+        memcpy(p->name, name, nlen);
+        p->priv = true;
+        p->out = &out;
+        r = enqueue(ps, p, &c);
+        if (r < 0) {
+                free(p);
+                snprintf(out.err, sizeof out.err, "the privileged helper is not running");
+        } else {
+                r = send_and_wait(ps, p, c, msg,
+                                  privsep_proto_encode_priv(p->id, name, arg, len, msg, sizeof msg),
+                                  deadline);
+        }
+        if (r == 0) {
+                memcpy(fds, out.fds, out.nfds * sizeof fds[0]);
+                *nfds = out.nfds;
+                return 0;
+        }
+        /* Only an answer with status 0 carries descriptors (deliver_priv() takes no others). */
+        if (r == -ETIMEDOUT && !out.err[0])
+                snprintf(out.err, sizeof out.err, "no answer within the timeout");
+        else if (r == -ECONNRESET && !out.err[0])
+                snprintf(out.err, sizeof out.err, "the privileged helper is gone");
+        else if (!out.err[0])
+                snprintf(out.err, sizeof out.err, "%s", strerror(-r));
+        if (err && errsz)
+                snprintf(err, errsz, "%s", out.err);
         return r;
 }
 
@@ -208,6 +294,7 @@ static const struct devio_ops privsep_ops = {
     .busy = privsep_busy,
     .cancel = privsep_cancel,
     .free = privsep_free,
+    .privileged = privsep_privileged,
 };
 
 static int client_start(int zfd, pid_t zpid, const struct privsep_config *cfg,
@@ -218,7 +305,7 @@ int privsep_start(const struct privsep_config *cfg, struct devio **ret_io)
         int sv[2], r;
         pid_t parent = getpid(), pid;
 
-        if (!cfg || !ret_io)
+        if (!cfg || !ret_io || privsep_functions_valid(cfg) < 0)
                 return -EINVAL;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;

@@ -84,7 +84,7 @@ void privsep_conn_lost(struct privsep *ps, struct conn *c)
 
                 if (p->gen != c->gen || p->done) {
                         pp = &p->next;
-                } else if (!p->resp) {
+                } else if (!p->resp && !p->out) {
                         *pp = p->next;
                         ps->stats.inflight--;
                         free(p);

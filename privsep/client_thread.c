@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,35 +24,79 @@ static struct pending *pending_by_id(struct privsep *ps, uint64_t id)
         return NULL;
 }
 
-/* Hands one message from helper c to its waiting caller. Called with the lock held. */
-static void deliver(struct privsep *ps, struct conn *c, const uint8_t *buf, size_t len)
+static void close_all(const int *fds, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                close(fds[i]);
+}
+
+/* A privileged function's answer for p, whose caller waits: its result, its message and exactly
+ * the descriptors it announced, or -EIO (everything that came closed). bad: the message came with
+ * something fdpass.c refused (its descriptors are already closed). */
+static void deliver_priv(struct privsep *ps, struct pending *p, const struct devio_proto_hdr *hdr,
+                         const uint8_t *buf, size_t len, const int *fds, size_t nfds, bool bad)
+{
+        struct devio_proto_priv_answer a;
+
+        if (bad || hdr->type != DEVIO_PROTO_PRIV_ANSWER ||
+            privsep_proto_decode_priv_answer(hdr, buf, len, &a) < 0 || a.nfds != nfds) {
+                ps->stats.dropped++;
+                close_all(fds, nfds);
+                p->status = -EIO;
+                snprintf(p->out->err, sizeof p->out->err, "malformed answer from the helper");
+                return;
+        }
+        p->status = hdr->status;
+        memcpy(p->out->fds, fds, nfds * sizeof fds[0]);
+        p->out->nfds = nfds;
+        memcpy(p->out->err, a.err, sizeof a.err);
+}
+
+/* Hands one message from helper c, with the nfds descriptors that came along, to its waiting
+ * caller; closes the descriptors nobody takes. bad: fdpass.c refused what came along. Called
+ * with the lock held. */
+static void deliver(struct privsep *ps, struct conn *c, const uint8_t *buf, size_t len,
+                    const int *fds, size_t nfds, bool bad)
 {
         struct devio_proto_hdr hdr;
         struct pending *p;
 
-        if (privsep_proto_decode_header(buf, len, &hdr) < 0 || hdr.type != DEVIO_PROTO_RESPONSE) {
+        if (privsep_proto_decode_header(buf, len, &hdr) < 0 ||
+            (hdr.type != DEVIO_PROTO_RESPONSE && hdr.type != DEVIO_PROTO_PRIV_ANSWER)) {
                 ps->stats.dropped++;
+                close_all(fds, nfds);
                 return;
         }
         p = pending_by_id(ps, hdr.id);
         if (!p || p->done || p->gen != c->gen) {
                 ps->stats.dropped++;
+                close_all(fds, nfds);
                 return;
         }
         if (hdr.status == -EIO || hdr.status == -ETIMEDOUT)
                 ps->stats.worker_failures++;
         else if (hdr.status == -EAGAIN)
                 ps->stats.overloaded++;
-        if (!p->resp) {
+        if (!p->resp && !p->out) {
                 ps->stats.late_responses++;
                 privsep_pending_unlink(ps, p);
                 free(p);
+                close_all(fds, nfds);
                 return;
         }
-        p->status = hdr.status;
-        if (hdr.status == 0 && privsep_proto_decode_response(&hdr, buf, len, p->resp) < 0) {
+        if (p->priv) {
+                deliver_priv(ps, p, &hdr, buf, len, fds, nfds, bad);
+        } else if (bad || nfds || hdr.type != DEVIO_PROTO_RESPONSE) {
+                /* A device answer never carries a descriptor. */
                 ps->stats.dropped++;
+                close_all(fds, nfds);
                 p->status = -EIO;
+        } else {
+                p->status = hdr.status;
+                if (hdr.status == 0 && privsep_proto_decode_response(&hdr, buf, len, p->resp) < 0) {
+                        ps->stats.dropped++;
+                        p->status = -EIO;
+                }
         }
         p->done = true;
         pthread_cond_broadcast(&ps->cond);
@@ -61,19 +106,24 @@ static void deliver(struct privsep *ps, struct conn *c, const uint8_t *buf, size
  * was none, -ECONNRESET when the helper closed its end or the socket failed. */
 static int receive_one(struct privsep *ps, struct conn *c, uint8_t *buf)
 {
-        size_t n;
-        /* No descriptor wanted: one sent along is closed by the kernel. */
-        int r = privsep_recv_fd(c->fd, buf, DEVIO_PROTO_RESPONSE_MAX, MSG_DONTWAIT, &n, NULL);
+        int fds[DEVIO_MAX_FDS];
+        size_t n, nfds;
+        /* At most DEVIO_MAX_FDS descriptors (a privileged function's answer); with more, or
+         * anything else along, every one is closed (-EBADMSG) and the answer fails. */
+        int r = privsep_recv_fds(c->fd, buf, DEVIO_PROTO_RESPONSE_MAX, MSG_DONTWAIT, &n, fds,
+                                 DEVIO_MAX_FDS, &nfds);
 
-        if (r < 0 && r != -EMSGSIZE)
+        if (r < 0 && r != -EMSGSIZE && r != -EBADMSG)
                 return r == -EAGAIN || r == -EINTR ? 0 : -ECONNRESET;
-        if (n == 0)
+        if (n == 0 && r == 0) {
+                close_all(fds, nfds); /* an empty message reads as EOF */
                 return -ECONNRESET;
+        }
         pthread_mutex_lock(&ps->lock);
         if (r == -EMSGSIZE)
                 ps->stats.dropped++;
         else
-                deliver(ps, c, buf, n);
+                deliver(ps, c, buf, n, fds, nfds, r == -EBADMSG);
         pthread_mutex_unlock(&ps->lock);
         return 1;
 }

@@ -95,6 +95,16 @@ int privsep_proto_decode_header(const void *buf, size_t len, struct devio_proto_
                 if (h.id != 1 || h.status != 0 || h.len != 0)
                         return -EBADMSG;
                 break;
+        case DEVIO_PROTO_PRIV:
+                /* An argument too long is still framed: the helper answers it -EINVAL. */
+                if (h.status != 0 || h.len < DEVIO_NAME_MAX)
+                        return -EBADMSG;
+                break;
+        case DEVIO_PROTO_PRIV_ANSWER:
+                if (h.status > 0 || h.status < -ERRNO_MAX || h.len < sizeof(uint32_t) ||
+                    h.len > DEVIO_PROTO_PRIV_ANSWER_MAX - DEVIO_PROTO_HDR_SIZE)
+                        return -EBADMSG;
+                break;
         default:
                 return -EBADMSG;
         }
@@ -144,6 +154,96 @@ int privsep_proto_decode_response(const struct devio_proto_hdr *hdr, const void 
         }
         memset(ret_resp, 0, sizeof *ret_resp);
         memcpy(ret_resp, p, hdr->len);
+        return 0;
+}
+
+int privsep_proto_encode_priv(uint64_t id, const char *name, const void *arg, size_t len, void *buf,
+                              size_t size)
+{
+        uint8_t *p = buf;
+        size_t nlen;
+
+        if (id == 0 || !name || !buf || len > DEVIO_PRIV_ARG_MAX || (len > 0 && !arg))
+                return -EINVAL;
+        nlen = strnlen(name, DEVIO_NAME_MAX);
+        if (nlen == 0 || nlen >= DEVIO_NAME_MAX ||
+            size < DEVIO_PROTO_HDR_SIZE + DEVIO_NAME_MAX + len)
+                return -EINVAL;
+        put_header(buf, DEVIO_PROTO_PRIV, id, 0, (uint32_t)(DEVIO_NAME_MAX + len));
+        p += DEVIO_PROTO_HDR_SIZE;
+        memset(p, 0, DEVIO_NAME_MAX);
+        memcpy(p, name, nlen);
+        if (len)
+                memcpy(p + DEVIO_NAME_MAX, arg, len);
+        return (int)(DEVIO_PROTO_HDR_SIZE + DEVIO_NAME_MAX + len);
+}
+
+int privsep_proto_decode_priv(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                              struct devio_proto_priv *ret)
+{
+        const uint8_t *p;
+        size_t nlen, alen;
+
+        if (!hdr || !buf || !ret || hdr->type != DEVIO_PROTO_PRIV || hdr->status != 0 ||
+            hdr->len < DEVIO_NAME_MAX || len != DEVIO_PROTO_HDR_SIZE + hdr->len)
+                return -EBADMSG;
+        p = (const uint8_t *)buf + DEVIO_PROTO_HDR_SIZE;
+        alen = hdr->len - DEVIO_NAME_MAX;
+        nlen = strnlen((const char *)p, DEVIO_NAME_MAX);
+        if (alen > DEVIO_PRIV_ARG_MAX || nlen == 0 || nlen >= DEVIO_NAME_MAX)
+                return -EINVAL;
+        for (size_t i = nlen; i < DEVIO_NAME_MAX; i++)
+                if (p[i] != 0)
+                        return -EINVAL;
+        memset(ret, 0, sizeof *ret);
+        memcpy(ret->name, p, nlen);
+        ret->len = (uint32_t)alen;
+        if (alen)
+                memcpy(ret->arg, p + DEVIO_NAME_MAX, alen);
+        return 0;
+}
+
+int privsep_proto_encode_priv_answer(uint64_t id, int status, size_t nfds, const char *err,
+                                     void *buf, size_t size)
+{
+        uint32_t n = (uint32_t)nfds;
+        size_t tlen = 0;
+
+        if (id == 0 || !buf || status > 0 || status < -ERRNO_MAX || nfds > DEVIO_MAX_FDS ||
+            (status < 0 && nfds != 0))
+                return -EINVAL;
+        if (status < 0 && err)
+                tlen = strnlen(err, DEVIO_PRIV_ERR_MAX - 1);
+        if (size < DEVIO_PROTO_HDR_SIZE + sizeof n + tlen)
+                return -EINVAL;
+        put_header(buf, DEVIO_PROTO_PRIV_ANSWER, id, status, (uint32_t)(sizeof n + tlen));
+        memcpy((uint8_t *)buf + DEVIO_PROTO_HDR_SIZE, &n, sizeof n);
+        if (tlen)
+                memcpy((uint8_t *)buf + DEVIO_PROTO_HDR_SIZE + sizeof n, err, tlen);
+        return (int)(DEVIO_PROTO_HDR_SIZE + sizeof n + tlen);
+}
+
+int privsep_proto_decode_priv_answer(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                                     struct devio_proto_priv_answer *ret)
+{
+        const uint8_t *p;
+        uint32_t n;
+        size_t tlen;
+
+        if (!hdr || !buf || !ret || hdr->type != DEVIO_PROTO_PRIV_ANSWER || hdr->status > 0 ||
+            hdr->status < -ERRNO_MAX || hdr->len < sizeof n ||
+            hdr->len > DEVIO_PROTO_PRIV_ANSWER_MAX - DEVIO_PROTO_HDR_SIZE ||
+            len != DEVIO_PROTO_HDR_SIZE + hdr->len)
+                return -EBADMSG;
+        p = (const uint8_t *)buf + DEVIO_PROTO_HDR_SIZE;
+        memcpy(&n, p, sizeof n);
+        tlen = hdr->len - sizeof n;
+        if (n > DEVIO_MAX_FDS || (hdr->status < 0 && n != 0) || (hdr->status == 0 && tlen != 0) ||
+            memchr(p + sizeof n, 0, tlen))
+                return -EBADMSG;
+        memset(ret, 0, sizeof *ret);
+        ret->nfds = n;
+        memcpy(ret->err, p + sizeof n, tlen);
         return 0;
 }
 

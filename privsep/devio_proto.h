@@ -14,9 +14,11 @@
 #define DEVIO_PROTO_VERSION 1u
 
 enum devio_proto_type {
-        DEVIO_PROTO_REQUEST = 1,  /* payload: struct devio_request, exactly */
-        DEVIO_PROTO_RESPONSE = 2, /* payload: see below */
-        DEVIO_PROTO_HELLO = 3,    /* helper -> daemon, once: ready (capabilities dropped) */
+        DEVIO_PROTO_REQUEST = 1,     /* payload: struct devio_request, exactly */
+        DEVIO_PROTO_RESPONSE = 2,    /* payload: see below */
+        DEVIO_PROTO_HELLO = 3,       /* helper -> daemon, once: ready (capabilities dropped) */
+        DEVIO_PROTO_PRIV = 4,        /* daemon -> helper: run a privileged function (see below) */
+        DEVIO_PROTO_PRIV_ANSWER = 5, /* worker or helper -> daemon: its result and descriptors */
 };
 
 /* Every message starts with this header (24 bytes, no padding).
@@ -28,7 +30,18 @@ enum devio_proto_type {
  *           sense_len <= DEVIO_SENSE_MAX, err <= 0). status -errno (> -4096): the request did
  *           not run (-EINVAL malformed, -EAGAIN too many requests in flight, -EIO the worker died
  *           without answering, -ETIMEDOUT the worker was killed for running too long); len 0.
- * HELLO:    id 1, status 0, len 0. */
+ * HELLO:    id 1, status 0, len 0.
+ * PRIV:     status 0; id != 0 chosen by the client; payload: the function's name in
+ *           DEVIO_NAME_MAX bytes (not empty, NUL-terminated, zero-padded), then its argument,
+ *           len - DEVIO_NAME_MAX bytes (at most DEVIO_PRIV_ARG_MAX; longer is refused -EINVAL).
+ * PRIV_ANSWER: the PRIV's id; status: the function's result (0 or -errno), or the helper's own
+ *           -errno (-EINVAL malformed, -ENOENT no such function, -EAGAIN too many requests in
+ *           flight, -EIO the worker died without answering or broke the rules, -ETIMEDOUT it was
+ *           killed for running too long); payload: uint32_t nfds, then the message text
+ *           (len - 4 bytes, at most DEVIO_PRIV_ERR_MAX - 1, no NUL; none with status 0).
+ *           nfds <= DEVIO_MAX_FDS, 0 unless status is 0, and exactly nfds descriptors come with
+ *           the message by SCM_RIGHTS (fdpass.h): the receiver checks the count and closes them
+ *           all when it differs. */
 struct devio_proto_hdr {
         uint32_t magic;
         uint16_t version;
@@ -41,6 +54,23 @@ struct devio_proto_hdr {
 #define DEVIO_PROTO_HDR_SIZE     sizeof(struct devio_proto_hdr)
 #define DEVIO_PROTO_REQUEST_SIZE (DEVIO_PROTO_HDR_SIZE + sizeof(struct devio_request))
 #define DEVIO_PROTO_RESPONSE_MAX (DEVIO_PROTO_HDR_SIZE + sizeof(struct devio_response))
+#define DEVIO_PRIV_ERR_MAX       256 /* a privileged function's message, its NUL included */
+#define DEVIO_PROTO_PRIV_MAX     (DEVIO_PROTO_HDR_SIZE + DEVIO_NAME_MAX + DEVIO_PRIV_ARG_MAX)
+#define DEVIO_PROTO_PRIV_ANSWER_MAX                                                                \
+        (DEVIO_PROTO_HDR_SIZE + sizeof(uint32_t) + DEVIO_PRIV_ERR_MAX - 1)
+
+/* A decoded PRIV. */
+struct devio_proto_priv {
+        char name[DEVIO_NAME_MAX]; /* NUL-terminated */
+        uint32_t len;              /* bytes of arg */
+        uint8_t arg[DEVIO_PRIV_ARG_MAX];
+};
+
+/* A decoded PRIV_ANSWER (its status is the header's). */
+struct devio_proto_priv_answer {
+        uint32_t nfds;                /* descriptors that must have come with it */
+        char err[DEVIO_PRIV_ERR_MAX]; /* NUL-terminated; empty with status 0 */
+};
 
 /* Encodes a request into buf (at least DEVIO_PROTO_REQUEST_SIZE bytes). Returns the message
  * length, or -EINVAL when id is 0 or size too small (the request itself is not checked here).
@@ -75,6 +105,31 @@ int privsep_proto_decode_request(const struct devio_proto_hdr *hdr, const void *
  * Returns 0 or -EBADMSG. Pure. */
 int privsep_proto_decode_response(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
                                   struct devio_response *ret_resp);
+
+/* Encodes a PRIV into buf (at least DEVIO_PROTO_PRIV_MAX bytes, or the message's length):
+ * function name (1 to DEVIO_NAME_MAX - 1 bytes) and len bytes of arg (at most
+ * DEVIO_PRIV_ARG_MAX; arg may be NULL when len is 0). Returns the message length or -EINVAL.
+ * Pure; any thread. */
+int privsep_proto_encode_priv(uint64_t id, const char *name, const void *arg, size_t len, void *buf,
+                              size_t size);
+
+/* Decodes a framed PRIV. Returns 0 and fills *ret, -EBADMSG when hdr is not a PRIV of len bytes,
+ * or -EINVAL for one the helper must refuse (answer -EINVAL to hdr->id): a name that is empty,
+ * not terminated or not zero-padded, an argument longer than DEVIO_PRIV_ARG_MAX. Pure. */
+int privsep_proto_decode_priv(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                              struct devio_proto_priv *ret);
+
+/* Encodes a PRIV_ANSWER into buf (at least DEVIO_PROTO_PRIV_ANSWER_MAX bytes): status 0 with
+ * nfds <= DEVIO_MAX_FDS and no text, or status -errno (> -4096) with nfds 0 and the text of err
+ * (NULL: none; cut at DEVIO_PRIV_ERR_MAX - 1 bytes). Returns the message length or -EINVAL.
+ * Pure; any thread. */
+int privsep_proto_encode_priv_answer(uint64_t id, int status, size_t nfds, const char *err,
+                                     void *buf, size_t size);
+
+/* Decodes a framed PRIV_ANSWER (the same rules as the encoder). Returns 0 and fills *ret, or
+ * -EBADMSG. Pure. */
+int privsep_proto_decode_priv_answer(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+                                     struct devio_proto_priv_answer *ret);
 
 /* The zygote's control socket (privsep/privsep.h) carries two fixed 16-byte messages of its own,
  * never framed by struct devio_proto_hdr (a helper that is sent one drops it as malformed):

@@ -1,11 +1,14 @@
 /* The helper process (the supervisor "diskpulse-priv") and its per-request workers
- * ("diskpulse-io"): validates each request, forks a worker that runs it with only the
- * capabilities its kind needs, answers for a worker that died or ran too long. */
+ * ("diskpulse-io"): validates each request - device commands, and the privileged functions of
+ * the table fixed in its memory - forks a worker that runs it with only the capabilities it
+ * needs, answers for a worker that died or ran too long. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -25,6 +28,7 @@ struct worker {
         uint64_t id;
         usec_t deadline;
         bool killed; /* by us, for running past worker_timeout */
+        bool priv;   /* runs a privileged function: answered with PRIV_ANSWER */
 };
 
 struct helper {
@@ -33,6 +37,8 @@ struct helper {
         pid_t pid;
         char dev_dir[PATH_MAX];
         privsep_exec_fn exec;
+        const struct privsep_function *functions; /* the table, in this process's memory */
+        size_t n_functions;
         unsigned max;
         usec_t timeout;
         struct worker *workers; /* max slots */
@@ -50,13 +56,45 @@ static void helper_reply(struct helper *h, uint64_t id, int status)
                 log_debug("privsep: answer lost", "error", strerror(errno));
 }
 
-/* The worker: runs one request, writes the answer itself, exits 0 only if it was sent. */
-static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct devio_request *req)
+/* The helper's own answer to a PRIV (an error status, with a message): never blocks. */
+static void helper_reply_priv(struct helper *h, uint64_t id, int status, const char *err)
 {
-        struct devio_response *resp;
-        uint8_t *msg;
+        uint8_t msg[DEVIO_PROTO_PRIV_ANSWER_MAX];
+        int len = privsep_proto_encode_priv_answer(id, status, 0, err, msg, sizeof msg);
+
+        if (len > 0 && send(h->fd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+                log_debug("privsep: answer lost", "error", strerror(errno));
+}
+
+int privsep_functions_valid(const struct privsep_config *cfg)
+{
+        if (cfg->n_functions > PRIVSEP_FUNCTIONS_MAX || (cfg->n_functions && !cfg->functions))
+                return -EINVAL;
+        for (size_t i = 0; i < cfg->n_functions; i++) {
+                const struct privsep_function *f = &cfg->functions[i];
+                size_t n = f->name ? strnlen(f->name, DEVIO_NAME_MAX) : 0;
+
+                if (!f->fn || n == 0 || n >= DEVIO_NAME_MAX)
+                        return -EINVAL;
+                for (size_t j = 0; j < i; j++)
+                        if (strcmp(cfg->functions[j].name, f->name) == 0)
+                                return -EINVAL;
+        }
+        return 0;
+}
+
+static privsep_function_fn function_by_name(const struct helper *h, const char *name)
+{
+        for (size_t i = 0; i < h->n_functions; i++)
+                if (strcmp(h->functions[i].name, name) == 0)
+                        return h->functions[i].fn;
+        return NULL;
+}
+
+/* What every worker does first: the process's state, then only the capabilities keep. */
+static void worker_setup(struct helper *h, uint64_t keep)
+{
         sigset_t none;
-        int r, len;
 
         privsep_child_signals();
         (void)signal(SIGPIPE, SIG_IGN);
@@ -66,8 +104,61 @@ static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct de
                 _exit(3);
         (void)prctl(PR_SET_NAME, "diskpulse-io", 0, 0, 0);
         close(h->sfd);
-        if (privsep_caps_restrict(privsep_worker_caps(req->kind), false) < 0)
+        if (privsep_caps_restrict(keep, false) < 0)
                 _exit(4);
+}
+
+/* The worker of a privileged function: runs it, sends its result with its descriptors in one
+ * message (fdpass.h), exits 0 only if it was sent. A function that breaks the rules (more than
+ * DEVIO_MAX_FDS descriptors, one that is not open, a result that is not 0 or -errno) is
+ * answered -EIO and nothing it opened is sent; its descriptors end with this process. */
+static _Noreturn void priv_worker_main(struct helper *h, uint64_t id, privsep_function_fn fn,
+                                       const struct devio_proto_priv *pr)
+{
+        uint8_t msg[DEVIO_PROTO_PRIV_ANSWER_MAX];
+        char err[DEVIO_PRIV_ERR_MAX] = "";
+        int fds[DEVIO_MAX_FDS] = {-1, -1, -1, -1};
+        size_t nfds = 0;
+        int r, len;
+
+        _Static_assert(DEVIO_MAX_FDS == 4 && DEVIO_MAX_FDS <= PRIVSEP_FDPASS_MAX, "fds[] above");
+        worker_setup(h, privsep_function_caps());
+        r = fn(pr->arg, pr->len, fds, &nfds, err, sizeof err);
+        err[sizeof err - 1] = '\0';
+        if (r > 0 || r < -4095) {
+                snprintf(err, sizeof err, "%s: returned %d, not 0 or -errno", pr->name, r);
+                r = -EIO;
+        } else if (nfds > DEVIO_MAX_FDS) {
+                snprintf(err, sizeof err, "%s: returned %zu descriptors, at most %d", pr->name,
+                         nfds, DEVIO_MAX_FDS);
+                r = -EIO;
+        } else if (r == 0) {
+                for (size_t i = 0; i < nfds; i++)
+                        if (fds[i] < 0 || fcntl(fds[i], F_GETFD) < 0) {
+                                snprintf(err, sizeof err, "%s: descriptor %zu is not open",
+                                         pr->name, i);
+                                r = -EIO;
+                                break;
+                        }
+        } else if (!err[0])
+                snprintf(err, sizeof err, "%s: %s", pr->name, strerror(-r));
+        if (r < 0)
+                nfds = 0;
+        len = privsep_proto_encode_priv_answer(id, r, nfds, err, msg, sizeof msg);
+        if (len < 0)
+                _exit(6);
+        /* Blocking, as the device worker's answer. */
+        _exit(privsep_send_fds(h->fd, msg, (size_t)len, fds, nfds, 0) == 0 ? 0 : 1);
+}
+
+/* The worker: runs one request, writes the answer itself, exits 0 only if it was sent. */
+static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct devio_request *req)
+{
+        struct devio_response *resp;
+        uint8_t *msg;
+        int r, len;
+
+        worker_setup(h, privsep_worker_caps(req->kind));
 
         resp = calloc(1, sizeof *resp);
         msg = malloc(DEVIO_PROTO_RESPONSE_MAX);
@@ -100,24 +191,36 @@ static struct worker *worker_by_pid(struct helper *h, pid_t pid)
         return NULL;
 }
 
-static void helper_start_worker(struct helper *h, uint64_t id, const struct devio_request *req)
+/* Starts a worker for a device request (req) or a privileged function (fn with pr). */
+static void helper_start_worker(struct helper *h, uint64_t id, const struct devio_request *req,
+                                privsep_function_fn fn, const struct devio_proto_priv *pr)
 {
         struct worker *w;
         pid_t pid;
 
         if (h->running >= h->max) {
-                helper_reply(h, id, -EAGAIN);
+                if (fn)
+                        helper_reply_priv(h, id, -EAGAIN, "too many requests in flight");
+                else
+                        helper_reply(h, id, -EAGAIN);
                 return;
         }
         w = worker_by_pid(h, 0);
         pid = fork();
         if (pid < 0) {
-                helper_reply(h, id, -errno);
+                if (fn)
+                        helper_reply_priv(h, id, -errno, "cannot start a worker");
+                else
+                        helper_reply(h, id, -errno);
                 return;
         }
-        if (pid == 0)
+        if (pid == 0) {
+                if (fn)
+                        priv_worker_main(h, id, fn, pr);
                 worker_main(h, id, req);
-        *w = (struct worker){.pid = pid, .id = id, .deadline = now_monotonic() + h->timeout};
+        }
+        *w = (struct worker){
+            .pid = pid, .id = id, .deadline = now_monotonic() + h->timeout, .priv = fn != NULL};
         h->running++;
 }
 
@@ -134,7 +237,11 @@ static void helper_reap(struct helper *h)
                 w = worker_by_pid(h, pid);
                 if (!w)
                         continue;
-                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                if ((!WIFEXITED(st) || WEXITSTATUS(st) != 0) && w->priv)
+                        helper_reply_priv(h, w->id, w->killed ? -ETIMEDOUT : -EIO,
+                                          w->killed ? "the worker ran too long and was killed"
+                                                    : "the worker died without answering");
+                else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
                         helper_reply(h, w->id, w->killed ? -ETIMEDOUT : -EIO);
                 *w = (struct worker){0};
                 h->running--;
@@ -167,9 +274,12 @@ static int helper_deadlines(struct helper *h)
  * gone. */
 static int helper_message(struct helper *h, bool hup)
 {
-        uint8_t buf[DEVIO_PROTO_REQUEST_SIZE + 1];
+        /* Room for a PRIV with an argument too long, so that it is answered -EINVAL. */
+        uint8_t buf[DEVIO_PROTO_PRIV_MAX + DEVIO_PRIV_ARG_MAX];
         struct devio_proto_hdr hdr;
         struct devio_request req;
+        struct devio_proto_priv pr;
+        privsep_function_fn fn;
         size_t n;
         /* No descriptor wanted: one sent along is closed by the kernel. */
         int r = privsep_recv_fd(h->fd, buf, sizeof buf, MSG_DONTWAIT, &n, NULL);
@@ -182,15 +292,30 @@ static int helper_message(struct helper *h, bool hup)
                 return r == -EAGAIN || r == -EINTR ? 0 : -ECONNRESET;
         if (n == 0)
                 return hup ? -ECONNRESET : 0;
-        if (privsep_proto_decode_header(buf, n, &hdr) < 0 || hdr.type != DEVIO_PROTO_REQUEST) {
+        if (privsep_proto_decode_header(buf, n, &hdr) < 0 ||
+            (hdr.type != DEVIO_PROTO_REQUEST && hdr.type != DEVIO_PROTO_PRIV)) {
                 log_debug("privsep: malformed message dropped");
+                return 0;
+        }
+        if (hdr.type == DEVIO_PROTO_PRIV) {
+                r = privsep_proto_decode_priv(&hdr, buf, n, &pr);
+                if (r == -EINVAL)
+                        helper_reply_priv(h, hdr.id, -EINVAL,
+                                          "malformed name or argument too long");
+                if (r < 0)
+                        return 0;
+                fn = function_by_name(h, pr.name);
+                if (!fn)
+                        helper_reply_priv(h, hdr.id, -ENOENT, "no such privileged function");
+                else
+                        helper_start_worker(h, hdr.id, NULL, fn, &pr);
                 return 0;
         }
         r = privsep_proto_decode_request(&hdr, buf, n, &req);
         if (r == -EINVAL)
                 helper_reply(h, hdr.id, -EINVAL);
         else if (r == 0)
-                helper_start_worker(h, hdr.id, &req);
+                helper_start_worker(h, hdr.id, &req, NULL, NULL);
         return 0;
 }
 
@@ -204,6 +329,10 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         h.pid = getpid();
         h.exec = cfg->exec ? cfg->exec : privsep_devio_exec;
+        if (privsep_functions_valid(cfg) == 0) {
+                h.functions = cfg->functions;
+                h.n_functions = cfg->n_functions;
+        }
         h.max = cfg->max_workers ? cfg->max_workers : PRIVSEP_MAX_WORKERS_DEFAULT;
         h.timeout = cfg->worker_timeout ? cfg->worker_timeout : PRIVSEP_WORKER_TIMEOUT_DEFAULT;
         if (!strscpy(h.dev_dir, cfg->dev_dir ? cfg->dev_dir : "/dev", sizeof h.dev_dir))

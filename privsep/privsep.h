@@ -12,7 +12,9 @@
  *     │  PR_SET_PDEATHSIG.
  *     └─ helper "diskpulse-priv": reads requests from its SOCK_SEQPACKET socketpair, validates
  *        them, and forks one short-lived worker per request (at most max_workers at a time)
- *          └─ worker "diskpulse-io": privsep_devio_exec(), writes the response itself, exits.
+ *          └─ worker "diskpulse-io": privsep_devio_exec(), writes the response itself, exits;
+ *             or, for a PRIV message, the named function of cfg->functions (CAP_SYS_ADMIN
+ *             only), whose descriptors it sends along with its answer (fdpass.h).
  *        A worker that dies without answering (crash, signal) is answered for by the helper
  *        (-EIO), so a crash or a hung ioctl costs one request, never the helper.
  *
@@ -48,6 +50,22 @@
 typedef int (*privsep_exec_fn)(const char *dev_dir, const struct devio_request *req,
                                struct devio_response *resp);
 
+/* A privileged function (lib/collector.h, collector_def.privileged): runs in a worker of the
+ * helper with CAP_SYS_ADMIN; arg as the daemon sent it (at most DEVIO_PRIV_ARG_MAX bytes). Puts
+ * at most DEVIO_MAX_FDS descriptors in fds and their count in *nfds (0 on entry), which the
+ * worker sends to the daemon; returns 0, or -errno with a message in err (errsz bytes). */
+typedef int (*privsep_function_fn)(const void *arg, size_t len, int fds[], size_t *nfds, char *err,
+                                   size_t errsz);
+
+/* One entry of the table of privileged functions, found by name (1 to DEVIO_NAME_MAX - 1
+ * bytes, unique in the table). */
+struct privsep_function {
+        const char *name;
+        privsep_function_fn fn;
+};
+
+#define PRIVSEP_FUNCTIONS_MAX 64 /* entries in the table, at most */
+
 struct privsep_config {
         const char *dev_dir;   /* device nodes, "/dev" (--path.dev); copied */
         unsigned max_workers;  /* requests running at once; 0: PRIVSEP_MAX_WORKERS_DEFAULT;
@@ -65,6 +83,13 @@ struct privsep_config {
         usec_t restart_max;   /* the wait doubles up to this; a helper that lived this long
                                 * resets it; 0: PRIVSEP_RESTART_MAX_DEFAULT (at least
                                 * restart_delay) */
+        /* The privileged functions that devio_ops.privileged() may name (n_functions entries,
+         * at most PRIVSEP_FUNCTIONS_MAX; NULL/0: none). Like exec, fixed when the zygote is
+         * forked, in the zygote's memory (the table, its names and its functions are those of
+         * that moment): nothing the daemon sends later can add to it or change it; the daemon
+         * sends only a name, which the helper looks up. */
+        const struct privsep_function *functions;
+        size_t n_functions;
 };
 
 /* Forks the zygote, has it start the first helper, waits (up to 5 s each) for the helper's socket
@@ -82,7 +107,9 @@ struct privsep_config {
  * (a SIGCHLD handler that waits for any child); set SIGCHLD to anything but SIG_IGN.
  *
  * Works without privileges too: the helper then keeps what it has (nothing) and device commands
- * fail with EACCES / EPERM in their results. Returns 0, -EIO when the helper did not start
+ * fail with EACCES / EPERM in their results. Returns 0, -EINVAL for a table of functions that
+ * breaks the rules of struct privsep_function (an empty, too long or repeated name, a NULL
+ * function, too many), -EIO when the helper did not start
  * (the zygote or the helper exited or did not answer), or -errno from socketpair(), fork(),
  * eventfd(), privsep_drop_all() or pthread_create() (the helper and the zygote are stopped
  * again then). */

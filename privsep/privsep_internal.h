@@ -5,7 +5,8 @@
  * call graph), lowest first:
  *   processes:  fdpass.c, caps.c, child.c  <-  helper.c  <-  zygote.c
  *   the client: client_conn.c  <-  client_spawn.c  <-  client_thread.c  <-  client.c
- * (client.c also starts the zygote, privsep_zygote_main(); devio_proto.c and devio_linux.c are
+ * (client.c also starts the zygote, privsep_zygote_main(), and checks the table of privileged
+ * functions with helper.c's privsep_functions_valid(); devio_proto.c and devio_linux.c are
  * below everything). */
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <sys/types.h>
 
 #include "devio.h"
+#include "devio_proto.h"
 #include "privsep.h"
 #include "util.h"
 
@@ -30,6 +32,11 @@ int privsep_caps_restrict(uint64_t keep, bool bounding);
 uint64_t privsep_helper_caps(void);
 /* What a worker keeps for a request of kind (enum devio_kind). */
 uint64_t privsep_worker_caps(uint32_t kind);
+/* What a worker keeps for a privileged function. */
+uint64_t privsep_function_caps(void);
+/* 0 when the table of cfg (functions, n_functions) follows the rules of struct
+ * privsep_function, -EINVAL otherwise. */
+int privsep_functions_valid(const struct privsep_config *cfg);
 
 /* ---- child.c: the setup of the zygote's and a helper's process ---- */
 
@@ -52,12 +59,23 @@ struct conn {
         bool lost;      /* under the lock: found gone; the client thread reaps it */
 };
 
+/* Where the client thread puts a privileged function's answer for its waiting caller. */
+struct priv_out {
+        int fds[DEVIO_MAX_FDS]; /* nfds of them, the caller's from then on */
+        size_t nfds;
+        char err[DEVIO_PRIV_ERR_MAX];
+};
+
 struct pending {
         struct pending *next;
         uint64_t id;
-        uint64_t gen; /* the helper it was sent to */
-        char name[DEVIO_NAME_MAX];
-        struct devio_response *resp; /* the waiting caller's; NULL once it gave up */
+        uint64_t gen;              /* the helper it was sent to */
+        char name[DEVIO_NAME_MAX]; /* the device, or the privileged function */
+        bool priv;                 /* a privileged function's (PRIV), not a device request */
+        /* The waiting caller's: resp for a device request, out for a privileged function;
+         * both NULL once it gave up (an answer then is late: its descriptors are closed). */
+        struct devio_response *resp;
+        struct priv_out *out;
         bool done;
         int status;
 };

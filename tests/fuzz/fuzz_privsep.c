@@ -2,7 +2,11 @@
  * (any bytes from the unprivileged side must be refused or decode to a request that
  * privsep_request_valid() accepts and that encodes back to the same bytes), the client's decoders
  * of responses and HELLO, and the zygote's control messages (16 bytes: the zygote takes only the
- * exact SPAWN; the client's SPAWNED decoder accepts only what the encoder makes). The client's
+ * exact SPAWN; the client's SPAWNED decoder accepts only what the encoder makes), and the
+ * privileged functions' PRIV (the helper's decoder: a terminated, zero-padded name and at most
+ * DEVIO_PRIV_ARG_MAX bytes of argument, or -EINVAL) and PRIV_ANSWER (the client's: at most
+ * DEVIO_MAX_FDS descriptors and only with status 0, a message without NUL and only with an
+ * error); whatever a decoder accepts encodes back to the same bytes. The client's
  * handling of whole conversations over real sockets is fuzz_privsep_client.c. */
 #include <errno.h>
 #include <stdint.h>
@@ -25,6 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         static uint8_t out[DEVIO_PROTO_RESPONSE_MAX];
         static struct devio_response resp;
+        static struct devio_proto_priv pr;
+        struct devio_proto_priv_answer pa;
         struct devio_proto_hdr h;
         struct devio_request req;
         int r, len;
@@ -74,6 +80,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 break;
         case DEVIO_PROTO_HELLO:
                 len = privsep_proto_encode_hello(out, sizeof out);
+                check(len == (int)size && memcmp(out, data, size) == 0);
+                break;
+        case DEVIO_PROTO_PRIV:
+                r = privsep_proto_decode_priv(&h, data, size, &pr);
+                check(r == 0 || r == -EINVAL);
+                if (r < 0)
+                        break;
+                check(pr.len <= DEVIO_PRIV_ARG_MAX && size <= DEVIO_PROTO_PRIV_MAX);
+                check(pr.name[0] != '\0' && memchr(pr.name, '\0', sizeof pr.name) != NULL);
+                len = privsep_proto_encode_priv(h.id, pr.name, pr.arg, pr.len, out, sizeof out);
+                check(len == (int)size && memcmp(out, data, size) == 0);
+                break;
+        case DEVIO_PROTO_PRIV_ANSWER:
+                r = privsep_proto_decode_priv_answer(&h, data, size, &pa);
+                check(r == 0 || r == -EBADMSG);
+                if (r < 0)
+                        break;
+                check(pa.nfds <= DEVIO_MAX_FDS && (h.status == 0 || pa.nfds == 0));
+                check(memchr(pa.err, '\0', sizeof pa.err) != NULL);
+                check(h.status < 0 || pa.err[0] == '\0');
+                check(size <= DEVIO_PROTO_PRIV_ANSWER_MAX);
+                len = privsep_proto_encode_priv_answer(h.id, h.status, pa.nfds, pa.err, out,
+                                                       sizeof out);
                 check(len == (int)size && memcmp(out, data, size) == 0);
                 break;
         default:

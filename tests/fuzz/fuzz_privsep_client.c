@@ -16,7 +16,12 @@
  *                     if f is odd and the bytes are not a good SPAWNED), then CLOSE
  *   5 FDS L data      RAW with a descriptor attached
  *   6 BIG n           a message longer than any response
- *   7 HELLO           a second HELLO */
+ *   7 HELLO           a second HELLO
+ *   8 PRIV            a caller runs the privileged function "f" (devio_ops.privileged)
+ *   9 ANSWERFD i L data  ANSWER with a descriptor attached
+ * A privileged function's caller gets the answer's status, its message and exactly the
+ * descriptors that came, when they are as many as the answer announces; -EIO otherwise (and
+ * for a device answer with a descriptor, or an answer of the other kind). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +34,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,6 +134,7 @@ static void *zygote_main(void *arg)
 
 struct req {
         struct devio *io;
+        bool priv; /* a privileged function's caller */
         char name[8];
         uint64_t id; /* 0 until its message was seen */
         pthread_t th;
@@ -140,6 +147,10 @@ struct req {
         bool expect_resp; /* with expect 0: resp must equal want */
         struct devio_response *want;
         bool joined;
+        /* a privileged function's: what it got, what the model expects with expect 0 */
+        int fds[DEVIO_MAX_FDS];
+        size_t nfds, expect_nfds;
+        char err[DEVIO_PRIV_ERR_MAX], expect_err[DEVIO_PRIV_ERR_MAX];
 };
 
 static void *caller(void *arg)
@@ -150,7 +161,11 @@ static void *caller(void *arg)
 
         strscpy(r.name, q->name, sizeof r.name);
         r.cmds[0].cmd = DEVIO_SCSI_INQUIRY;
-        q->got = q->io->ops->run(q->io, &r, 60 * USEC_PER_SEC, q->resp);
+        if (q->priv)
+                q->got = q->io->ops->privileged(q->io, q->name, "a", 1, 60 * USEC_PER_SEC, q->fds,
+                                                &q->nfds, q->err, sizeof q->err);
+        else
+                q->got = q->io->ops->run(q->io, &r, 60 * USEC_PER_SEC, q->resp);
         check(write(q->efd, &one, sizeof one) == sizeof one, "eventfd");
         return NULL;
 }
@@ -191,20 +206,22 @@ static struct req *pending_by_id(struct state *s, uint64_t id)
 static bool name_pending(struct state *s, const char *name)
 {
         for (size_t i = 0; i < s->n_reqs; i++)
-                if (s->reqs[i].id && !s->reqs[i].answered && strcmp(s->reqs[i].name, name) == 0)
+                if (s->reqs[i].id && !s->reqs[i].answered && !s->reqs[i].priv &&
+                    strcmp(s->reqs[i].name, name) == 0)
                         return true;
         return false;
 }
 
-/* The client's rules for one message from the helper (client_thread.c deliver()). */
-static void model_message(struct state *s, const uint8_t *buf, size_t len)
+/* The client's rules for one message from the helper (client_thread.c deliver()), attach: it
+ * came with a descriptor. */
+static void model_message(struct state *s, const uint8_t *buf, size_t len, bool attach)
 {
         static struct devio_response r;
         struct devio_proto_hdr h;
         struct req *q;
 
         if (len > DEVIO_PROTO_RESPONSE_MAX || privsep_proto_decode_header(buf, len, &h) < 0 ||
-            h.type != DEVIO_PROTO_RESPONSE) {
+            (h.type != DEVIO_PROTO_RESPONSE && h.type != DEVIO_PROTO_PRIV_ANSWER)) {
                 s->dropped++;
                 return;
         }
@@ -219,7 +236,24 @@ static void model_message(struct state *s, const uint8_t *buf, size_t len)
                 s->overloaded++;
         q->answered = true;
         q->expect = h.status;
-        if (h.status == 0) {
+        if (q->priv) {
+                struct devio_proto_priv_answer a;
+                size_t nfds = attach ? 1 : 0;
+
+                if (h.type != DEVIO_PROTO_PRIV_ANSWER ||
+                    privsep_proto_decode_priv_answer(&h, buf, len, &a) < 0 || a.nfds != nfds) {
+                        s->dropped++;
+                        q->expect = -EIO;
+                } else {
+                        q->expect_nfds = nfds;
+                        memcpy(q->expect_err, a.err, sizeof a.err);
+                }
+        } else if (attach || h.type != DEVIO_PROTO_RESPONSE) {
+                /* a device answer never carries a descriptor; a privileged function's answer
+                 * is not one for a device request */
+                s->dropped++;
+                q->expect = -EIO;
+        } else if (h.status == 0) {
                 if (privsep_proto_decode_response(&h, buf, len, &r) < 0) {
                         s->dropped++;
                         q->expect = -EIO;
@@ -254,7 +288,7 @@ static void send_helper(struct state *s, const uint8_t *buf, size_t len, bool at
                 lost(s, false, next); /* an empty message reads as the helper's EOF */
                 return;
         }
-        model_message(s, buf, len);
+        model_message(s, buf, len, attach);
         /* Every message either completes a request (joined above) or is dropped: wait for the
          * drop too, or a message with the id of a request made next could reach that one. */
         for (int i = 0; i < WAIT_MS * 20; i++) {
@@ -268,13 +302,14 @@ static void send_helper(struct state *s, const uint8_t *buf, size_t len, bool at
         check(0, "the client did not take a message");
 }
 
-static void op_req(struct state *s, const char *name, size_t limit)
+static void op_req(struct state *s, const char *name, size_t limit, bool priv)
 {
         struct req *q;
         struct pollfd p[2];
-        uint8_t buf[DEVIO_PROTO_REQUEST_SIZE + 1];
+        uint8_t buf[DEVIO_PROTO_RESPONSE_MAX];
         struct devio_proto_hdr h;
         struct devio_request r;
+        struct devio_proto_priv pr;
         bool busy;
         ssize_t n;
 
@@ -284,9 +319,10 @@ static void op_req(struct state *s, const char *name, size_t limit)
         memset(q, 0, sizeof *q);
         q->io = s->io;
         strscpy(q->name, name, sizeof q->name);
+        q->priv = priv;
         q->resp = malloc(sizeof *q->resp);
         check(q->resp != NULL, "malloc");
-        busy = name_pending(s, q->name);
+        busy = !priv && name_pending(s, q->name);
         q->efd = eventfd(0, EFD_CLOEXEC);
         check(q->efd >= 0, "eventfd");
         check(pthread_create(&q->th, NULL, caller, q) == 0, "pthread_create");
@@ -302,6 +338,21 @@ static void op_req(struct state *s, const char *name, size_t limit)
         check(poll(p, 2, WAIT_MS) >= 1, "neither a request nor a result");
         check(p[0].revents & POLLIN, "run() returned without sending its request");
         n = recv(s->helper, buf, sizeof buf, 0);
+        if (priv) {
+                check(n == (ssize_t)(DEVIO_PROTO_HDR_SIZE + DEVIO_NAME_MAX + 1),
+                      "the PRIV has the wrong size");
+                check(privsep_proto_decode_header(buf, (size_t)n, &h) == 0 &&
+                          h.type == DEVIO_PROTO_PRIV,
+                      "the client sent a malformed PRIV");
+                check(privsep_proto_decode_priv(&h, buf, (size_t)n, &pr) == 0 &&
+                          strcmp(pr.name, q->name) == 0 && pr.len == 1 && pr.arg[0] == 'a',
+                      "the PRIV names another function or argument");
+                check(h.id > s->last_id, "request ids do not increase");
+                s->last_id = h.id;
+                q->id = h.id;
+                s->requests++;
+                return;
+        }
         check(n == (ssize_t)DEVIO_PROTO_REQUEST_SIZE, "the request has the wrong size");
         check(privsep_proto_decode_header(buf, (size_t)n, &h) == 0 && h.type == DEVIO_PROTO_REQUEST,
               "the client sent a malformed request");
@@ -368,6 +419,14 @@ static int count_fds(void)
         return n;
 }
 
+static bool same_file(int a, int b)
+{
+        struct stat x, y;
+
+        return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev &&
+               x.st_ino == y.st_ino;
+}
+
 static void set_id(uint8_t *buf, size_t len, uint64_t id)
 {
         if (len >= offsetof(struct devio_proto_hdr, id) + sizeof id)
@@ -399,22 +458,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         wait_helper(s, 1);
 
         while (i < size && ops++ < MAX_OPS) {
-                uint8_t op = data[i++] % 8;
+                uint8_t op = data[i++] % 10;
                 size_t len;
 
                 switch (op) {
                 case 0: {
                         char name[8];
                         snprintf(name, sizeof name, "sd%c", "abcd"[(i < size ? data[i++] : 0) % 4]);
-                        op_req(s, name, MAX_REQS - 1);
+                        op_req(s, name, MAX_REQS - 1, false);
                         break;
                 }
+                case 8:
+                        op_req(s, "f", MAX_REQS - 1, true);
+                        break;
                 case 1:
                 case 2:
-                case 5: {
+                case 5:
+                case 9: {
                         uint8_t which = 0;
 
-                        if (op == 1)
+                        if (op == 1 || op == 9)
                                 which = i < size ? data[i++] : 0;
                         len = 0;
                         if (i + 2 <= size) {
@@ -426,9 +489,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                 len = size - i;
                         memcpy(msg, data + i, len);
                         i += len;
-                        if (op == 1 && s->n_reqs > 0)
+                        if ((op == 1 || op == 9) && s->n_reqs > 0)
                                 set_id(msg, len, s->reqs[which % s->n_reqs].id);
-                        send_helper(s, msg, len, op == 5);
+                        send_helper(s, msg, len, op == 5 || op == 9);
                         break;
                 }
                 case 3:
@@ -465,7 +528,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
                 struct req *last;
 
-                op_req(s, "sdz", MAX_REQS);
+                op_req(s, "sdz", MAX_REQS, false);
                 last = &s->reqs[s->n_reqs - 1];
                 check(last->id != 0, "the last request was not sent");
                 len = privsep_proto_encode_response(last->id, 0, &none, msg, sizeof msg);
@@ -499,6 +562,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 if (q->expect == 0 && q->expect_resp)
                         check(memcmp(q->resp, q->want, sizeof *q->want) == 0,
                               "a caller's response differs from what was sent");
+                if (q->priv && q->got == 0) {
+                        check(q->nfds == q->expect_nfds, "a caller got other descriptors");
+                        for (size_t k2 = 0; k2 < q->nfds; k2++)
+                                check(same_file(q->fds[k2], s->z.devnull) &&
+                                          (fcntl(q->fds[k2], F_GETFD) & FD_CLOEXEC) &&
+                                          close(q->fds[k2]) == 0,
+                                      "a caller's descriptor is not the one sent");
+                        check(q->err[0] == '\0', "a message with status 0");
+                } else if (q->priv) {
+                        check(q->nfds == 0, "descriptors with an error");
+                        check(q->err[0] != '\0', "an error without a message");
+                        if (q->expect_err[0])
+                                check(strcmp(q->err, q->expect_err) == 0,
+                                      "a caller's message differs from what was sent");
+                }
         }
         s->io->ops->free(s->io);
         for (size_t k = 0; k < s->n_reqs; k++) {
