@@ -1,0 +1,192 @@
+/* Loads and attaches the biolatency BPF program through its skeleton (bpf.cmake generates
+ * biolatency.skel.h), in the privileged helper's worker; see biolatency_load.h. */
+#include "biolatency_load.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "biolatency_shared.h"
+
+#ifndef DISKPULSE_HAVE_BPF
+
+int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err,
+                    size_t errsz)
+{
+        (void)arg;
+        (void)len;
+        (void)fds;
+        (void)nfds;
+        snprintf(err, errsz,
+                 "built without BPF support (clang, bpftool or libbpf missing when it was built)");
+        return -EOPNOTSUPP;
+}
+
+#else
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+/* Generated in the build directory (bpf.cmake), not a file of the tree. */
+#include <biolatency.skel.h>
+
+/* The kernel's BTF, which the program's CO-RE relocations and tp_btf attachment need. */
+#define BIOLAT_VMLINUX_BTF "/sys/kernel/btf/vmlinux"
+/* In-flight sets (4 requests each): ample for the requests in flight on a host at once. */
+#define BIOLAT_INFLIGHT_SETS 8192u
+
+/* libbpf's last warning (verifier summaries, missing types), for the message; libbpf's output
+ * goes nowhere else (the worker's stderr is the daemon's log). */
+static char biolat_libbpf_last[256];
+
+__attribute__((format(printf, 2, 0))) static int biolat_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+        char line[sizeof(biolat_libbpf_last)];
+        size_t n;
+
+        if (level != LIBBPF_WARN)
+                return 0;
+        vsnprintf(line, sizeof(line), fmt, ap);
+        n = strcspn(line, "\n");
+        line[n] = '\0';
+        /* The verifier's log, line by line, follows "-- BEGIN PROG LOAD LOG --": keep the
+         * summary lines libbpf writes itself. */
+        if (strncmp(line, "libbpf: ", 8) == 0 && strstr(line, "LOAD LOG") == NULL)
+                memcpy(biolat_libbpf_last, line, n + 1);
+        return 0;
+}
+
+static void biolat_close_fds(int fds[], size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (fds[i] >= 0)
+                        close(fds[i]);
+}
+
+/* The message and -errno of a failed step; err may be EPERM, ESRCH, ... as libbpf returns it. */
+static int biolat_fail(int r, const char *step, char *err, size_t errsz)
+{
+        const char *last = biolat_libbpf_last[0] ? biolat_libbpf_last : "no detail";
+
+        if (r == -EPERM || r == -EACCES) {
+                if (r == -EPERM || strstr(last, "permission") != NULL) {
+                        snprintf(err, errsz,
+                                 "%s: needs CAP_BPF/CAP_SYS_ADMIN (or CAP_PERFMON) to load and "
+                                 "attach a BPF program: %s (%s)",
+                                 step, strerror(-r), last);
+                        return -EPERM;
+                }
+        }
+        if (r == -ESRCH || r == -ENOENT) {
+                snprintf(err, errsz,
+                         "%s: the kernel has no block_rq_issue/block_rq_complete BTF tracepoints "
+                         "(%s)",
+                         step, last);
+                return -ENOENT;
+        }
+        snprintf(err, errsz, "%s: %s (%s)", step, strerror(-r), last);
+        return r < 0 ? r : -EIO;
+}
+
+int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err,
+                    size_t errsz)
+{
+        struct biolat_params p;
+        struct biolatency_bpf *skel = NULL;
+        struct bpf_link *issue = NULL, *done = NULL;
+        libbpf_print_fn_t prev;
+        int out[BIOLAT_NFDS] = {-1, -1, -1, -1};
+        int r, possible;
+
+        if (len != sizeof(p)) {
+                snprintf(err, errsz, "parameters of %zu bytes, not %zu", len, sizeof(p));
+                return -EINVAL;
+        }
+        memcpy(&p, arg, sizeof(p));
+        if (p.max_devices < 1 || p.max_devices > BIOLAT_MAX_DEVICES) {
+                snprintf(err, errsz, "max_devices %u is not within 1..%d", p.max_devices,
+                         BIOLAT_MAX_DEVICES);
+                return -EINVAL;
+        }
+        possible = libbpf_num_possible_cpus();
+        if (possible <= 0 || p.ncpu != (uint32_t)possible) {
+                snprintf(err, errsz, "ncpu %u, but the kernel has %d possible CPUs", p.ncpu,
+                         possible);
+                return -EINVAL;
+        }
+        if (access(BIOLAT_VMLINUX_BTF, R_OK) != 0) {
+                snprintf(err, errsz,
+                         "kernel has no BTF (%s: %s; needs CONFIG_DEBUG_INFO_BTF, kernel 5.5+)",
+                         BIOLAT_VMLINUX_BTF, strerror(errno));
+                return -EOPNOTSUPP;
+        }
+
+        biolat_libbpf_last[0] = '\0';
+        prev = libbpf_set_print(biolat_libbpf_print);
+        skel = biolatency_bpf__open();
+        if (!skel) {
+                r = biolat_fail(-errno, "opening the BPF program", err, errsz);
+                goto out;
+        }
+        skel->rodata->ncpu = p.ncpu;
+        skel->rodata->max_devices = p.max_devices;
+        skel->rodata->inflight_mask = BIOLAT_INFLIGHT_SETS - 1;
+        /* devs keeps its one element of BIOLAT_MAX_DEVICES slots (biolatency.bpf.c). */
+        r = bpf_map__set_max_entries(skel->maps.rows, p.ncpu * (p.max_devices + 1));
+        if (r == 0)
+                r = bpf_map__set_max_entries(skel->maps.inflight, BIOLAT_INFLIGHT_SETS);
+        if (r < 0) {
+                r = biolat_fail(r, "sizing the BPF maps", err, errsz);
+                goto out;
+        }
+        r = biolatency_bpf__load(skel);
+        if (r < 0) {
+                r = biolat_fail(r, "loading the BPF program", err, errsz);
+                goto out;
+        }
+        /* The completion first: a request issued in between would hold its in-flight way until
+         * its structure is issued again. */
+        done = bpf_program__attach(skel->progs.biolat_done);
+        if (!done) {
+                r = biolat_fail(-errno, "attaching to block_rq_complete", err, errsz);
+                goto out;
+        }
+        issue = bpf_program__attach(skel->progs.biolat_issue);
+        if (!issue) {
+                r = biolat_fail(-errno, "attaching to block_rq_issue", err, errsz);
+                goto out;
+        }
+        const int mine[BIOLAT_NFDS] = {
+                [BIOLAT_FD_DEVS] = bpf_map__fd(skel->maps.devs),
+                [BIOLAT_FD_ROWS] = bpf_map__fd(skel->maps.rows),
+                [BIOLAT_FD_LINK_ISSUE] = bpf_link__fd(issue),
+                [BIOLAT_FD_LINK_DONE] = bpf_link__fd(done),
+        };
+        for (size_t i = 0; i < BIOLAT_NFDS; i++) {
+                out[i] = fcntl(mine[i], F_DUPFD_CLOEXEC, 3);
+                if (out[i] < 0) {
+                        r = -errno;
+                        snprintf(err, errsz, "duplicating the BPF descriptors: %s", strerror(errno));
+                        goto out;
+                }
+        }
+        memcpy(fds, out, sizeof(out));
+        *nfds = BIOLAT_NFDS;
+        for (size_t i = 0; i < BIOLAT_NFDS; i++)
+                out[i] = -1;
+        r = 0;
+out:
+        biolat_close_fds(out, BIOLAT_NFDS);
+        /* Closes the skeleton's own descriptors; the program stays attached through fds. */
+        bpf_link__destroy(issue);
+        bpf_link__destroy(done);
+        biolatency_bpf__destroy(skel);
+        libbpf_set_print(prev);
+        return r;
+}
+
+#endif
