@@ -82,6 +82,14 @@ def parse_parts(source):
     # Strings and comments, left to right: a '#' in a string starts no comment.
     text = re.sub(r'"(?:[^"\\]|\\.)*"|#[^\n]*', lambda m: '""' if m.group(0)[0] == '"' else "", text)
     body = text[text.index("endfunction()"):]  # the calls, not the function's definition
+    # A part defined in a file of its folder, include(FOLDER/part.cmake), where it is included.
+    def included(m):
+        path = os.path.join(source, m.group(1))
+        if not os.path.isfile(path):
+            return m.group(0)
+        sub = open(path).read()
+        return re.sub(r'"(?:[^"\\]|\\.)*"|#[^\n]*', lambda n: '""' if n.group(0)[0] == '"' else "", sub)
+    body = re.sub(r"\binclude\(\s*([^)\s$]+/part\.cmake)\s*\)", included, body)
     parts = {}
     for m in re.finditer(r"\bdiskpulse_part\(([^)]*)\)", body):
         words = m.group(1).split()
@@ -163,6 +171,8 @@ def check(source, out=print):
                     continue
                 if f.endswith(".h"):
                     headers.setdefault(f, []).append(rel)
+                elif f.endswith(".bpf.c"):
+                    pass  # a BPF program, built by the part's own BPF build (clang -target bpf)
                 elif f not in by_dir[rel]["sources"] and path not in EXECUTABLE:
                     errors.append("%s: not in the SOURCES of part %s" % (path, by_dir[rel]["name"]))
     for p in parts.values():
