@@ -98,40 +98,71 @@ static __always_inline u32 dev_of(struct request *rq)
         if (bpf_core_field_exists(struct request___old, rq_disk))
                 disk = BPF_CORE_READ((struct request___old *)rq, rq_disk);
         else
-                disk = BPF_CORE_READ(rq, q, disk);
+                disk = rq->q->disk;
         if (!disk)
                 return 0;
-        return ((u32)BPF_CORE_READ(disk, major) << 20) | (u32)BPF_CORE_READ(disk, first_minor);
+        return ((u32)disk->major << 20) | (u32)disk->first_minor;
 }
 
-/* The device's slot: probing linearly from a hash of dev, its own or a free one claimed;
+/* Probing for the slot of dev from h: step i looks at slot (h + i) % n, taking it if it is dev's
+ * or claiming it if it is free (slots are never given back). 1: found (*slot), 0: go on. The slot
+ * is computed from i, not kept in a counter that wraps to 0: from a known 0 the verifier would
+ * follow every slot after it as a path of its own. */
+#define BIOLAT_PROBES_INLINE 16
+struct biolat_probe {
+        struct biolat_devs *d;
+        u32 dev, h, n, slot;
+};
+
+static __always_inline int probe_step(struct biolat_probe *p, u32 i)
+{
+        u32 s = p->n ? (p->h + i) % p->n : 0, was;
+
+        if (s >= BIOLAT_MAX_DEVICES)
+                return 1;
+        was = p->d->dev[s];
+        if (was == 0)
+                was = __sync_val_compare_and_swap(&p->d->dev[s], 0, p->dev);
+        if (was != 0 && was != p->dev)
+                return 0;
+        p->slot = s;
+        return 1;
+}
+
+static long probe_cb(u32 i, void *ctx)
+{
+        struct biolat_probe *p = ctx;
+
+        return probe_step(p, i + BIOLAT_PROBES_INLINE);
+}
+
+/* The device's slot: its own or a free one claimed, probing linearly from a hash of dev; the
+ * first BIOLAT_PROBES_INLINE steps in line, the rest (up to max_devices in all) with bpf_loop
+ * (5.17+; without it a device that finds no slot in those steps counts in the overflow row): the
+ * verifier refuses a loop of 4096 steps in line ("The sequence of 8193 jumps is too complex").
  * max_devices (the overflow row) when every slot belongs to another device. */
 static __always_inline u32 slot_of(u32 dev)
 {
-        u32 n = max_devices, zero = 0;
-        u32 s = (u32)(((u64)dev * 0x9E3779B1u) >> 16) % n;
-        struct biolat_devs *d = bpf_map_lookup_elem(&devs, &zero);
+        u32 zero = 0;
+        struct biolat_probe p = {
+                .dev = dev,
+                .h = (u32)(((u64)dev * 0x9E3779B1u) >> 16),
+                .n = max_devices,
+                .slot = max_devices,
+        };
 
-        if (!d)
-                return n;
-        for (u32 i = 0; i < BIOLAT_MAX_DEVICES; i++) {
-                u32 *owner;
-
-                if (i >= n || s >= BIOLAT_MAX_DEVICES)
-                        break;
-                owner = &d->dev[s];
-                if (*owner == dev)
-                        return s;
-                if (*owner == 0) {
-                        u32 was = __sync_val_compare_and_swap(owner, 0, dev);
-
-                        if (was == 0 || was == dev)
-                                return s;
-                }
-                if (++s >= n)
-                        s = 0;
+        p.d = bpf_map_lookup_elem(&devs, &zero);
+        if (!p.d)
+                return p.n;
+        for (u32 i = 0; i < BIOLAT_PROBES_INLINE; i++) {
+                if (i >= p.n)
+                        return p.slot;
+                if (probe_step(&p, i))
+                        return p.slot;
         }
-        return n;
+        if (p.n > BIOLAT_PROBES_INLINE && bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
+                bpf_loop(p.n - BIOLAT_PROBES_INLINE, probe_cb, &p, 0);
+        return p.slot;
 }
 
 /* This CPU's row for the device of rq; NULL: a request not counted (no disk, no row). */
@@ -163,7 +194,8 @@ static __always_inline struct biolat_set *set_of(u64 rq)
 }
 
 /* The request's address as a number (a hash key): the verifier allows no arithmetic on the
- * typed pointer the tracepoint passes, so it is read from the program's context. */
+ * typed pointer the tracepoint passes, nor reading half of it back from the stack ("invalid size
+ * of register fill"), so it is copied from the program's context by a helper. */
 static __always_inline u64 key_of(unsigned long long *ctx)
 {
         u64 key = 0;
@@ -175,7 +207,7 @@ static __always_inline u64 key_of(unsigned long long *ctx)
 /* The operation counted (BIOLAT_OP_*), or BIOLAT_OPS for one not counted. */
 static __always_inline u32 op_of(struct request *rq)
 {
-        u32 op = BPF_CORE_READ(rq, cmd_flags) & REQ_OP_MASK;
+        u32 op = rq->cmd_flags & REQ_OP_MASK;
 
         return op < BIOLAT_OPS ? op : BIOLAT_OPS;
 }
@@ -194,7 +226,7 @@ int BPF_PROG(biolat_issue, struct request *rq)
         row = row_of(rq);
         if (!row)
                 return 0;
-        start = BPF_CORE_READ(rq, start_time_ns);
+        start = rq->start_time_ns;
         if (start != 0 && start <= now)
                 record(row, op, BIOLAT_KIND_QUEUE, now - start);
 
@@ -233,7 +265,7 @@ int BPF_PROG(biolat_done, struct request *rq, int error, unsigned int nr_bytes)
         if (op >= BIOLAT_OPS)
                 return 0;
         /* A partial completion: the request goes on. */
-        if (nr_bytes < BPF_CORE_READ(rq, __data_len))
+        if (nr_bytes < rq->__data_len)
                 return 0;
         row = row_of(rq);
         if (!row)

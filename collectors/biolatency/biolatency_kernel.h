@@ -27,6 +27,9 @@ typedef __u32 __wsum;
 /* The libbpf headers' helper declarations name these; their layout is never used here. */
 enum bpf_map_type { BPF_MAP_TYPE_ARRAY = 2 };
 enum { BPF_F_MMAPABLE = 1U << 10 }; /* include/uapi/linux/bpf.h */
+/* The running kernel's helpers (include/uapi/linux/bpf.h): whether it has bpf_loop (5.17+) is
+ * asked with bpf_core_enum_value_exists. */
+enum bpf_func_id { BPF_FUNC_loop = 181 };
 
 struct gendisk {
         int major;

@@ -39,24 +39,52 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
 /* In-flight sets (4 requests each): ample for the requests in flight on a host at once. */
 #define BIOLAT_INFLIGHT_SETS 8192u
 
-/* libbpf's last warning (verifier summaries, missing types), for the message; libbpf's output
- * goes nowhere else (the worker's stderr is the daemon's log). */
-static char biolat_libbpf_last[256];
+/* What libbpf said last, for the message: its last warning line of its own ("libbpf: ...", not
+ * the skeleton's summary) and the verifier's reason for a rejection (the log's last line before
+ * its statistics). libbpf's output goes nowhere else: the worker's stderr is the daemon's log. */
+static char biolat_libbpf_last[256], biolat_verifier_last[256];
 
-__attribute__((format(printf, 2, 0))) static int biolat_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+static void biolat_keep(char *dst, size_t dstsz, const char *line, size_t n)
 {
-        char line[sizeof(biolat_libbpf_last)];
-        size_t n;
+        if (n >= dstsz)
+                n = dstsz - 1;
+        memcpy(dst, line, n);
+        dst[n] = '\0';
+}
+
+__attribute__((format(printf, 2, 0))) static int
+biolat_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+        static char text[65536]; /* one message: libbpf passes the verifier's log whole */
+        const char *log, *end, *line, *next;
 
         if (level != LIBBPF_WARN)
                 return 0;
-        vsnprintf(line, sizeof(line), fmt, ap);
-        n = strcspn(line, "\n");
-        line[n] = '\0';
-        /* The verifier's log, line by line, follows "-- BEGIN PROG LOAD LOG --": keep the
-         * summary lines libbpf writes itself. */
-        if (strncmp(line, "libbpf: ", 8) == 0 && strstr(line, "LOAD LOG") == NULL)
-                memcpy(biolat_libbpf_last, line, n + 1);
+        vsnprintf(text, sizeof(text), fmt, ap);
+        log = strstr(text, "-- BEGIN PROG LOAD LOG --\n");
+        if (!log) {
+                if (strncmp(text, "libbpf: ", 8) == 0 && !strstr(text, "failed to load BPF skeleton"))
+                        biolat_keep(biolat_libbpf_last, sizeof(biolat_libbpf_last), text,
+                                    strcspn(text, "\n"));
+                return 0;
+        }
+        log += strlen("-- BEGIN PROG LOAD LOG --\n");
+        end = strstr(log, "-- END PROG LOAD LOG --");
+        if (!end)
+                end = log + strlen(log);
+        for (line = log; line < end; line = next) {
+                size_t n = strcspn(line, "\n");
+
+                next = line + n + 1;
+                if (n == 0 || strncmp(line, "processed ", 10) == 0 ||
+                    strncmp(line, "verification time", 17) == 0 ||
+                    strncmp(line, "stack depth", 11) == 0)
+                        continue;
+                if (strncmp(line, "processed ", 10) != 0)
+                        biolat_keep(biolat_verifier_last, sizeof(biolat_verifier_last), line, n);
+                if (strncmp(next, "processed ", 10) == 0)
+                        break;
+        }
         return 0;
 }
 
@@ -70,7 +98,9 @@ static void biolat_close_fds(int fds[], size_t n)
 /* The message and -errno of a failed step; err may be EPERM, ESRCH, ... as libbpf returns it. */
 static int biolat_fail(int r, const char *step, char *err, size_t errsz)
 {
-        const char *last = biolat_libbpf_last[0] ? biolat_libbpf_last : "no detail";
+        const char *last = biolat_verifier_last[0] ? biolat_verifier_last
+                           : biolat_libbpf_last[0] ? biolat_libbpf_last
+                                                   : "no detail";
 
         if (r == -EPERM || r == -EACCES) {
                 if (r == -EPERM || strstr(last, "permission") != NULL) {
@@ -125,7 +155,7 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
                 return -EOPNOTSUPP;
         }
 
-        biolat_libbpf_last[0] = '\0';
+        biolat_libbpf_last[0] = biolat_verifier_last[0] = '\0';
         prev = libbpf_set_print(biolat_libbpf_print);
         skel = biolatency_bpf__open();
         if (!skel) {
