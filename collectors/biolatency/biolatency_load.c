@@ -95,31 +95,31 @@ static void biolat_close_fds(int fds[], size_t n)
                         close(fds[i]);
 }
 
-/* The message and -errno of a failed step; err may be EPERM, ESRCH, ... as libbpf returns it. */
+/* The message and -errno of a failed step, from libbpf's r (-errno) and what it said. */
 static int biolat_fail(int r, const char *step, char *err, size_t errsz)
 {
-        const char *last = biolat_verifier_last[0] ? biolat_verifier_last
-                           : biolat_libbpf_last[0] ? biolat_libbpf_last
-                                                   : "no detail";
-
-        if (r == -EPERM || r == -EACCES) {
-                if (r == -EPERM || strstr(last, "permission") != NULL) {
-                        snprintf(err, errsz,
-                                 "%s: needs CAP_BPF/CAP_SYS_ADMIN (or CAP_PERFMON) to load and "
-                                 "attach a BPF program: %s (%s)",
-                                 step, strerror(-r), last);
-                        return -EPERM;
-                }
-        }
-        if (r == -ESRCH || r == -ENOENT) {
+        if (r >= 0)
+                r = -EIO;
+        if (r == -EPERM) {
+                snprintf(err, errsz,
+                         "%s: needs CAP_BPF/CAP_SYS_ADMIN (or CAP_PERFMON) to load and attach a "
+                         "BPF program: %s",
+                         step, strerror(-r));
+        } else if (r == -ESRCH || r == -ENOENT) {
+                /* libbpf: "failed to find kernel BTF type ID of 'block_rq_issue': -3" */
                 snprintf(err, errsz,
                          "%s: the kernel has no block_rq_issue/block_rq_complete BTF tracepoints "
                          "(%s)",
-                         step, last);
-                return -ENOENT;
+                         step, biolat_libbpf_last[0] ? biolat_libbpf_last : strerror(-r));
+                r = -ENOENT;
+        } else if (biolat_verifier_last[0]) {
+                snprintf(err, errsz, "%s: the kernel's verifier refused it (%s): %s", step,
+                         strerror(-r), biolat_verifier_last);
+        } else {
+                snprintf(err, errsz, "%s: %s (%s)", step, strerror(-r),
+                         biolat_libbpf_last[0] ? biolat_libbpf_last : "libbpf said nothing more");
         }
-        snprintf(err, errsz, "%s: %s (%s)", step, strerror(-r), last);
-        return r < 0 ? r : -EIO;
+        return r;
 }
 
 int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err,
