@@ -1,8 +1,9 @@
 /* The biolatency BPF program: per device, per operation, the block layer's queue time (request
  * made -> issued to the driver) and device time (issued -> completed) into the histograms of
- * biolatency_shared.h, from two BTF tracepoints (tp_btf, kernel 5.5+; the compare-and-swap needs
- * 5.12+). Built by clang -target bpf (bpf.cmake) and loaded by biolatency_load.c; the daemon only
- * reads the maps (mmap).
+ * biolatency_shared.h, from two BTF tracepoints (tp_btf: a kernel with BTF; the one-argument
+ * block_rq_issue of 5.11 and later; the compare-and-swap, -mcpu=v3 atomics, 5.12 and later).
+ * Built by clang -target bpf (bpf.cmake) and loaded by biolatency_load.c; the daemon only reads
+ * the maps (mmap).
  *
  * The I/O path takes no lock and uses no hash map: a device's slot is found by probing a small
  * array from a hash of its dev_t; the counters are the CPU's own rows; a request's issue time
@@ -145,10 +146,10 @@ static __always_inline u32 slot_of(u32 dev)
 {
         u32 zero = 0;
         struct biolat_probe p = {
-                .dev = dev,
-                .h = (u32)(((u64)dev * 0x9E3779B1u) >> 16),
-                .n = max_devices,
-                .slot = max_devices,
+            .dev = dev,
+            .h = (u32)(((u64)dev * 0x9E3779B1u) >> 16),
+            .n = max_devices,
+            .slot = max_devices,
         };
 
         p.d = bpf_map_lookup_elem(&devs, &zero);
@@ -160,7 +161,8 @@ static __always_inline u32 slot_of(u32 dev)
                 if (probe_step(&p, i))
                         return p.slot;
         }
-        if (p.n > BIOLAT_PROBES_INLINE && bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
+        if (p.n > BIOLAT_PROBES_INLINE &&
+            bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
                 bpf_loop(p.n - BIOLAT_PROBES_INLINE, probe_cb, &p, 0);
         return p.slot;
 }
@@ -238,7 +240,8 @@ int BPF_PROG(biolat_issue, struct request *rq)
                 if (set->way[w].rq == key)
                         goto take;
         for (w = 0; w < BIOLAT_WAYS; w++)
-                if (set->way[w].rq == 0 && __sync_val_compare_and_swap(&set->way[w].rq, 0, key) == 0)
+                if (set->way[w].rq == 0 &&
+                    __sync_val_compare_and_swap(&set->way[w].rq, 0, key) == 0)
                         goto take;
         for (w = 0; w < BIOLAT_WAYS; w++) {
                 u64 old = set->way[w].rq, then = set->way[w].issue_ns;
@@ -254,7 +257,8 @@ take:
 }
 
 SEC("tp_btf/block_rq_complete")
-int BPF_PROG(biolat_done, struct request *rq, int error, unsigned int nr_bytes)
+int BPF_PROG(biolat_done, struct request *rq, int error /* blk_status_t, unused */,
+             unsigned int nr_bytes)
 {
         u64 now = bpf_ktime_get_ns(), key = key_of(ctx), issued = 0;
         u32 op = op_of(rq);

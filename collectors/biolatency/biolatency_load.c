@@ -10,8 +10,7 @@
 
 #ifndef DISKPULSE_HAVE_BPF
 
-int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err,
-                    size_t errsz)
+int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err, size_t errsz)
 {
         (void)arg;
         (void)len;
@@ -35,7 +34,7 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
 #include <biolatency.skel.h>
 
 /* The kernel's BTF, which the program's CO-RE relocations and tp_btf attachment need. */
-#define BIOLAT_VMLINUX_BTF "/sys/kernel/btf/vmlinux"
+#define BIOLAT_VMLINUX_BTF   "/sys/kernel/btf/vmlinux"
 /* In-flight sets (4 requests each): ample for the requests in flight on a host at once. */
 #define BIOLAT_INFLIGHT_SETS 8192u
 
@@ -52,8 +51,8 @@ static void biolat_keep(char *dst, size_t dstsz, const char *line, size_t n)
         dst[n] = '\0';
 }
 
-__attribute__((format(printf, 2, 0))) static int
-biolat_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static int biolat_libbpf_print(enum libbpf_print_level level,
+                                                                     const char *fmt, va_list ap)
 {
         static char text[65536]; /* one message: libbpf passes the verifier's log whole */
         const char *log, *end, *line, *next;
@@ -63,7 +62,8 @@ biolat_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
         vsnprintf(text, sizeof(text), fmt, ap);
         log = strstr(text, "-- BEGIN PROG LOAD LOG --\n");
         if (!log) {
-                if (strncmp(text, "libbpf: ", 8) == 0 && !strstr(text, "failed to load BPF skeleton"))
+                if (strncmp(text, "libbpf: ", 8) == 0 &&
+                    !strstr(text, "failed to load BPF skeleton"))
                         biolat_keep(biolat_libbpf_last, sizeof(biolat_libbpf_last), text,
                                     strcspn(text, "\n"));
                 return 0;
@@ -122,8 +122,7 @@ static int biolat_fail(int r, const char *step, char *err, size_t errsz)
         return r;
 }
 
-int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err,
-                    size_t errsz)
+int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err, size_t errsz)
 {
         struct biolat_params p;
         struct biolatency_bpf *skel = NULL;
@@ -191,16 +190,17 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
                 goto out;
         }
         const int mine[BIOLAT_NFDS] = {
-                [BIOLAT_FD_DEVS] = bpf_map__fd(skel->maps.devs),
-                [BIOLAT_FD_ROWS] = bpf_map__fd(skel->maps.rows),
-                [BIOLAT_FD_LINK_ISSUE] = bpf_link__fd(issue),
-                [BIOLAT_FD_LINK_DONE] = bpf_link__fd(done),
+            [BIOLAT_FD_DEVS] = bpf_map__fd(skel->maps.devs),
+            [BIOLAT_FD_ROWS] = bpf_map__fd(skel->maps.rows),
+            [BIOLAT_FD_LINK_ISSUE] = bpf_link__fd(issue),
+            [BIOLAT_FD_LINK_DONE] = bpf_link__fd(done),
         };
         for (size_t i = 0; i < BIOLAT_NFDS; i++) {
                 out[i] = fcntl(mine[i], F_DUPFD_CLOEXEC, 3);
                 if (out[i] < 0) {
                         r = -errno;
-                        snprintf(err, errsz, "duplicating the BPF descriptors: %s", strerror(errno));
+                        snprintf(err, errsz, "duplicating the BPF descriptors: %s",
+                                 strerror(errno));
                         goto out;
                 }
         }

@@ -16,5 +16,4 @@
  * tracepoints missing, or the kernel's error (the verifier's -EACCES/-EINVAL). Needs
  * CAP_SYS_ADMIN (or CAP_BPF with CAP_PERFMON); meant for the privileged helper's short-lived
  * worker. Sets libbpf's print function for the time of the call: not thread-safe. */
-int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err,
-                    size_t errsz);
+int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err, size_t errsz);
