@@ -1,8 +1,9 @@
 /* biolat_probe: loads the biolatency BPF program the way the privileged helper does
- * (biolatency_load()), maps its two maps read-only as the daemon will, waits while the caller
- * does I/O, and prints what the program counted in that time: per device, per operation and
- * kind, the count, the mean and p50/p99 read from the buckets, and the untracked completions.
- * A development tool: run as root (CAP_SYS_ADMIN), e.g. beside fio.
+ * (biolatency_load() in a child process that passes the descriptors over a socket and exits),
+ * maps its two maps read-only as the daemon will, waits while the caller does I/O, and prints
+ * what the program counted in that time: per device, per operation and kind, the count, the mean
+ * and p50/p99 read from the buckets, and the untracked completions. A development tool: run as
+ * root (CAP_SYS_ADMIN), e.g. beside fio.
  *
  *   biolat_probe [SECONDS [MAX_DEVICES]]      (default 10 s, 64 slots) */
 #include <errno.h>
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -47,6 +50,54 @@ static double quantile(const uint64_t *b, uint64_t total, double q)
         return 0;
 }
 
+/* biolatency_load() in a child that sends the descriptors (or its message) and exits, as the
+ * helper's worker does: the program must stay attached through the descriptors alone. */
+static int load_in_child(const struct biolat_params *p, int fds[], size_t *nfds, char *err,
+                         size_t errsz)
+{
+        int sv[2], status;
+        pid_t pid;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                int mine[BIOLAT_NFDS];
+                size_t n = 0;
+                char cbuf[CMSG_SPACE(sizeof(mine))] = {0}, msg[512] = "";
+                int r = biolatency_load(p, sizeof(*p), mine, &n, msg, sizeof(msg));
+                struct iovec iov = {.iov_base = msg, .iov_len = sizeof(msg)};
+                struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+                if (r == 0) {
+                        mh.msg_control = cbuf;
+                        mh.msg_controllen = sizeof(cbuf);
+                        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                        c->cmsg_level = SOL_SOCKET;
+                        c->cmsg_type = SCM_RIGHTS;
+                        c->cmsg_len = CMSG_LEN(sizeof(mine));
+                        memcpy(CMSG_DATA(c), mine, sizeof(mine));
+                }
+                _exit(sendmsg(sv[1], &mh, 0) < 0 ? 2 : r < 0 ? 1 : 0);
+        }
+        close(sv[1]);
+        char cbuf[CMSG_SPACE(sizeof(int) * BIOLAT_NFDS)] = {0};
+        struct iovec iov = {.iov_base = err, .iov_len = errsz};
+        struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+        ssize_t got = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC);
+        close(sv[0]);
+        waitpid(pid, &status, 0);
+        struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+        if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int) * BIOLAT_NFDS))
+                return -EIO;
+        memcpy(fds, CMSG_DATA(c), sizeof(int) * BIOLAT_NFDS);
+        *nfds = BIOLAT_NFDS;
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
         unsigned secs = argc > 1 ? (unsigned)atoi(argv[1]) : 10;
@@ -54,8 +105,8 @@ int main(int argc, char **argv)
                                   .ncpu = (uint32_t)libbpf_num_possible_cpus()};
         int fds[BIOLAT_NFDS];
         size_t nfds = 0, nrows;
-        char err[512];
-        int r = biolatency_load(&p, sizeof(p), fds, &nfds, err, sizeof(err));
+        char err[512] = "";
+        int r = load_in_child(&p, fds, &nfds, err, sizeof(err));
 
         if (r < 0) {
                 fprintf(stderr, "biolat_probe: %s (%s)\n", err, strerror(-r));
