@@ -25,6 +25,7 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
 
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -54,37 +55,45 @@ static void biolat_keep(char *dst, size_t dstsz, const char *line, size_t n)
 __attribute__((format(printf, 2, 0))) static int biolat_libbpf_print(enum libbpf_print_level level,
                                                                      const char *fmt, va_list ap)
 {
-        static char text[65536]; /* one message: libbpf passes the verifier's log whole */
+        char *text; /* one message: libbpf passes the verifier's log whole (megabytes, maybe) */
         const char *log, *end, *line, *next;
+        va_list again;
+        int len;
 
         if (level != LIBBPF_WARN)
                 return 0;
-        vsnprintf(text, sizeof(text), fmt, ap);
+        va_copy(again, ap);
+        len = vsnprintf(NULL, 0, fmt, ap);
+        text = len >= 0 ? malloc((size_t)len + 1) : NULL;
+        if (text)
+                vsnprintf(text, (size_t)len + 1, fmt, again);
+        va_end(again);
+        if (!text)
+                return 0;
         log = strstr(text, "-- BEGIN PROG LOAD LOG --\n");
         if (!log) {
                 if (strncmp(text, "libbpf: ", 8) == 0 &&
                     !strstr(text, "failed to load BPF skeleton"))
                         biolat_keep(biolat_libbpf_last, sizeof(biolat_libbpf_last), text,
                                     strcspn(text, "\n"));
+                free(text);
                 return 0;
         }
         log += strlen("-- BEGIN PROG LOAD LOG --\n");
         end = strstr(log, "-- END PROG LOAD LOG --");
         if (!end)
                 end = log + strlen(log);
-        for (line = log; line < end; line = next) {
+        /* The reason is the last line before the statistics ("processed N insns ..."). */
+        for (line = log; line < end && *line != '\0'; line = next) {
                 size_t n = strcspn(line, "\n");
 
-                next = line + n + 1;
-                if (n == 0 || strncmp(line, "processed ", 10) == 0 ||
-                    strncmp(line, "verification time", 17) == 0 ||
-                    strncmp(line, "stack depth", 11) == 0)
-                        continue;
-                if (strncmp(line, "processed ", 10) != 0)
-                        biolat_keep(biolat_verifier_last, sizeof(biolat_verifier_last), line, n);
-                if (strncmp(next, "processed ", 10) == 0)
+                next = line[n] != '\0' ? line + n + 1 : line + n;
+                if (strncmp(line, "processed ", 10) == 0)
                         break;
+                if (n != 0)
+                        biolat_keep(biolat_verifier_last, sizeof(biolat_verifier_last), line, n);
         }
+        free(text);
         return 0;
 }
 
