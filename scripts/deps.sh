@@ -4,8 +4,10 @@
 # something is missing.
 set -euo pipefail
 
+# clang, libbpf-dev and bpftool build the biolatency collector's BPF program (without them it is
+# built without it: collectors/biolatency/bpf.cmake).
 build_pkgs=(gcc make cmake pkg-config libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev
-            libyaml-dev libgnutls28-dev libcrypt-dev libpcre2-dev scdoc)
+            libyaml-dev libgnutls28-dev libcrypt-dev libpcre2-dev scdoc clang libbpf-dev bpftool)
 package_pkgs=(dpkg-dev file)
 test_pkgs=(libcmocka-dev python3 clang-format valgrind sysstat fio systemd util-linux e2fsprogs
            procps qemu-system-x86 linux-image-amd64 busybox-static smartmontools dmsetup sdparm

@@ -1,0 +1,302 @@
+/* The biolatency BPF program: per device, per operation, the block layer's queue time (request
+ * made -> issued to the driver) and device time (issued -> completed) into the histograms of
+ * biolatency_shared.h, from two BTF tracepoints (tp_btf: a kernel with BTF; the one-argument
+ * block_rq_issue of 5.11 and later; the compare-and-swap, -mcpu=v3 atomics, 5.12 and later).
+ * Built by clang -target bpf (bpf.cmake) and loaded by biolatency_load.c; the daemon only reads
+ * the maps (mmap).
+ *
+ * The I/O path takes no lock and uses no hash map: a device's slot is found by probing a small
+ * array from a hash of its dev_t; the counters are the CPU's own rows; a request's issue time
+ * waits in a set-associative array indexed by a hash of the request's address. Tracepoints as in
+ * the kernel's include/trace/events/block.h: block_rq_issue(struct request *rq) fires in
+ * blk_mq_start_request() before the driver gets the request; block_rq_complete(struct request
+ * *rq, blk_status_t error, unsigned int nr_bytes) in blk_update_request() (once per partial
+ * completion) and in blk_mq_end_request_batch(). */
+#include "biolatency_kernel.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "biolatency_shared.h"
+
+/* Set by the loader before the program is loaded (the skeleton's rodata): verified constants. */
+const volatile uint32_t ncpu = 1;          /* possible CPUs */
+const volatile uint32_t max_devices = 1;   /* device slots, 1..BIOLAT_MAX_DEVICES */
+const volatile uint32_t inflight_mask = 0; /* in-flight sets - 1, sets a power of two */
+
+/* slot -> dev_t, 0 while free: uint32_t[max_devices] at the start of the mapped memory, as
+ * biolatency_shared.h says. One element holding every slot, not one element a slot: an array
+ * map's elements are 8 bytes apart at least (kernel/bpf/arraymap.c rounds value_size up to 8),
+ * so uint32_t elements would not be a uint32_t[] in the mapped memory. Sized for
+ * BIOLAT_MAX_DEVICES (16 KiB); the program uses the first max_devices. */
+struct biolat_devs {
+        uint32_t dev[BIOLAT_MAX_DEVICES];
+};
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(map_flags, BPF_F_MMAPABLE);
+        __uint(max_entries, 1);
+        __type(key, u32);
+        __type(value, struct biolat_devs);
+} devs SEC(".maps");
+
+/* CPU c's row for slot s at c * (max_devices + 1) + s (max_entries: ncpu * (max_devices + 1)). */
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(map_flags, BPF_F_MMAPABLE);
+        __uint(max_entries, 1);
+        __type(key, u32);
+        __type(value, struct biolat_row);
+} rows SEC(".maps");
+
+/* The requests issued and not yet completed, by a hash of their address: BIOLAT_WAYS ways a set,
+ * one set a 64-byte entry (a cache line). rq 0: the way is free. A request completed while the
+ * program was not attached leaves its way taken; request structures are reused (the tag set's),
+ * so its next issue takes the way back, and a way older than BIOLAT_STALE_NS may be taken by
+ * another request when its set is full. */
+#define BIOLAT_WAYS     4
+#define BIOLAT_STALE_NS (60ull * 1000000000ull)
+struct biolat_way {
+        u64 rq;
+        u64 issue_ns;
+};
+struct biolat_set {
+        struct biolat_way way[BIOLAT_WAYS];
+};
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(max_entries, 1); /* sets: inflight_mask + 1 */
+        __type(key, u32);
+        __type(value, struct biolat_set);
+} inflight SEC(".maps");
+
+static const u64 bounds_ns[BIOLAT_NBOUNDS] = BIOLAT_BOUNDS_NS;
+
+/* The bucket of a latency: the first bound >= ns (binary search), BIOLAT_NBOUNDS beyond the last. */
+static __always_inline u32 bucket_of(u64 ns)
+{
+        u32 lo = 0, hi = BIOLAT_NBOUNDS;
+
+        for (int i = 0; i < 7 && lo < hi; i++) { /* 2^7 > BIOLAT_NBOUNDS + 1 */
+                u32 mid = (lo + hi) / 2;
+
+                if (mid >= BIOLAT_NBOUNDS)
+                        break;
+                if (bounds_ns[mid] >= ns)
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        return lo < BIOLAT_NBOUNDS ? lo : BIOLAT_NBOUNDS;
+}
+
+/* The kernel dev_t (MKDEV: major << 20 | minor) of the request's disk; 0: none. */
+static __always_inline u32 dev_of(struct request *rq)
+{
+        struct gendisk *disk;
+
+        if (bpf_core_field_exists(struct request___old, rq_disk))
+                disk = BPF_CORE_READ((struct request___old *)rq, rq_disk);
+        else
+                disk = rq->q->disk;
+        if (!disk)
+                return 0;
+        return ((u32)disk->major << 20) | (u32)disk->first_minor;
+}
+
+/* Probing for the slot of dev from h: step i looks at slot (h + i) % n, taking it if it is dev's
+ * or claiming it if it is free (slots are never given back). 1: found (*slot), 0: go on. The slot
+ * is computed from i, not kept in a counter that wraps to 0: from a known 0 the verifier would
+ * follow every slot after it as a path of its own. */
+#define BIOLAT_PROBES_INLINE 16
+struct biolat_probe {
+        struct biolat_devs *d;
+        u32 dev, h, n, slot;
+};
+
+static __always_inline int probe_step(struct biolat_probe *p, u32 i)
+{
+        u32 s = p->n ? (p->h + i) % p->n : 0, was;
+
+        if (s >= BIOLAT_MAX_DEVICES)
+                return 1;
+        was = p->d->dev[s];
+        if (was == 0)
+                was = __sync_val_compare_and_swap(&p->d->dev[s], 0, p->dev);
+        if (was != 0 && was != p->dev)
+                return 0;
+        p->slot = s;
+        return 1;
+}
+
+static long probe_cb(u32 i, void *ctx)
+{
+        struct biolat_probe *p = ctx;
+
+        return probe_step(p, i + BIOLAT_PROBES_INLINE);
+}
+
+/* The device's slot: its own or a free one claimed, probing linearly from a hash of dev; the
+ * first BIOLAT_PROBES_INLINE steps in line, the rest (up to max_devices in all) with bpf_loop
+ * (5.17+; without it a device that finds no slot in those steps counts in the overflow row): the
+ * verifier refuses a loop of 4096 steps in line ("The sequence of 8193 jumps is too complex").
+ * max_devices (the overflow row) when every slot belongs to another device. */
+static __always_inline u32 slot_of(u32 dev)
+{
+        u32 zero = 0;
+        struct biolat_probe p = {
+            .dev = dev,
+            .h = (u32)(((u64)dev * 0x9E3779B1u) >> 16),
+            .n = max_devices,
+            .slot = max_devices,
+        };
+
+        p.d = bpf_map_lookup_elem(&devs, &zero);
+        if (!p.d)
+                return p.n;
+        for (u32 i = 0; i < BIOLAT_PROBES_INLINE; i++) {
+                if (i >= p.n)
+                        return p.slot;
+                if (probe_step(&p, i))
+                        return p.slot;
+        }
+        if (p.n > BIOLAT_PROBES_INLINE &&
+            bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop))
+                bpf_loop(p.n - BIOLAT_PROBES_INLINE, probe_cb, &p, 0);
+        return p.slot;
+}
+
+/* This CPU's row for the device of rq; NULL: a request not counted (no disk, no row). */
+static __always_inline struct biolat_row *row_of(struct request *rq)
+{
+        u32 dev = dev_of(rq), cpu = bpf_get_smp_processor_id(), idx;
+
+        if (dev == 0 || cpu >= ncpu)
+                return NULL;
+        idx = cpu * (max_devices + 1) + slot_of(dev);
+        return bpf_map_lookup_elem(&rows, &idx);
+}
+
+static __always_inline void record(struct biolat_row *row, u32 op, u32 kind, u64 ns)
+{
+        u32 b = bucket_of(ns);
+
+        if (op >= BIOLAT_OPS || kind >= BIOLAT_KINDS || b >= BIOLAT_NBUCKETS)
+                return;
+        __sync_fetch_and_add(&row->cell[op][kind].buckets[b], 1);
+        __sync_fetch_and_add(&row->cell[op][kind].sum_ns, ns);
+}
+
+static __always_inline struct biolat_set *set_of(u64 rq)
+{
+        u32 idx = (u32)((rq * 0x9E3779B97F4A7C15ull) >> 32) & inflight_mask;
+
+        return bpf_map_lookup_elem(&inflight, &idx);
+}
+
+/* The request's address as a number (a hash key): the verifier allows no arithmetic on the
+ * typed pointer the tracepoint passes, nor reading half of it back from the stack ("invalid size
+ * of register fill"), so it is copied from the program's context by a helper. */
+static __always_inline u64 key_of(unsigned long long *ctx)
+{
+        u64 key = 0;
+
+        bpf_probe_read_kernel(&key, sizeof(key), &ctx[0]);
+        return key;
+}
+
+/* The operation counted (BIOLAT_OP_*), or BIOLAT_OPS for one not counted. */
+static __always_inline u32 op_of(struct request *rq)
+{
+        u32 op = rq->cmd_flags & REQ_OP_MASK;
+
+        return op < BIOLAT_OPS ? op : BIOLAT_OPS;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(biolat_issue, struct request *rq)
+{
+        u64 now = bpf_ktime_get_ns(), start, key = key_of(ctx);
+        u32 op = op_of(rq);
+        struct biolat_row *row;
+        struct biolat_set *set;
+        int w;
+
+        if (op >= BIOLAT_OPS)
+                return 0;
+        row = row_of(rq);
+        if (!row)
+                return 0;
+        start = rq->start_time_ns;
+        if (start != 0 && start <= now)
+                record(row, op, BIOLAT_KIND_QUEUE, now - start);
+
+        set = key ? set_of(key) : NULL;
+        if (!set)
+                return 0;
+        /* A requeued request issued again keeps its way. */
+        for (w = 0; w < BIOLAT_WAYS; w++)
+                if (set->way[w].rq == key)
+                        goto take;
+        for (w = 0; w < BIOLAT_WAYS; w++)
+                if (set->way[w].rq == 0 &&
+                    __sync_val_compare_and_swap(&set->way[w].rq, 0, key) == 0)
+                        goto take;
+        for (w = 0; w < BIOLAT_WAYS; w++) {
+                u64 old = set->way[w].rq, then = set->way[w].issue_ns;
+
+                if (then + BIOLAT_STALE_NS < now &&
+                    __sync_val_compare_and_swap(&set->way[w].rq, old, key) == old)
+                        goto take;
+        }
+        return 0; /* the set is full: the completion counts as untracked */
+take:
+        set->way[w & (BIOLAT_WAYS - 1)].issue_ns = now;
+        return 0;
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(biolat_done, struct request *rq, int error /* blk_status_t, unused */,
+             unsigned int nr_bytes)
+{
+        u64 now = bpf_ktime_get_ns(), key = key_of(ctx), issued = 0;
+        u32 op = op_of(rq);
+        struct biolat_row *row;
+        struct biolat_set *set;
+        int w;
+
+        if (op >= BIOLAT_OPS)
+                return 0;
+        /* A partial completion: the request goes on. */
+        if (nr_bytes < rq->__data_len)
+                return 0;
+        row = row_of(rq);
+        if (!row)
+                return 0;
+        set = key ? set_of(key) : NULL;
+        if (set) {
+                for (w = 0; w < BIOLAT_WAYS; w++) {
+                        if (set->way[w].rq != key)
+                                continue;
+                        issued = set->way[w].issue_ns;
+                        __sync_val_compare_and_swap(&set->way[w].rq, key, 0);
+                        break;
+                }
+        }
+        if (issued != 0 && issued <= now)
+                record(row, op, BIOLAT_KIND_DEVICE, now - issued);
+        else if (nr_bytes != 0)
+                __sync_fetch_and_add(&row->untracked, 1);
+        /* Else a request without data that was never issued itself: an empty write with
+         * REQ_PREFLUSH, which the flush machinery (block/blk-flush.c) completes after issuing
+         * its own flush request in its place (counted as a flush). Measured: every fsync's flush
+         * left one such completion. */
+        return 0;
+}
+
+/* The licence must be GPL-compatible: BPF_CORE_READ calls bpf_probe_read_kernel, which the kernel
+ * gives only to GPL-compatible programs (kernel/trace/bpf_trace.c, gpl_only). "Dual MIT/GPL" is
+ * one the kernel accepts (include/linux/license.h) without deciding the project's own licence,
+ * which is not chosen yet (packaging/debian/copyright). */
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,179 @@
+/* biolat_probe: loads the biolatency BPF program the way the privileged helper does
+ * (biolatency_load() in a child process that passes the descriptors over a socket and exits),
+ * maps its two maps read-only as the daemon will, waits while the caller does I/O, and prints
+ * what the program counted in that time: per device, per operation and kind, the count, the mean
+ * and p50/p99 read from the buckets, and the untracked completions. A development tool: run as
+ * root (CAP_SYS_ADMIN), e.g. beside fio.
+ *
+ *   biolat_probe [SECONDS [MAX_DEVICES]]      (default 10 s, 64 slots) */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "biolatency_load.h"
+#include "biolatency_shared.h"
+
+static const uint64_t bounds[BIOLAT_NBOUNDS] = BIOLAT_BOUNDS_NS;
+static const char *const op_names[BIOLAT_OPS] = {"read", "write", "flush", "discard"};
+static const char *const kind_names[BIOLAT_KINDS] = {"queue", "device"};
+
+static void *map_ro(int fd, size_t size)
+{
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        void *p = mmap(NULL, (size + page - 1) / page * page, PROT_READ, MAP_SHARED, fd, 0);
+
+        return p == MAP_FAILED ? NULL : p;
+}
+
+/* The q-quantile in ns, interpolated within its bucket as Prometheus' histogram_quantile. */
+static double quantile(const uint64_t *b, uint64_t total, double q)
+{
+        double rank = q * (double)total, cum = 0;
+
+        for (int i = 0; i < BIOLAT_NBUCKETS; i++) {
+                if (cum + (double)b[i] >= rank && b[i] > 0) {
+                        if (i == BIOLAT_NBOUNDS)
+                                return (double)bounds[BIOLAT_NBOUNDS - 1];
+                        double lo = i ? (double)bounds[i - 1] : 0, hi = (double)bounds[i];
+                        return lo + (hi - lo) * (rank - cum) / (double)b[i];
+                }
+                cum += (double)b[i];
+        }
+        return 0;
+}
+
+/* biolatency_load() in a child that sends the descriptors (or its message) and exits, as the
+ * helper's worker does: the program must stay attached through the descriptors alone. */
+static int load_in_child(const struct biolat_params *p, int fds[], size_t *nfds, char *err,
+                         size_t errsz)
+{
+        int sv[2], status;
+        pid_t pid;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                int mine[BIOLAT_NFDS];
+                size_t n = 0;
+                char cbuf[CMSG_SPACE(sizeof(mine))] = {0}, msg[512] = "";
+                int r = biolatency_load(p, sizeof(*p), mine, &n, msg, sizeof(msg));
+                struct iovec iov = {.iov_base = msg, .iov_len = sizeof(msg)};
+                struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+
+                if (r == 0) {
+                        mh.msg_control = cbuf;
+                        mh.msg_controllen = sizeof(cbuf);
+                        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                        c->cmsg_level = SOL_SOCKET;
+                        c->cmsg_type = SCM_RIGHTS;
+                        c->cmsg_len = CMSG_LEN(sizeof(mine));
+                        memcpy(CMSG_DATA(c), mine, sizeof(mine));
+                }
+                _exit(sendmsg(sv[1], &mh, 0) < 0 ? 2 : r < 0 ? 1 : 0);
+        }
+        close(sv[1]);
+        char cbuf[CMSG_SPACE(sizeof(int) * BIOLAT_NFDS)] = {0};
+        struct iovec iov = {.iov_base = err, .iov_len = errsz};
+        struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+        ssize_t got = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC);
+        close(sv[0]);
+        waitpid(pid, &status, 0);
+        struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+        if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int) * BIOLAT_NFDS))
+                return -EIO;
+        memcpy(fds, CMSG_DATA(c), sizeof(int) * BIOLAT_NFDS);
+        *nfds = BIOLAT_NFDS;
+        return 0;
+}
+
+int main(int argc, char **argv)
+{
+        unsigned secs = argc > 1 ? (unsigned)atoi(argv[1]) : 10;
+        struct biolat_params p = {.max_devices = argc > 2 ? (uint32_t)atoi(argv[2]) : 64,
+                                  .ncpu = (uint32_t)libbpf_num_possible_cpus()};
+        int fds[BIOLAT_NFDS];
+        size_t nfds = 0, nrows;
+        char err[512] = "";
+        int r = load_in_child(&p, fds, &nfds, err, sizeof(err));
+
+        if (r < 0) {
+                fprintf(stderr, "biolat_probe: %s (%s)\n", err, strerror(-r));
+                return 1;
+        }
+        nrows = (size_t)p.ncpu * (p.max_devices + 1);
+        const uint32_t *devs = map_ro(fds[BIOLAT_FD_DEVS], p.max_devices * sizeof(uint32_t));
+        const struct biolat_row *rows = map_ro(fds[BIOLAT_FD_ROWS], nrows * sizeof(*rows));
+        struct biolat_row *before = calloc(nrows, sizeof(*rows));
+        if (!devs || !rows || !before) {
+                fprintf(stderr, "biolat_probe: mmap: %s\n", strerror(errno));
+                return 1;
+        }
+        printf("attached (%u CPUs, %u slots, row %zu bytes); counting for %u s\n", p.ncpu,
+               p.max_devices, sizeof(*rows), secs);
+        fflush(stdout);
+        memcpy(before, rows, nrows * sizeof(*rows));
+        sleep(secs);
+
+        for (uint32_t s = 0; s <= p.max_devices; s++) {
+                uint32_t dev = s < p.max_devices ? devs[s] : 0;
+                uint64_t untracked = 0;
+                int printed = 0;
+
+                if (s < p.max_devices && dev == 0)
+                        continue;
+                for (uint32_t c = 0; c < p.ncpu; c++) {
+                        size_t i = (size_t)c * (p.max_devices + 1) + s;
+                        untracked += rows[i].untracked - before[i].untracked;
+                }
+                for (int op = 0; op < BIOLAT_OPS; op++) {
+                        for (int k = 0; k < BIOLAT_KINDS; k++) {
+                                uint64_t b[BIOLAT_NBUCKETS] = {0}, n = 0, sum = 0;
+
+                                for (uint32_t c = 0; c < p.ncpu; c++) {
+                                        size_t i = (size_t)c * (p.max_devices + 1) + s;
+                                        const struct biolat_cell *now = &rows[i].cell[op][k];
+                                        const struct biolat_cell *was = &before[i].cell[op][k];
+
+                                        for (int j = 0; j < BIOLAT_NBUCKETS; j++) {
+                                                uint32_t d = now->buckets[j] - was->buckets[j];
+                                                b[j] += d;
+                                                n += d;
+                                        }
+                                        sum += now->sum_ns - was->sum_ns;
+                                }
+                                if (n == 0)
+                                        continue;
+                                if (!printed++)
+                                        printf("%s %u:%u\n", s < p.max_devices ? "dev" : "overflow",
+                                               dev >> 20, dev & 0xfffff);
+                                printf("  %-7s %-6s count %10llu  mean %10.1f us  p50 %10.1f us  "
+                                       "p99 %10.1f us\n",
+                                       op_names[op], kind_names[k], (unsigned long long)n,
+                                       (double)sum / (double)n / 1e3, quantile(b, n, 0.5) / 1e3,
+                                       quantile(b, n, 0.99) / 1e3);
+                        }
+                }
+                if (untracked) {
+                        if (!printed++)
+                                printf("%s %u:%u\n", s < p.max_devices ? "dev" : "overflow",
+                                       dev >> 20, dev & 0xfffff);
+                        printf("  untracked completions %llu\n", (unsigned long long)untracked);
+                }
+        }
+        free(before);
+        for (size_t i = 0; i < nfds; i++)
+                close(fds[i]);
+        return 0;
+}
