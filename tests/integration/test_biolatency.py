@@ -1,0 +1,253 @@
+"""The biolatency collector end to end on this host (root, a kernel with BTF): a known number of
+direct reads and writes, a flush and a discard on a loop device over tmpfs are counted in
+diskpulse_io_device_latency_seconds and diskpulse_io_queue_latency_seconds, exactly for reads and
+writes; the histograms are well formed (cumulative buckets, +Inf equal to _count, the canary's
+bounds among the "le"); device time on a loop over tmpfs is microseconds. Started as nobody (no
+privilege to load BPF), the daemon says why in diskpulse_io_latency_up 0 and a log line, and serves
+everything else; --no-collector.biolatency has none of the collector's families.
+
+Skips (exit 77) when not root, without kernel BTF, without losetup/blkdiscard, or when the binary
+was built without BPF support (its log says so)."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import dp
+
+BIN = sys.argv[1]
+READS, WRITES = 1500, 700
+DEV_FAMILY = "diskpulse_io_device_latency_seconds"
+QUEUE_FAMILY = "diskpulse_io_queue_latency_seconds"
+# The canary's bucket bounds, which the collector's must include (as the same "le" text).
+CANARY_LE = ["1e-05", "2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
+             "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10"]
+
+
+def need():
+    if os.geteuid() != 0:
+        dp.skip("needs root (loop devices, and the helper's privilege to load BPF)")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        dp.skip("the kernel has no BTF (/sys/kernel/btf/vmlinux): the collector cannot load here")
+    for tool in ("losetup", "blkdiscard", "dd"):
+        if not shutil.which(tool):
+            dp.skip("%s is not installed" % tool)
+    if not os.path.exists(dp.LOOP_CONTROL):
+        dp.skip("no loop device support")
+
+
+def stat_fields(dev):
+    with open("/proc/diskstats") as f:
+        for line in f:
+            w = line.split()
+            if len(w) > 3 and w[2] == dev:
+                return tuple(w[3:])
+    return None
+
+
+def settle(dev, quiet=0.5, timeout=20):
+    """Waits until nothing else (udev's probing after losetup) does I/O on dev for quiet s."""
+    last, since, end = stat_fields(dev), time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        cur = stat_fields(dev)
+        if cur != last:
+            last, since = cur, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+    raise RuntimeError("%s did not become idle" % dev)
+
+
+def hist(metrics, family, dev, op):
+    """{le: cumulative count}, _count, _sum of one histogram, or None when it is not on the page."""
+    buckets = {}
+    for ls, v in dp.series(metrics, family + "_bucket").items():
+        d = dict(ls)
+        if d.get("device") == dev and d.get("op") == op:
+            buckets[d["le"]] = v
+    if not buckets:
+        return None
+    return buckets, dp.value(metrics, family + "_count", device=dev, op=op), \
+        dp.value(metrics, family + "_sum", device=dev, op=op)
+
+
+def count(metrics, family, dev, op):
+    h = hist(metrics, family, dev, op)
+    return h[1] if h else 0
+
+
+def well_formed(h, what):
+    buckets, cnt, total = h
+    les = sorted(buckets, key=lambda x: float(x))
+    vals = [buckets[le] for le in les]
+    dp.check(les[-1] == "+Inf" and vals[-1] == cnt, "%s: +Inf bucket equals _count (%s)" % (what, cnt))
+    dp.check(all(a <= b for a, b in zip(vals, vals[1:])), "%s: buckets are cumulative" % what)
+    dp.check(all(le in buckets for le in CANARY_LE), "%s: every canary bound is a bucket" % what)
+    dp.check(total is not None and total >= 0, "%s: _sum %s" % (what, total))
+
+
+def quantile(h, q):
+    """The bound of the first bucket holding the q-quantile (what histogram_quantile lands in)."""
+    buckets, cnt, _ = h
+    for le in sorted(buckets, key=lambda x: float(x)):
+        if buckets[le] >= q * cnt:
+            return float(le)
+    return float("inf")
+
+
+def delta(before, after, family, dev, op):
+    return count(after, family, dev, op) - count(before, family, dev, op)
+
+
+def privileged_run(loop, dev):
+    flags = ["--collector.diskstats.device-include=^%s$" % dev, "--no-collector.smart", "--no-collector.canary"]
+    with dp.Daemon(BIN, *flags) as d:
+        # Loading happens in the helper's worker: BTF parsing and the verifier take a moment,
+        # several times longer under the sanitizers.
+        up = dp.wait_until(lambda: dp.value(d.scrape(), "diskpulse_io_latency_up") == 1, 60)
+        if not up:
+            log = d.output()
+            if "without BPF support" in log:
+                dp.skip("this binary was built without BPF support: " + log.strip().splitlines()[-1])
+            dp.check(False, "diskpulse_io_latency_up becomes 1 within 60 s (log:\n%s)" % log)
+            return
+        dp.check(True, "diskpulse_io_latency_up 1: the programs are attached")
+        settle(dev)
+        before = d.scrape()
+        subprocess.run(["dd", "if=" + loop, "of=/dev/null", "bs=4k", "count=%d" % READS, "iflag=direct"],
+                       check=True, capture_output=True)
+        subprocess.run(["dd", "if=/dev/zero", "of=" + loop, "bs=4k", "count=%d" % WRITES, "seek=4096",
+                        "oflag=direct", "conv=notrunc"], check=True, capture_output=True)
+        fd = os.open(loop, os.O_WRONLY)
+        try:
+            os.fsync(fd)  # a flush request: the loop device has a volatile write cache
+        finally:
+            os.close(fd)
+        subprocess.run(["blkdiscard", "-o", "0", "-l", str(1 << 20), loop], check=True, capture_output=True)
+
+        want = {("read", DEV_FAMILY): READS, ("write", DEV_FAMILY): WRITES}
+
+        def arrived():
+            m = d.scrape()
+            return all(delta(before, m, fam, dev, op) >= n for (op, fam), n in want.items()) and \
+                delta(before, m, DEV_FAMILY, dev, "discard") >= 1 and m
+
+        after = dp.wait_until(arrived, 15)
+        if not after:
+            after = d.scrape()
+        for op, n in (("read", READS), ("write", WRITES)):
+            for fam in (DEV_FAMILY, QUEUE_FAMILY):
+                got = delta(before, after, fam, dev, op)
+                # Exact but for a few requests of the kernel's own (udev settled before).
+                dp.check(n <= got <= n + 4, "%s %s: %d direct requests counted %d" % (fam, op, n, got))
+        for op in ("flush", "discard"):
+            got = delta(before, after, DEV_FAMILY, dev, op)
+            dp.check(got >= 1, "%s %s: counted (%d)" % (DEV_FAMILY, op, got))
+        for fam in (DEV_FAMILY, QUEUE_FAMILY):
+            for op in ("read", "write"):
+                h = hist(after, fam, dev, op)
+                if dp.check(h is not None, "%s{device=%s,op=%s} is on the page" % (fam, dev, op)):
+                    well_formed(h, "%s %s" % (fam, op))
+        h = hist(after, DEV_FAMILY, dev, "read")
+        if h:
+            p50, p99 = quantile(h, 0.5), quantile(h, 0.99)
+            mean = h[2] / h[1] if h[1] else 0
+            print("loop over tmpfs, 4 KiB direct reads: device time p50 <= %g s, p99 <= %g s, mean %.2f us"
+                  % (p50, p99, mean * 1e6))
+            dp.check(1e-6 <= p50 <= 1e-3, "device time of a read on tmpfs is microseconds (p50 <= %g s)" % p50)
+            dp.check(0 < mean < 1e-3, "its mean from _sum/_count too (%.2f us)" % (mean * 1e6))
+        dp.check(dp.value(after, "diskpulse_collector_success", collector="biolatency") == 1,
+                 "diskpulse_collector_success{collector=\"biolatency\"} 1")
+        page = d.scrape_text()
+        dp.check(not dp.expocheck.check(page), "the page is valid exposition text")
+
+
+def unprivileged_run(dev):
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        print("note: no setpriv: the run without privilege is skipped")
+        return
+    prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+    if subprocess.run(prefix + [BIN, "--version"], capture_output=True).returncode != 0:
+        print("note: nobody cannot run %s: the run without privilege is skipped" % BIN)
+        return
+    port = dp.free_port()
+    url = "http://127.0.0.1:%d" % port
+    state = tempfile.mkdtemp(prefix="diskpulse-state-")
+    os.chmod(state, 0o777)
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(prefix + [BIN, "--web.listen-address=127.0.0.1:%d" % port, "--state.directory=" + state,
+                                      "--collector.diskstats.device-include=^%s$" % dev, "--no-collector.smart"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def page():
+            try:
+                st, _, body = dp.http_get(url + "/metrics", timeout=2)
+                return body.decode() if st == 200 else None
+            except OSError:
+                return None
+
+        def said_why():
+            p = page()
+            if p is None:
+                return None
+            m = dp.parse(p)
+            return m if dp.value(m, "diskpulse_io_latency_up") == 0 and \
+                dp.value(m, "diskpulse_collector_success", collector="biolatency") is not None else None
+
+        m = dp.wait_until(said_why, 30)
+        log.seek(0)
+        text = log.read()
+        dp.check(bool(m), "as nobody: diskpulse_io_latency_up 0 on the page (log:\n%s)" % text)
+        if not m:
+            return
+        dp.check(dp.value(m, "diskpulse_disk_read_bytes_total", device=dev) is not None,
+                 "as nobody: the diskstats collector still serves %s" % dev)
+        dp.check(not any(n.startswith(DEV_FAMILY) or n.startswith(QUEUE_FAMILY) for n, _ in m),
+                 "as nobody: no latency histogram")
+        lines = [l for l in text.splitlines() if "biolatency" in l]
+        dp.check(len(lines) >= 1, "as nobody: the log says why (%s)" % (lines[:1] or "nothing"))
+        dp.check(proc.poll() is None, "as nobody: the daemon keeps running")
+    finally:
+        dp.end_process(proc)
+        log.close()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def disabled_run(dev):
+    with dp.Daemon(BIN, "--no-collector.biolatency", "--no-collector.smart", "--no-collector.canary",
+                   "--collector.diskstats.device-include=^%s$" % dev) as d:
+        m = d.scrape()
+        names = {n for n, _ in m}
+        dp.check(not any(n.startswith("diskpulse_io_") for n in names),
+                 "--no-collector.biolatency: none of its families (%s)"
+                 % sorted(n for n in names if n.startswith("diskpulse_io_")))
+        dp.check(dp.value(m, "diskpulse_disk_read_bytes_total", device=dev) is not None,
+                 "--no-collector.biolatency: diskstats still serves %s" % dev)
+
+
+def main():
+    need()
+    tmp = tempfile.mkdtemp(prefix="diskpulse-biolat-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    img = os.path.join(tmp, "img")
+    with open(img, "wb") as f:
+        f.truncate(64 << 20)
+    loop = None
+    try:
+        loop = subprocess.run(["losetup", "-f", "--show", img], check=True, capture_output=True,
+                              text=True).stdout.strip()
+        dev = os.path.basename(loop)
+        settle(dev)
+        privileged_run(loop, dev)
+        unprivileged_run(dev)
+        disabled_run(dev)
+    finally:
+        if loop:
+            subprocess.run(["losetup", "-d", loop], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    dp.finish()
+
+
+main()
