@@ -189,7 +189,8 @@ static void slot_name(struct slot *sl, biolat_name_fn name_fn, void *ud, usec_t 
                 return;
         }
         if (strcmp(name, sl->name) != 0) {
-                memset(&sl->t, 0, sizeof(sl->t));
+                if (sl->name[0]) /* another device now: its own totals from here */
+                        memset(&sl->t, 0, sizeof(sl->t));
                 (void)strscpy(sl->name, name, sizeof sl->name);
         }
         sl->named = true;
