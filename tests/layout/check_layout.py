@@ -77,8 +77,20 @@ def read_rules(source):
     return rules
 
 
-def parse_parts(source):
+def read_cmakelists(source):
+    """The top CMakeLists.txt with each include() of a file in a part's folder
+    (include(collectors/NAME/part.cmake)) replaced by that file's text, where CMake reads it."""
     text = open(os.path.join(source, "CMakeLists.txt")).read()
+
+    def splice(m):
+        path = os.path.join(source, m.group(1))
+        return open(path).read() if os.path.isfile(path) else m.group(0)
+    return re.sub(r"^include\(((?:lib|collectors|exporters|privsep|daemon)/[^)\s]+\.cmake)\)", splice,
+                  text, flags=re.M)
+
+
+def parse_parts(source):
+    text = read_cmakelists(source)
     # Strings and comments, left to right: a '#' in a string starts no comment.
     text = re.sub(r'"(?:[^"\\]|\\.)*"|#[^\n]*', lambda m: '""' if m.group(0)[0] == '"' else "", text)
     body = text[text.index("endfunction()"):]  # the calls, not the function's definition
