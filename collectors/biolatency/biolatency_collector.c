@@ -188,15 +188,16 @@ static struct collector *bl_setup(const struct collector_host *h, const void *op
 
 /* Its flag, read at start (the maps are sized when the programs are loaded). */
 static const struct opt_def bl_options_def[] = {
-    {.name = "biolatency.max-devices",
-     .type = OPT_UINT,
-     .offset = offsetof(struct biolatency_options, max_devices),
-     .def = 64,
-     .min = 1,
-     .max = BIOLAT_MAX_DEVICES,
-     .arg = "N",
-     .help = "block devices kept apart (1 to 4096); the I/O of more is counted unslotted",
-     .reload = OPT_RESTART},
+    {
+        .name = "biolatency.max-devices",
+        .type = OPT_UINT,
+        .offset = offsetof(struct biolatency_options, max_devices),
+        .def = 64,
+        .min = 1,
+        .max = BIOLAT_MAX_DEVICES,
+        .arg = "N",
+        .help = "block devices kept apart (1 to 4096); the I/O of more is counted unslotted",
+    },
 };
 
 const struct collector_def biolatency_collector_def = {
