@@ -309,8 +309,13 @@ static int cmp_slot(const void *a, const void *b, void *ud)
         const struct slot *y = &r->slots[*(const uint32_t *)b];
         int c = strcmp(x->name, y->name);
 
-        /* two slots of one name (a dev_t renumbered): the older slot first */
-        return c ? c : (x > y) - (x < y);
+        /* two slots of one name (the name moved to another MAJ:MIN and no hotplug event told
+         * us): the name read last first, the one exported */
+        if (c)
+                return c;
+        if (x->name_read != y->name_read)
+                return x->name_read > y->name_read ? -1 : 1;
+        return (x > y) - (x < y);
 }
 
 static void export_hist(const struct biolat_reader *r, struct mset *out, unsigned kind,
@@ -356,7 +361,7 @@ void biolatency_export(const struct biolat_reader *r, struct mset *out)
         _cleanup_free_ uint32_t *order = NULL;
         struct mfamily *f;
         uint64_t unslotted;
-        size_t n = 0;
+        size_t n = 0, k = 0;
 
         mset_gauge(out, BIOLAT_FAMILY_UP,
                    "Whether the block I/O latency eBPF programs are attached (1) or not (0: the "
@@ -369,6 +374,11 @@ void biolatency_export(const struct biolat_reader *r, struct mset *out)
                 if (r->slots[s].pass)
                         order[n++] = s;
         qsort_r(order, n, sizeof(*order), cmp_slot, (void *)r);
+        /* one series per name: the first of each run of equal names */
+        for (size_t i = 0; i < n; i++)
+                if (k == 0 || strcmp(r->slots[order[i]].name, r->slots[order[k - 1]].name) != 0)
+                        order[k++] = order[i];
+        n = k;
         for (unsigned kind = 0; kind < BIOLAT_KINDS; kind++)
                 export_hist(r, out, kind, order, n);
         f = mset_family(out, BIOLAT_FAMILY_UNTRACKED,

@@ -211,6 +211,15 @@ static bool has_line(const char *text, const char *line)
         return false;
 }
 
+static size_t count_of(const char *text, const char *needle)
+{
+        size_t n = 0;
+
+        for (const char *p = text; (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
 #define ASSERT_LINE(text, line)                                                                    \
         do {                                                                                       \
                 if (!has_line(text, line))                                                         \
@@ -303,6 +312,19 @@ static void test_exposition(void **state)
         assert_non_null(a);
         assert_non_null(b);
         assert_true(a < b);
+        free(text);
+        /* the name moved to another MAJ:MIN without an event: one series, of the newer */
+        nm.dev[2] = DEV(8, 32);
+        nm.name[2] = "sdb";
+        set_dev(&m, 2, DEV(8, 32));
+        row(&m, 0, 2)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].buckets[0] = 7;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 2);
+        set = mset_new();
+        biolatency_export(r, set);
+        text = test_render_set(set);
+        ASSERT_LINE(text,
+                    "diskpulse_io_device_latency_seconds_count{device=\"sdb\",op=\"write\"} 7");
+        assert_int_equal(count_of(text, "device_latency_seconds_count{device=\"sdb\""), 1);
         free(text);
         biolatency_reader_free(r);
         /* not attached: the up gauge alone */
