@@ -68,8 +68,9 @@ static void bl_failed(struct bl_collector *b, int err, bool permanent, const cha
                   "collector", "biolatency", "reason", why, NULL);
 }
 
-/* Asks the helper to load and attach the programs, and maps their maps. */
-static void bl_attach(struct bl_collector *b, usec_t now)
+/* Asks the helper to load and attach the programs (waiting at most timeout), and maps their
+ * maps. */
+static void bl_attach(struct bl_collector *b, usec_t now, usec_t timeout)
 {
         struct biolat_params p = {.max_devices = b->max_devices,
                                   .ncpu = possible_cpus(b->sysfs_fd)};
@@ -88,8 +89,8 @@ static void bl_attach(struct bl_collector *b, usec_t now)
 #endif
                 return;
         }
-        r = b->io->ops->privileged(b->io, "biolatency", &p, sizeof p, BIOLAT_LOAD_TIMEOUT, fds, &n,
-                                   err, sizeof err);
+        r = b->io->ops->privileged(b->io, "biolatency", &p, sizeof p, timeout, fds, &n, err,
+                                   sizeof err);
         if (n > DEVIO_MAX_FDS)
                 n = DEVIO_MAX_FDS;
         if (r >= 0 && n != BIOLAT_NFDS) {
@@ -121,7 +122,7 @@ static int bl_collect(struct collector *c, usec_t now)
         struct bl_collector *b = bl_of(c);
 
         if (!b->r && !b->permanent && (now < b->last_try || now - b->last_try >= BIOLAT_RETRY))
-                bl_attach(b, now);
+                bl_attach(b, now, BIOLAT_RETRY_TIMEOUT);
         if (b->r)
                 biolatency_reader_collect_sysfs(b->r, b->sysfs_fd, b->filter, now);
         return 0;
@@ -182,7 +183,7 @@ static struct collector *bl_setup(const struct collector_host *h, const void *op
         b->sysfs_fd = h->sysfs_fd;
         b->filter = h->filter;
         if (!b->r)
-                bl_attach(b, now_monotonic());
+                bl_attach(b, now_monotonic(), cur ? BIOLAT_RETRY_TIMEOUT : BIOLAT_LOAD_TIMEOUT);
         return &b->base;
 }
 

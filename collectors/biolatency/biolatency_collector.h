@@ -13,9 +13,12 @@ struct biolatency_options {
 };
 
 /* How often a failed attachment is tried again (an operator who fixed the cause need not
- * restart), and how long the helper may take to load the programs. */
-#define BIOLAT_RETRY        (600 * USEC_PER_SEC)
-#define BIOLAT_LOAD_TIMEOUT (30 * USEC_PER_SEC)
+ * restart), and how long the helper may take to load the programs: at start (before the
+ * service is ready, so systemd's watchdog does not run yet), and later, on the main loop, where
+ * a wait must stay well inside the unit's WatchdogSec=30s (pinged every 15 s). */
+#define BIOLAT_RETRY         (600 * USEC_PER_SEC)
+#define BIOLAT_LOAD_TIMEOUT  (30 * USEC_PER_SEC)
+#define BIOLAT_RETRY_TIMEOUT (10 * USEC_PER_SEC)
 
 /* The privileged loader (biolatency_load.c): loads and attaches the BPF program in a worker of
  * the privileged helper, arg a struct biolat_params, and gives the BIOLAT_NFDS descriptors in the

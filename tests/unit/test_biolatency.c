@@ -572,6 +572,7 @@ struct fakeio {
         int result; /* what privileged() returns */
         unsigned calls;
         struct biolat_params last;
+        usec_t timeout;
         int rows_fd; /* the rows memfd last given (the test writes through it) */
 };
 
@@ -581,7 +582,7 @@ static int fake_privileged(struct devio *io, const char *name, const void *arg, 
         struct fakeio *f = (struct fakeio *)io;
         struct biolat_params p;
 
-        (void)timeout;
+        f->timeout = timeout;
         f->calls++;
         assert_string_equal(name, "biolatency");
         assert_int_equal(len, sizeof p);
@@ -635,6 +636,7 @@ static void test_adapter(void **state)
         c = biolatency_collector_def.setup(&h, &o, NULL);
         assert_non_null(c);
         assert_int_equal(io.calls, 1);
+        assert_int_equal(io.timeout, BIOLAT_LOAD_TIMEOUT); /* at start */
         assert_int_equal(io.last.max_devices, 8);
         assert_true(io.last.ncpu >= 1);
         assert_int_equal(c->ops->collect(c, t0 + BIOLAT_RETRY / 2), 0);
@@ -647,12 +649,16 @@ static void test_adapter(void **state)
         io.result = 0;
         assert_int_equal(c->ops->collect(c, t0 + BIOLAT_RETRY + USEC_PER_SEC), 0);
         assert_int_equal(io.calls, 2);
+        assert_int_equal(io.timeout, BIOLAT_RETRY_TIMEOUT); /* on the main loop */
         assert_true(c->ops->healthy(c));
         text = export_text(c);
         assert_true(has_line(text, "diskpulse_io_latency_up 1"));
         assert_true(has_line(text, "diskpulse_io_latency_unslotted_total 0"));
         free(text);
         assert_int_equal(c->ops->devices(c), 0);
+        /* SIGHUP while attached: the same collector, no new load */
+        assert_ptr_equal(biolatency_collector_def.setup(&h, &o, c), c);
+        assert_int_equal(io.calls, 2);
         collector_free(c);
 
         /* not built (or a kernel the loader refuses): healthy, never retried */
@@ -662,6 +668,10 @@ static void test_adapter(void **state)
         assert_true(c->ops->healthy(c));
         assert_int_equal(c->ops->collect(c, t0 + 10 * BIOLAT_RETRY), 0);
         assert_int_equal(io.calls, 1);
+        /* SIGHUP: tried again at once */
+        assert_ptr_equal(biolatency_collector_def.setup(&h, &o, c), c);
+        assert_int_equal(io.calls, 2);
+        assert_int_equal(io.timeout, BIOLAT_RETRY_TIMEOUT);
         text = export_text(c);
         assert_true(has_line(text, "diskpulse_io_latency_up 0"));
         free(text);
