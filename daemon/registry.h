@@ -11,7 +11,8 @@
 #define REGISTRY_COLLECTORS(X)                                                                     \
         X(DISKSTATS, diskstats)                                                                    \
         X(SMART, smart)                                                                            \
-        X(CANARY, canary)
+        X(CANARY, canary)                                                                          \
+        X(BIOLATENCY, biolatency)
 
 #define REGISTRY_ID(ID, NAME) COLLECTOR_##ID,
 enum collector_id { REGISTRY_COLLECTORS(REGISTRY_ID) COLLECTOR_MAX };

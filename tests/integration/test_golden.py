@@ -115,7 +115,7 @@ def main():
     for case, fixture, args in CASES:
         root = os.path.join(dp.FIXTURES, fixture)
         roots = ["--path.procfs=" + os.path.join(root, "proc"), "--path.sysfs=" + os.path.join(root, "sys"),
-                 "--path.udev.data=" + os.path.join(root, "udev"), "--no-collector.smart",
+                 "--path.udev.data=" + os.path.join(root, "udev"), "--no-collector.smart", "--no-collector.biolatency",
                  "--no-collector.canary"] + args
         rc, out, err = dp.run_once(BIN, *roots)
         dp.check(rc == 0, "%s: --once exits 0 (stderr: %s)" % (case, err.strip()[:200]))

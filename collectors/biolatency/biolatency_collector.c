@@ -1,0 +1,213 @@
+/* The biolatency collector as the daemon drives it: at setup it asks the privileged helper to
+ * load the BPF programs (biolatency_load() runs there) and maps what they fill; a round reads and
+ * exports. Without them it still exists: diskpulse_io_latency_up 0, one warning with the reason,
+ * another try at most every BIOLAT_RETRY (and at each SIGHUP).
+ *
+ * Health (diskpulse_collector_success): true while attached, and while not attached for a cause
+ * no retry can fix and the operator chose: a build without BPF support, a kernel the loader
+ * refuses (-EOPNOTSUPP), a daemon started without the privileged helper (SMART is off then too).
+ * False for a cause a retry may fix (the loader's other errors, a helper that timed out or died,
+ * maps that cannot be mapped): success 0 is then worth an alert. */
+#include "biolatency_collector.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fsroot.h"
+#include "log.h"
+
+struct bl_collector {
+        struct collector base;
+        struct biolat_reader *r; /* NULL: not attached */
+        /* borrowed from the host, renewed at each setup */
+        struct devio *io;
+        int sysfs_fd;
+        const struct namefilter *filter;
+        uint32_t max_devices;
+        usec_t last_try;
+        bool permanent;   /* not attached, and no retry can help before the next setup */
+        char logged[256]; /* the reason last logged as a warning ("" none) */
+};
+
+static struct bl_collector *bl_of(struct collector *c)
+{
+        return (struct bl_collector *)c;
+}
+
+/* The CPUs the program indexes rows by: the kernel's possible CPUs (what libbpf counts), or the
+ * configured ones when the sysfs root has no such file. */
+static uint32_t possible_cpus(int sysfs_fd)
+{
+        char buf[1024];
+        uint32_t n;
+        int len = read_attr_at(sysfs_fd, "devices/system/cpu/possible", buf, sizeof buf);
+        long conf;
+
+        if (len > 0 && biolatency_parse_cpus(buf, (size_t)len, &n) == 0)
+                return n;
+        conf = sysconf(_SC_NPROCESSORS_CONF);
+        return conf > 0 && conf <= BIOLAT_MAX_CPUS ? (uint32_t)conf : 1;
+}
+
+/* Not attached, for why: logged once as a warning (the same reason again only at debug). */
+static void bl_failed(struct bl_collector *b, int err, bool permanent, const char *why)
+{
+        b->permanent = permanent;
+        if (strcmp(why, b->logged) == 0) {
+                log_msg(LOG_LEVEL_DEBUG, "block I/O latency histograms still unavailable",
+                        "collector", "biolatency", "reason", why, NULL);
+                return;
+        }
+        (void)strscpy(b->logged, why, sizeof b->logged);
+        log_errno(LOG_LEVEL_WARN, err,
+                  permanent ? "no block I/O latency histograms"
+                            : "no block I/O latency histograms; trying again in 10 minutes",
+                  "collector", "biolatency", "reason", why, NULL);
+}
+
+/* Asks the helper to load and attach the programs (waiting at most timeout), and maps their
+ * maps. */
+static void bl_attach(struct bl_collector *b, usec_t now, usec_t timeout)
+{
+        struct biolat_params p = {.max_devices = b->max_devices,
+                                  .ncpu = possible_cpus(b->sysfs_fd)};
+        int fds[DEVIO_MAX_FDS];
+        size_t n = 0;
+        char err[200] = "";
+        int r;
+
+        b->last_try = now;
+        if (!b->io || !b->io->ops->privileged) {
+#ifdef DISKPULSE_HAVE_BPF
+                bl_failed(b, -ENXIO, true, "no privileged helper");
+#else
+                /* what the helper's biolatency_load() would answer */
+                bl_failed(b, -EOPNOTSUPP, true, "built without BPF support");
+#endif
+                return;
+        }
+        r = b->io->ops->privileged(b->io, "biolatency", &p, sizeof p, timeout, fds, &n, err,
+                                   sizeof err);
+        if (n > DEVIO_MAX_FDS)
+                n = DEVIO_MAX_FDS;
+        if (r >= 0 && n != BIOLAT_NFDS) {
+                snprintf(err, sizeof err, "the loader gave %zu descriptors, not %d", n,
+                         BIOLAT_NFDS);
+                r = -EPROTO;
+        }
+        if (r >= 0) {
+                r = biolatency_reader_open(fds, p.max_devices, p.ncpu, &b->r);
+                if (r < 0)
+                        snprintf(err, sizeof err, "cannot map the BPF maps: %s", strerror(-r));
+        }
+        if (r < 0) {
+                for (size_t i = 0; i < n; i++)
+                        (void)close(fds[i]);
+                if (!err[0])
+                        snprintf(err, sizeof err, "%s", strerror(-r));
+                bl_failed(b, r, r == -EOPNOTSUPP, err);
+                return;
+        }
+        b->permanent = false;
+        b->logged[0] = 0;
+        log_msg(LOG_LEVEL_INFO, "block I/O latency programs attached", "collector", "biolatency",
+                NULL);
+}
+
+static int bl_collect(struct collector *c, usec_t now)
+{
+        struct bl_collector *b = bl_of(c);
+
+        if (!b->r && !b->permanent && (now < b->last_try || now - b->last_try >= BIOLAT_RETRY))
+                bl_attach(b, now, BIOLAT_RETRY_TIMEOUT);
+        if (b->r)
+                biolatency_reader_collect_sysfs(b->r, b->sysfs_fd, b->filter, now);
+        return 0;
+}
+
+static void bl_export(struct collector *c, struct mset *out)
+{
+        biolatency_export(bl_of(c)->r, out);
+}
+
+static bool bl_healthy(struct collector *c)
+{
+        struct bl_collector *b = bl_of(c);
+
+        return b->r || b->permanent;
+}
+
+static void bl_device_event(struct collector *c, const char *device)
+{
+        biolatency_reader_forget(bl_of(c)->r, device);
+}
+
+static size_t bl_devices(const struct collector *c)
+{
+        return biolatency_reader_devices(((const struct bl_collector *)c)->r);
+}
+
+static void bl_free(struct collector *c)
+{
+        struct bl_collector *b = bl_of(c);
+
+        biolatency_reader_free(b->r);
+        free(b);
+}
+
+static const struct collector_ops bl_ops = {
+    .name = "biolatency",
+    .collect = bl_collect,
+    .export = bl_export,
+    .healthy = bl_healthy,
+    .device_event = bl_device_event,
+    .devices = bl_devices,
+    .free = bl_free,
+};
+
+/* Made, or given the host's new borrowed parts (SIGHUP); not attached: tried again now. */
+static struct collector *bl_setup(const struct collector_host *h, const void *opts,
+                                  struct collector *cur)
+{
+        const struct biolatency_options *o = opts;
+        struct bl_collector *b = cur ? bl_of(cur) : xcalloc(1, sizeof(*b));
+
+        if (!cur) {
+                b->base.ops = &bl_ops;
+                b->max_devices = o->max_devices; /* read at start: the maps' size */
+        }
+        b->io = h->io;
+        b->sysfs_fd = h->sysfs_fd;
+        b->filter = h->filter;
+        if (!b->r)
+                bl_attach(b, now_monotonic(), cur ? BIOLAT_RETRY_TIMEOUT : BIOLAT_LOAD_TIMEOUT);
+        return &b->base;
+}
+
+/* Its flag, read at start (the maps are sized when the programs are loaded). */
+static const struct opt_def bl_options_def[] = {
+    {
+        .name = "biolatency.max-devices",
+        .type = OPT_UINT,
+        .offset = offsetof(struct biolatency_options, max_devices),
+        .def = 64,
+        .min = 1,
+        .max = BIOLAT_MAX_DEVICES,
+        .arg = "N",
+        .help = "block devices kept apart (1 to 4096); the I/O of more is counted unslotted",
+    },
+};
+
+const struct collector_def biolatency_collector_def = {
+    .name = "biolatency",
+    .help = "Block I/O latency histograms from eBPF (queue and device time)",
+    .default_enabled = true,
+    .options = bl_options_def,
+    .n_options = ARRAY_SIZE(bl_options_def),
+    .options_size = sizeof(struct biolatency_options),
+    .setup = bl_setup,
+    .privileged = biolatency_load,
+};

@@ -1,0 +1,752 @@
+/* Unit tests of collectors/biolatency: bucket choice at the bounds, the bounds against the
+ * canary's, wrap-safe accumulation, two CPUs' rows summed, the exposition of a fake mapping
+ * (plain memory laid out as the maps), the device filter, names from a temporary sysfs tree, a
+ * renamed device starting from zero, quantiles from buckets, the two text parsers, and the
+ * adapter with a fake privileged helper (attached, failed and retried, not built). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tmptree.h"
+
+#include "biolatency.h"
+#include "biolatency_collector.h"
+#include "biolatency_hist.h"
+#include "canary_stats.h"
+#include "fsroot.h"
+#include "metrics.h"
+#include "namefilter.h"
+#include "render.h"
+
+#define DEV(maj, min) ((uint32_t)(maj) << 20 | (uint32_t)(min))
+#define ROW_ELEM      ((sizeof(struct biolat_row) + 7) & ~(size_t)7)
+
+/* ---- Buckets and bounds ---- */
+
+static void test_bucket_boundaries(void **state)
+{
+        (void)state;
+        assert_int_equal(biolatency_bucket(0), 0);
+        assert_int_equal(biolatency_bucket(1), 0);
+        assert_int_equal(biolatency_bucket(1000), 0); /* exactly the first bound */
+        assert_int_equal(biolatency_bucket(1001), 1); /* bound + 1: the next bucket */
+        assert_int_equal(biolatency_bucket(1200), 1);
+        assert_int_equal(biolatency_bucket(1201), 2);
+        assert_int_equal(biolatency_bucket(100000), 28);                         /* 100 us */
+        assert_int_equal(biolatency_bucket(10000000000ull), BIOLAT_NBOUNDS - 1); /* 10 s */
+        assert_int_equal(biolatency_bucket(10000000001ull), BIOLAT_NBOUNDS);     /* +Inf */
+        assert_int_equal(biolatency_bucket(UINT64_MAX), BIOLAT_NBOUNDS);
+        for (size_t i = 0; i < BIOLAT_NBOUNDS; i++) {
+                assert_int_equal(biolatency_bucket(biolatency_bound_ns(i)), i);
+                assert_int_equal(biolatency_bucket(biolatency_bound_ns(i) + 1), i + 1);
+                assert_int_equal(
+                    biolatency_bucket(biolatency_bound_ns(i) - 1),
+                    i == 0
+                        ? 0
+                        : (biolatency_bound_ns(i - 1) == biolatency_bound_ns(i) - 1 ? i - 1 : i));
+        }
+}
+
+static void test_bounds(void **state)
+{
+        char buf[BIOLAT_LE_MAX], canary[BIOLAT_LE_MAX];
+        (void)state;
+
+        assert_string_equal(biolatency_le(0, buf, sizeof buf), "1e-06");
+        assert_string_equal(biolatency_le(1, buf, sizeof buf), "1.2e-06");
+        assert_string_equal(biolatency_le(28, buf, sizeof buf), "0.0001");
+        assert_string_equal(biolatency_le(BIOLAT_NBOUNDS - 1, buf, sizeof buf), "10");
+        assert_string_equal(biolatency_le(BIOLAT_NBOUNDS, buf, sizeof buf), "+Inf");
+        assert_true(isinf(biolatency_bound_seconds(BIOLAT_NBOUNDS)));
+        for (size_t i = 0; i < BIOLAT_NBOUNDS; i++) {
+                double b = biolatency_bound_seconds(i);
+                /* the text reads back as the bound */
+                assert_true(strtod(biolatency_le(i, buf, sizeof buf), NULL) == b);
+                if (i > 0) {
+                        double prev = biolatency_bound_seconds(i - 1);
+                        assert_true(b > prev);
+                        if (!(b / prev <= 1.2 * (1 + 1e-12)))
+                                fail_msg("bounds %g and %g are more than 1.2x apart", prev, b);
+                }
+        }
+        /* every canary bound is one of ours, the same double and the same text */
+        for (size_t k = 0; k < CANARY_HIST_NBOUNDS; k++) {
+                bool found = false;
+                (void)strscpy(canary, canary_hist_le(k), sizeof canary);
+                for (size_t i = 0; i < BIOLAT_NBOUNDS && !found; i++)
+                        if (biolatency_bound_seconds(i) == canary_hist_bound(k)) {
+                                assert_string_equal(biolatency_le(i, buf, sizeof buf), canary);
+                                found = true;
+                        }
+                if (!found)
+                        fail_msg("canary bound %s is not a biolatency bound", canary);
+        }
+}
+
+static void test_wrap_safe(void **state)
+{
+        uint64_t total = 5, t64 = 0, p64 = UINT64_MAX - 2;
+        uint32_t prev = 0xfffffff0u;
+        (void)state;
+
+        biolatency_add_u32(&total, &prev, 0x10u); /* across the wrap: 0x20 more */
+        assert_int_equal(total, 5 + 0x20);
+        assert_int_equal(prev, 0x10u);
+        biolatency_add_u32(&total, &prev, 0x10u); /* nothing new */
+        assert_int_equal(total, 5 + 0x20);
+        biolatency_add_u64(&t64, &p64, 4); /* UINT64_MAX - 2 -> 4: 7 more */
+        assert_int_equal(t64, 7);
+        assert_int_equal(p64, 4);
+}
+
+/* ---- A fake mapping ---- */
+
+struct fakemap {
+        uint32_t max, ncpu;
+        uint8_t *devs, *rows;
+};
+
+static void fakemap_init(struct fakemap *m, uint32_t max, uint32_t ncpu)
+{
+        m->max = max;
+        m->ncpu = ncpu;
+        m->devs = calloc(1, biolatency_devs_size(max));
+        m->rows = calloc(1, biolatency_rows_size(max, ncpu));
+        assert_non_null(m->devs);
+        assert_non_null(m->rows);
+}
+
+static void fakemap_done(struct fakemap *m)
+{
+        free(m->devs);
+        free(m->rows);
+}
+
+static void set_dev(struct fakemap *m, uint32_t slot, uint32_t dev)
+{
+        memcpy(m->devs + slot * 8, &dev, sizeof dev);
+}
+
+static struct biolat_row *row(struct fakemap *m, uint32_t cpu, uint32_t slot)
+{
+        return (struct biolat_row *)(m->rows + ((size_t)cpu * (m->max + 1) + slot) * ROW_ELEM);
+}
+
+/* Names: a fixed table, changeable by the test. */
+struct names {
+        uint32_t dev[4];
+        const char *name[4];
+        unsigned calls;
+};
+
+static int names_fn(void *ud, uint32_t dev, char *name, size_t size)
+{
+        struct names *n = ud;
+
+        n->calls++;
+        for (size_t i = 0; i < 4; i++)
+                if (n->dev[i] == dev && n->name[i]) {
+                        (void)strscpy(name, n->name[i], size);
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+static void test_two_cpus_summed(void **state)
+{
+        struct fakemap m;
+        struct names nm = {.dev = {DEV(8, 0)}, .name = {"sda"}};
+        struct biolat_reader *r;
+        const uint64_t *c;
+        uint64_t sum = 0;
+        (void)state;
+
+        fakemap_init(&m, 4, 2);
+        r = biolatency_reader_init_mem(m.devs, m.rows, 4, 2);
+        assert_non_null(r);
+        set_dev(&m, 2, DEV(8, 0));
+        row(&m, 0, 2)->cell[BIOLAT_OP_READ][BIOLAT_KIND_QUEUE].buckets[5] = 3;
+        row(&m, 1, 2)->cell[BIOLAT_OP_READ][BIOLAT_KIND_QUEUE].buckets[5] = 4;
+        row(&m, 0, 2)->cell[BIOLAT_OP_READ][BIOLAT_KIND_QUEUE].sum_ns = 1000;
+        row(&m, 1, 2)->cell[BIOLAT_OP_READ][BIOLAT_KIND_QUEUE].sum_ns = 2500;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 1);
+        c = biolatency_reader_counts(r, "sda", BIOLAT_OP_READ, BIOLAT_KIND_QUEUE, &sum);
+        assert_non_null(c);
+        assert_int_equal(c[5], 7);
+        assert_int_equal(c[4], 0);
+        assert_int_equal(sum, 3500);
+        /* CPU 1 wraps its u32 count: 4 -> 0xffffffff -> 2 is 0xffffffff - 4 + 3 more */
+        row(&m, 1, 2)->cell[BIOLAT_OP_READ][BIOLAT_KIND_QUEUE].buckets[5] = 0xffffffffu;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 2);
+        row(&m, 1, 2)->cell[BIOLAT_OP_READ][BIOLAT_KIND_QUEUE].buckets[5] = 2;
+        row(&m, 0, 2)->cell[BIOLAT_OP_READ][BIOLAT_KIND_QUEUE].buckets[5] = 4;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 3);
+        c = biolatency_reader_counts(r, "sda", BIOLAT_OP_READ, BIOLAT_KIND_QUEUE, NULL);
+        assert_int_equal(c[5], 7 + (0xffffffffull - 4) + 3 + 1);
+        assert_int_equal(biolatency_reader_devices(r), 1);
+        assert_int_equal(nm.calls, 1); /* the name is cached */
+        biolatency_reader_free(r);
+        fakemap_done(&m);
+}
+
+static bool has_line(const char *text, const char *line)
+{
+        size_t n = strlen(line);
+
+        for (const char *p = text; (p = strstr(p, line)); p += n)
+                if ((p == text || p[-1] == '\n') && p[n] == '\n')
+                        return true;
+        return false;
+}
+
+static size_t count_of(const char *text, const char *needle)
+{
+        size_t n = 0;
+
+        for (const char *p = text; (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
+#define ASSERT_LINE(text, line)                                                                    \
+        do {                                                                                       \
+                if (!has_line(text, line))                                                         \
+                        fail_msg("missing line: %s\n%s", line, text);                              \
+        } while (0)
+
+static void test_exposition(void **state)
+{
+        struct fakemap m;
+        struct names nm = {.dev = {DEV(8, 16), DEV(8, 0)}, .name = {"sdb", "sda"}};
+        struct biolat_reader *r;
+        struct mset *set;
+        char *text;
+        const char *a, *b;
+        (void)state;
+
+        fakemap_init(&m, 3, 1);
+        r = biolatency_reader_init_mem(m.devs, m.rows, 3, 1);
+        set_dev(&m, 0, DEV(8, 16));
+        set_dev(&m, 1, DEV(8, 0));
+        /* sda writes: 2 of 100 us, 3 of 1 ms; device time sum 3.2 ms */
+        row(&m, 0, 1)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].buckets[28] = 2;
+        row(&m, 0, 1)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].buckets[42] = 3;
+        row(&m, 0, 1)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].sum_ns = 3200000;
+        /* sdb flushes queued beyond 10 s */
+        row(&m, 0, 0)->cell[BIOLAT_OP_FLUSH][BIOLAT_KIND_QUEUE].buckets[BIOLAT_NBOUNDS] = 1;
+        row(&m, 0, 0)->cell[BIOLAT_OP_FLUSH][BIOLAT_KIND_QUEUE].sum_ns = 12000000000ull;
+        row(&m, 0, 0)->untracked = 4;
+        row(&m, 0, 3)->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[10] = 6; /* overflow */
+        row(&m, 0, 3)->cell[BIOLAT_OP_READ][BIOLAT_KIND_QUEUE].buckets[10] = 6;
+        row(&m, 0, 3)->untracked = 1;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 1);
+        set = mset_new();
+        biolatency_export(r, set);
+        text = test_render_set(set);
+        ASSERT_LINE(text, "diskpulse_io_latency_up 1");
+        ASSERT_LINE(text, "# TYPE diskpulse_io_device_latency_seconds histogram");
+        ASSERT_LINE(text, "# HELP diskpulse_io_device_latency_seconds Time block-layer requests "
+                          "took from being issued to the driver to completion (the device), by "
+                          "device and operation.");
+        ASSERT_LINE(text, "# HELP diskpulse_io_queue_latency_seconds Time block-layer requests "
+                          "waited from being made to being issued to the driver (queue and "
+                          "scheduler), by device and operation.");
+        ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
+                          "le=\"8.4e-05\"} 0");
+        ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
+                          "le=\"0.0001\"} 2");
+        ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
+                          "le=\"0.00084\"} 2");
+        ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
+                          "le=\"0.001\"} 5");
+        ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
+                          "le=\"+Inf\"} 5");
+        ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_sum{device=\"sda\",op=\"write\"} "
+                          "0.0032");
+        ASSERT_LINE(text,
+                    "diskpulse_io_device_latency_seconds_count{device=\"sda\",op=\"write\"} 5");
+        ASSERT_LINE(text, "diskpulse_io_queue_latency_seconds_bucket{device=\"sdb\",op=\"flush\","
+                          "le=\"10\"} 0");
+        ASSERT_LINE(text, "diskpulse_io_queue_latency_seconds_bucket{device=\"sdb\",op=\"flush\","
+                          "le=\"+Inf\"} 1");
+        ASSERT_LINE(text, "diskpulse_io_queue_latency_seconds_sum{device=\"sdb\",op=\"flush\"} 12");
+        ASSERT_LINE(text, "diskpulse_io_latency_untracked_total 5");
+        ASSERT_LINE(text, "diskpulse_io_latency_unslotted_total 6");
+        /* a (device, op) with no count is left out; so is the overflow row */
+        assert_null(strstr(text, "op=\"read\""));
+        assert_null(strstr(text, "device_latency_seconds_count{device=\"sdb\""));
+        assert_null(strstr(text, "device=\"\""));
+        /* 100 buckets per series, the canary's le texts among them */
+        for (size_t k = 0; k < CANARY_HIST_NBOUNDS; k++) {
+                char line[256];
+                snprintf(line, sizeof line,
+                         "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
+                         "le=\"%s\"}",
+                         canary_hist_le(k));
+                assert_non_null(strstr(text, line));
+        }
+        /* devices in name order */
+        biolatency_reader_free(r);
+        free(text);
+        nm.name[0] = "sdb";
+        row(&m, 0, 0)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].buckets[0] = 1;
+        r = biolatency_reader_init_mem(m.devs, m.rows, 3, 1);
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 1);
+        set = mset_new();
+        biolatency_export(r, set);
+        text = test_render_set(set);
+        a = strstr(text, "device_latency_seconds_count{device=\"sda\"");
+        b = strstr(text, "device_latency_seconds_count{device=\"sdb\"");
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_true(a < b);
+        free(text);
+        /* the name moved to another MAJ:MIN without an event: one series, of the newer */
+        nm.dev[2] = DEV(8, 32);
+        nm.name[2] = "sdb";
+        set_dev(&m, 2, DEV(8, 32));
+        row(&m, 0, 2)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].buckets[0] = 7;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 2);
+        set = mset_new();
+        biolatency_export(r, set);
+        text = test_render_set(set);
+        ASSERT_LINE(text,
+                    "diskpulse_io_device_latency_seconds_count{device=\"sdb\",op=\"write\"} 7");
+        assert_int_equal(count_of(text, "device_latency_seconds_count{device=\"sdb\""), 1);
+        free(text);
+        biolatency_reader_free(r);
+        /* not attached: the up gauge alone */
+        set = mset_new();
+        biolatency_export(NULL, set);
+        text = test_render_set(set);
+        assert_string_equal(text, "# HELP diskpulse_io_latency_up Whether the block I/O latency "
+                                  "eBPF programs are attached (1) or not (0: the log says why).\n"
+                                  "# TYPE diskpulse_io_latency_up gauge\n"
+                                  "diskpulse_io_latency_up 0\n");
+        free(text);
+        fakemap_done(&m);
+}
+
+static void test_filter(void **state)
+{
+        struct fakemap m;
+        struct names nm = {.dev = {DEV(8, 0), DEV(8, 16)}, .name = {"sda", "sdb"}};
+        struct namefilter *f = NULL;
+        struct biolat_reader *r;
+        struct mset *set;
+        char err[256], *text;
+        (void)state;
+
+        assert_int_equal(namefilter_new(NULL, "^sdb$", &f, err, sizeof err), 0);
+        fakemap_init(&m, 2, 1);
+        r = biolatency_reader_init_mem(m.devs, m.rows, 2, 1);
+        set_dev(&m, 0, DEV(8, 0));
+        set_dev(&m, 1, DEV(8, 16));
+        row(&m, 0, 0)->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[1] = 1;
+        row(&m, 0, 1)->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[1] = 1;
+        biolatency_reader_collect(r, names_fn, &nm, f, 1);
+        assert_int_equal(biolatency_reader_devices(r), 1);
+        assert_non_null(biolatency_reader_counts(r, "sda", 0, 1, NULL));
+        assert_null(biolatency_reader_counts(r, "sdb", 0, 1, NULL));
+        set = mset_new();
+        biolatency_export(r, set);
+        text = test_render_set(set);
+        assert_non_null(strstr(text, "device=\"sda\""));
+        assert_null(strstr(text, "device=\"sdb\""));
+        free(text);
+        /* the filter is applied at each collect: without it sdb is there, with its counts */
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 2);
+        assert_int_equal(biolatency_reader_devices(r), 2);
+        assert_int_equal(biolatency_reader_counts(r, "sdb", 0, 1, NULL)[1], 1);
+        biolatency_reader_free(r);
+        namefilter_free(f);
+        fakemap_done(&m);
+}
+
+static void write_file(const char *root, const char *rel, const char *text)
+{
+        char path[512];
+        FILE *fp;
+
+        snprintf(path, sizeof path, "%s/%s", root, rel);
+        fp = fopen(path, "w");
+        assert_non_null(fp);
+        fputs(text, fp);
+        fclose(fp);
+}
+
+static void test_sysfs_names(void **state)
+{
+        char root[] = "/tmp/biolat-sysfs-XXXXXX", path[512], name[BIOLAT_NAME_MAX];
+        struct fakemap m;
+        struct biolat_reader *r;
+        struct biolat_row *rw;
+        int fd;
+        (void)state;
+
+        assert_non_null(mkdtemp(root));
+        snprintf(path, sizeof path, "mkdir -p '%s/dev/block/259:0' '%s/dev/block/8:0'", root, root);
+        assert_int_equal(system(path), 0);
+        write_file(root, "dev/block/259:0/uevent",
+                   "MAJOR=259\nMINOR=0\nDEVNAME=nvme0n1\nDEVTYPE=disk\nDISKSEQ=1\n");
+        write_file(root, "dev/block/8:0/uevent", "MAJOR=8\nMINOR=0\nDEVTYPE=disk\n");
+        fd = root_open(root);
+        assert_true(fd >= 0);
+        assert_int_equal(biolatency_sysfs_name(fd, DEV(259, 0), name, sizeof name), 0);
+        assert_string_equal(name, "nvme0n1");
+        assert_int_equal(biolatency_sysfs_name(fd, DEV(8, 0), name, sizeof name), -ENOENT);
+        assert_int_equal(biolatency_sysfs_name(fd, DEV(8, 1), name, sizeof name), -ENOENT);
+
+        fakemap_init(&m, 2, 1);
+        r = biolatency_reader_init_mem(m.devs, m.rows, 2, 1);
+        set_dev(&m, 1, DEV(259, 0));
+        rw = row(&m, 0, 1);
+        rw->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[7] = 2;
+        biolatency_reader_collect_sysfs(r, fd, NULL, 1);
+        assert_int_equal(biolatency_reader_counts(r, "nvme0n1", 0, 1, NULL)[7], 2);
+        /* hotplug: the device goes; after the event its name cannot be read: not exported */
+        snprintf(path, sizeof path, "%s/dev/block/259:0/uevent", root);
+        assert_int_equal(unlink(path), 0);
+        biolatency_reader_forget(r, "nvme0n1");
+        rw->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[7] = 3;
+        biolatency_reader_collect_sysfs(r, fd, NULL, 2);
+        assert_int_equal(biolatency_reader_devices(r), 0);
+        assert_null(biolatency_reader_counts(r, "nvme0n1", 0, 1, NULL));
+        /* the same dev_t comes back as another disk: from zero, only what came after */
+        write_file(root, "dev/block/259:0/uevent", "MAJOR=259\nMINOR=0\nDEVNAME=nvme1n1\n");
+        rw->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[7] = 5;
+        biolatency_reader_collect_sysfs(r, fd, NULL, 3);
+        assert_int_equal(biolatency_reader_devices(r), 1);
+        assert_int_equal(biolatency_reader_counts(r, "nvme1n1", 0, 1, NULL)[7], 0);
+        rw->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[7] = 9;
+        biolatency_reader_collect_sysfs(r, fd, NULL, 4);
+        assert_int_equal(biolatency_reader_counts(r, "nvme1n1", 0, 1, NULL)[7], 4);
+        biolatency_reader_free(r);
+        fakemap_done(&m);
+        close(fd);
+        assert_int_equal(test_remove_tree(root), 0);
+}
+
+static void test_rename_restarts(void **state)
+{
+        struct fakemap m;
+        struct names nm = {.dev = {DEV(8, 0)}, .name = {"sda"}};
+        struct biolat_reader *r;
+        struct biolat_row *rw;
+        uint64_t sum = 0;
+        (void)state;
+
+        fakemap_init(&m, 1, 1);
+        r = biolatency_reader_init_mem(m.devs, m.rows, 1, 1);
+        set_dev(&m, 0, DEV(8, 0));
+        rw = row(&m, 0, 0);
+        rw->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_QUEUE].buckets[3] = 10;
+        rw->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_QUEUE].sum_ns = 16000;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 1);
+        assert_int_equal(biolatency_reader_counts(r, "sda", 1, 0, NULL)[3], 10);
+        /* the name is read again after BIOLAT_NAME_REFRESH: now sdc */
+        nm.name[0] = "sdc";
+        rw->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_QUEUE].buckets[3] = 12;
+        rw->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_QUEUE].sum_ns = 19000;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 1 + BIOLAT_NAME_REFRESH - 1);
+        assert_non_null(biolatency_reader_counts(r, "sda", 1, 0, NULL)); /* cached still */
+        assert_int_equal(biolatency_reader_counts(r, "sda", 1, 0, NULL)[3], 12);
+        rw->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_QUEUE].buckets[3] = 15;
+        rw->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_QUEUE].sum_ns = 25000;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 1 + BIOLAT_NAME_REFRESH);
+        assert_null(biolatency_reader_counts(r, "sda", 1, 0, NULL));
+        /* the increase of the renaming round is counted under the new name, nothing before */
+        assert_int_equal(biolatency_reader_counts(r, "sdc", 1, 0, &sum)[3], 0);
+        assert_int_equal(sum, 0);
+        rw->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_QUEUE].buckets[3] = 16;
+        rw->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_QUEUE].sum_ns = 26600;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 2 + BIOLAT_NAME_REFRESH);
+        assert_int_equal(biolatency_reader_counts(r, "sdc", 1, 0, &sum)[3], 1);
+        assert_int_equal(sum, 1600);
+        biolatency_reader_free(r);
+        fakemap_done(&m);
+}
+
+/* ---- Quantiles ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return (x > y) - (x < y);
+}
+
+static void test_quantile(void **state)
+{
+        static const double qs[] = {0.01, 0.1, 0.5, 0.9, 0.99};
+        uint64_t counts[BIOLAT_NBUCKETS] = {0}, *lat;
+        uint64_t seed = prng_seed(42);
+        const size_t n = 20000;
+        (void)state;
+
+        /* one bucket: linear inside it */
+        counts[1] = 4; /* (1 us, 1.2 us] */
+        assert_true(fabs(biolatency_quantile(counts, 0.5) - 1.1e-6) < 1e-15);
+        assert_true(fabs(biolatency_quantile(counts, 1) - 1.2e-6) < 1e-15);
+        counts[BIOLAT_NBOUNDS] = 4; /* beyond: the last bound */
+        assert_true(biolatency_quantile(counts, 0.99) == 10);
+        assert_true(isnan(biolatency_quantile(counts, 1.5)));
+        memset(counts, 0, sizeof counts);
+        assert_true(isnan(biolatency_quantile(counts, 0.5)));
+
+        /* log-uniform latencies from 5 us to 2 s: each quantile within 20 % */
+        lat = malloc(n * sizeof(*lat));
+        assert_non_null(lat);
+        for (size_t i = 0; i < n; i++) {
+                lat[i] = (uint64_t)(5000.0 * exp(prng_unit(&seed) * log(2e9 / 5000.0)));
+                counts[biolatency_bucket(lat[i])]++;
+        }
+        qsort(lat, n, sizeof(*lat), cmp_u64);
+        for (size_t k = 0; k < ARRAY_SIZE(qs); k++) {
+                double want = (double)lat[(size_t)(qs[k] * (double)(n - 1))] / 1e9;
+                double got = biolatency_quantile(counts, qs[k]);
+                if (!(fabs(got - want) <= 0.2 * want))
+                        fail_msg("q %g: got %g, want %g", qs[k], got, want);
+        }
+        free(lat);
+}
+
+/* ---- Parsers ---- */
+
+static void test_parse_cpus(void **state)
+{
+        uint32_t n = 77;
+        (void)state;
+
+        assert_int_equal(biolatency_parse_cpus("0-3\n", 4, &n), 0);
+        assert_int_equal(n, 4);
+        assert_int_equal(biolatency_parse_cpus("0,2-5,7", 7, &n), 0);
+        assert_int_equal(n, 8);
+        assert_int_equal(biolatency_parse_cpus("0", 1, &n), 0);
+        assert_int_equal(n, 1);
+        n = 77;
+        assert_int_equal(biolatency_parse_cpus("", 0, &n), -EINVAL);
+        assert_int_equal(biolatency_parse_cpus("\n", 1, &n), -EINVAL);
+        assert_int_equal(biolatency_parse_cpus("3-1", 3, &n), -EINVAL);
+        assert_int_equal(biolatency_parse_cpus("0-", 2, &n), -EINVAL);
+        assert_int_equal(biolatency_parse_cpus("0,,1", 4, &n), -EINVAL);
+        assert_int_equal(biolatency_parse_cpus("0-65536", 7, &n), -ERANGE);
+        assert_int_equal(n, 77);
+}
+
+static void test_parse_devname(void **state)
+{
+        char name[8] = "x";
+        static const char ok[] = "MAJOR=8\nMINOR=0\nDEVNAME=sda\nDEVTYPE=disk\n";
+        (void)state;
+
+        assert_int_equal(biolatency_parse_devname(ok, strlen(ok), name, sizeof name), 0);
+        assert_string_equal(name, "sda");
+        assert_int_equal(biolatency_parse_devname("DEVNAME=nvme10n1", 16, name, sizeof name),
+                         -EINVAL); /* does not fit 8 */
+        assert_int_equal(biolatency_parse_devname("DEVNAME=nvme0n1", 15, name, sizeof name), 0);
+        assert_string_equal(name, "nvme0n1");
+        assert_int_equal(biolatency_parse_devname("A=1\nDEVNAME=sda", 15, name, sizeof name), 0);
+        assert_int_equal(biolatency_parse_devname("XDEVNAME=a\n", 11, name, sizeof name), -ENOENT);
+        assert_int_equal(biolatency_parse_devname("DEVNAME=\n", 9, name, sizeof name), -EINVAL);
+        assert_int_equal(biolatency_parse_devname("DEVNAME=a b\n", 12, name, sizeof name), -EINVAL);
+        assert_int_equal(biolatency_parse_devname("DEVNAME=a\"\n", 11, name, sizeof name), -EINVAL);
+        assert_string_equal(name, "sda");
+}
+
+/* ---- The adapter, with a fake privileged helper ---- */
+
+struct fakeio {
+        struct devio base;
+        int result; /* what privileged() returns */
+        unsigned calls;
+        struct biolat_params last;
+        usec_t timeout;
+        int rows_fd; /* the rows memfd last given (the test writes through it) */
+};
+
+static int fake_privileged(struct devio *io, const char *name, const void *arg, size_t len,
+                           usec_t timeout, int fds[], size_t *nfds, char *err, size_t errsz)
+{
+        struct fakeio *f = (struct fakeio *)io;
+        struct biolat_params p;
+
+        f->timeout = timeout;
+        f->calls++;
+        assert_string_equal(name, "biolatency");
+        assert_int_equal(len, sizeof p);
+        memcpy(&p, arg, sizeof p);
+        f->last = p;
+        *nfds = 0;
+        if (f->result < 0) {
+                snprintf(err, errsz, "fake says no (%d)", f->result);
+                return f->result;
+        }
+        fds[0] = memfd_create("devs", MFD_CLOEXEC);
+        fds[1] = memfd_create("rows", MFD_CLOEXEC);
+        fds[2] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        fds[3] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_int_equal(ftruncate(fds[0], (off_t)biolatency_devs_size(p.max_devices)), 0);
+        assert_int_equal(ftruncate(fds[1], (off_t)biolatency_rows_size(p.max_devices, p.ncpu)), 0);
+        f->rows_fd = fds[1];
+        *nfds = 4;
+        return 0;
+}
+
+static const struct devio_ops fake_ops = {.privileged = fake_privileged};
+
+static char *export_text(struct collector *c)
+{
+        struct mset *set = mset_new();
+
+        c->ops->export(c, set);
+        return test_render_set(set);
+}
+
+static void test_adapter(void **state)
+{
+        struct fakeio io = {.base.ops = &fake_ops, .result = -EPERM};
+        struct biolatency_options o = {.max_devices = 8};
+        struct collector_host h = {.sysfs_fd = -1, .io = &io.base};
+        struct collector *c;
+        char *text;
+        usec_t t0 = now_monotonic();
+        (void)state;
+
+        assert_string_equal(biolatency_collector_def.name, "biolatency");
+        assert_true(biolatency_collector_def.default_enabled);
+        assert_int_equal(biolatency_collector_def.n_options, 1);
+        assert_string_equal(biolatency_collector_def.options[0].name, "biolatency.max-devices");
+        assert_int_equal(biolatency_collector_def.options[0].def, 64);
+        assert_int_equal(biolatency_collector_def.options[0].max, BIOLAT_MAX_DEVICES);
+        assert_ptr_equal(biolatency_collector_def.privileged, biolatency_load);
+
+        /* a failure a retry may fix: up 0, unhealthy, tried again only after 10 minutes */
+        c = biolatency_collector_def.setup(&h, &o, NULL);
+        assert_non_null(c);
+        assert_int_equal(io.calls, 1);
+        assert_int_equal(io.timeout, BIOLAT_LOAD_TIMEOUT); /* at start */
+        assert_int_equal(io.last.max_devices, 8);
+        assert_true(io.last.ncpu >= 1);
+        assert_int_equal(c->ops->collect(c, t0 + BIOLAT_RETRY / 2), 0);
+        assert_int_equal(io.calls, 1);
+        text = export_text(c);
+        assert_true(has_line(text, "diskpulse_io_latency_up 0"));
+        free(text);
+        assert_false(c->ops->healthy(c));
+        /* fixed: the retry attaches */
+        io.result = 0;
+        assert_int_equal(c->ops->collect(c, t0 + BIOLAT_RETRY + USEC_PER_SEC), 0);
+        assert_int_equal(io.calls, 2);
+        assert_int_equal(io.timeout, BIOLAT_RETRY_TIMEOUT); /* on the main loop */
+        assert_true(c->ops->healthy(c));
+        text = export_text(c);
+        assert_true(has_line(text, "diskpulse_io_latency_up 1"));
+        assert_true(has_line(text, "diskpulse_io_latency_unslotted_total 0"));
+        free(text);
+        assert_int_equal(c->ops->devices(c), 0);
+        /* SIGHUP while attached: the same collector, no new load */
+        assert_ptr_equal(biolatency_collector_def.setup(&h, &o, c), c);
+        assert_int_equal(io.calls, 2);
+        collector_free(c);
+
+        /* not built (or a kernel the loader refuses): healthy, never retried */
+        io.result = -EOPNOTSUPP;
+        io.calls = 0;
+        c = biolatency_collector_def.setup(&h, &o, NULL);
+        assert_true(c->ops->healthy(c));
+        assert_int_equal(c->ops->collect(c, t0 + 10 * BIOLAT_RETRY), 0);
+        assert_int_equal(io.calls, 1);
+        /* SIGHUP: tried again at once */
+        assert_ptr_equal(biolatency_collector_def.setup(&h, &o, c), c);
+        assert_int_equal(io.calls, 2);
+        assert_int_equal(io.timeout, BIOLAT_RETRY_TIMEOUT);
+        text = export_text(c);
+        assert_true(has_line(text, "diskpulse_io_latency_up 0"));
+        free(text);
+        collector_free(c);
+
+        /* no helper at all */
+        h.io = NULL;
+        c = biolatency_collector_def.setup(&h, &o, NULL);
+        assert_true(c->ops->healthy(c));
+        text = export_text(c);
+        assert_true(has_line(text, "diskpulse_io_latency_up 0"));
+        free(text);
+        collector_free(c);
+
+        /* the stand-in loader answers as a build without BPF */
+        {
+                int fds[4];
+                size_t n = 9;
+                char err[64];
+                struct biolat_params p = {.max_devices = 1, .ncpu = 1};
+                assert_int_equal(biolatency_load(&p, sizeof p, fds, &n, err, sizeof err),
+                                 -EOPNOTSUPP);
+                assert_int_equal(n, 0);
+        }
+}
+
+/* The reader on real mappings: what the program writes through its map is what we read. */
+static void test_reader_open(void **state)
+{
+        int fds[4];
+        struct biolat_reader *r = NULL;
+        struct biolat_row *rw;
+        uint8_t *devs, *rows;
+        size_t dl = biolatency_devs_size(2), rl = biolatency_rows_size(2, 2);
+        uint32_t dev = DEV(8, 0);
+        struct names nm = {.dev = {DEV(8, 0)}, .name = {"sda"}};
+        (void)state;
+
+        fds[0] = memfd_create("devs", MFD_CLOEXEC);
+        fds[1] = memfd_create("rows", MFD_CLOEXEC);
+        fds[2] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        fds[3] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_int_equal(ftruncate(fds[0], (off_t)dl), 0);
+        assert_int_equal(ftruncate(fds[1], (off_t)rl), 0);
+        /* out of range: refused, the descriptors stay the caller's */
+        assert_int_equal(biolatency_reader_open(fds, 0, 2, &r), -EINVAL);
+        assert_int_equal(biolatency_reader_open(fds, BIOLAT_MAX_DEVICES + 1, 2, &r), -EINVAL);
+        assert_int_equal(biolatency_reader_open(fds, 2, 0, &r), -EINVAL);
+        assert_null(r);
+        assert_int_equal(fcntl(fds[3], F_GETFD), FD_CLOEXEC);
+        assert_int_equal(biolatency_reader_open(fds, 2, 2, &r), 0);
+        devs = mmap(NULL, dl, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        rows = mmap(NULL, rl, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+        assert_true(devs != MAP_FAILED && rows != MAP_FAILED);
+        memcpy(devs + 8, &dev, sizeof dev);                        /* slot 1: 8-byte elements */
+        rw = (struct biolat_row *)(rows + (1 * 3 + 1) * ROW_ELEM); /* CPU 1, slot 1 */
+        rw->cell[BIOLAT_OP_DISCARD][BIOLAT_KIND_DEVICE].buckets[50] = 9;
+        biolatency_reader_collect(r, names_fn, &nm, NULL, 1);
+        assert_int_equal(biolatency_reader_counts(r, "sda", BIOLAT_OP_DISCARD, 1, NULL)[50], 9);
+        munmap(devs, dl);
+        munmap(rows, rl);
+        biolatency_reader_free(r); /* closes the four */
+        assert_int_equal(fcntl(fds[3], F_GETFD), -1);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_bucket_boundaries), cmocka_unit_test(test_bounds),
+            cmocka_unit_test(test_wrap_safe),         cmocka_unit_test(test_two_cpus_summed),
+            cmocka_unit_test(test_exposition),        cmocka_unit_test(test_filter),
+            cmocka_unit_test(test_sysfs_names),       cmocka_unit_test(test_rename_restarts),
+            cmocka_unit_test(test_quantile),          cmocka_unit_test(test_parse_cpus),
+            cmocka_unit_test(test_parse_devname),     cmocka_unit_test(test_adapter),
+            cmocka_unit_test(test_reader_open),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
