@@ -685,17 +685,6 @@ static void test_adapter(void **state)
         assert_true(has_line(text, "diskpulse_io_latency_up 0"));
         free(text);
         collector_free(c);
-
-        /* the stand-in loader answers as a build without BPF */
-        {
-                int fds[4];
-                size_t n = 9;
-                char err[64];
-                struct biolat_params p = {.max_devices = 1, .ncpu = 1};
-                assert_int_equal(biolatency_load(&p, sizeof p, fds, &n, err, sizeof err),
-                                 -EOPNOTSUPP);
-                assert_int_equal(n, 0);
-        }
 }
 
 /* The reader on real mappings: what the program writes through its map is what we read. */
