@@ -25,14 +25,7 @@ const volatile uint32_t ncpu = 1;          /* possible CPUs */
 const volatile uint32_t max_devices = 1;   /* device slots, 1..BIOLAT_MAX_DEVICES */
 const volatile uint32_t inflight_mask = 0; /* in-flight sets - 1, sets a power of two */
 
-/* slot -> dev_t, 0 while free: uint32_t[max_devices] at the start of the mapped memory, as
- * biolatency_shared.h says. One element holding every slot, not one element a slot: an array
- * map's elements are 8 bytes apart at least (kernel/bpf/arraymap.c rounds value_size up to 8),
- * so uint32_t elements would not be a uint32_t[] in the mapped memory. Sized for
- * BIOLAT_MAX_DEVICES (16 KiB); the program uses the first max_devices. */
-struct biolat_devs {
-        uint32_t dev[BIOLAT_MAX_DEVICES];
-};
+/* slot -> dev_t: struct biolat_devs (biolatency_shared.h), one element holding every slot. */
 struct {
         __uint(type, BPF_MAP_TYPE_ARRAY);
         __uint(map_flags, BPF_F_MMAPABLE);

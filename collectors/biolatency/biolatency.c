@@ -45,7 +45,7 @@ struct biolat_reader {
         char le[BIOLAT_NBUCKETS][BIOLAT_LE_MAX];
 };
 
-#define DEVS_ELEM ((size_t)8) /* uint32_t rounded up to 8 */
+#define DEVS_ELEM sizeof(uint32_t) /* struct biolat_devs: a uint32_t[] */
 #define ROW_ELEM  ((sizeof(struct biolat_row) + 7) & ~(size_t)7)
 
 static size_t page_round(size_t n)

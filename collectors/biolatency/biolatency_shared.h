@@ -5,9 +5,12 @@
  *
  * Two maps the daemon maps read-only (BPF_F_MMAPABLE arrays; mmap needs no capability, the
  * bpf() syscall would):
- *   devs: uint32_t[max_devices], the kernel dev_t (major << 20 | minor) that owns each device
- *         slot; 0 while free. The program claims a slot for a new device with a compare-and-swap
- *         from a hash of dev_t, probing linearly; slots are never given back.
+ *   devs: one element, struct biolat_devs: dev[s] is the kernel dev_t (major << 20 | minor)
+ *         that owns device slot s (s < max_devices), 0 while free; mapped, a uint32_t[] from
+ *         offset 0 (one element for all slots: an array map's elements are at least 8 bytes
+ *         apart, so one uint32_t element a slot would not map as a uint32_t[]). The program
+ *         claims a slot for a new device with a compare-and-swap from a hash of dev_t, probing
+ *         linearly; slots are never given back.
  *   rows: struct biolat_row[ncpu * (max_devices + 1)]: CPU c's row for slot s at
  *         c * (max_devices + 1) + s. Each CPU writes only its own rows (per-CPU state, no shared
  *         counter on the I/O path). Row max_devices of each CPU counts the I/O of devices that
@@ -60,6 +63,12 @@
                     10000000000ull,                                                                \
         }
 
+#define BIOLAT_MAX_DEVICES 4096
+
+struct biolat_devs {
+        uint32_t dev[BIOLAT_MAX_DEVICES]; /* the first max_devices are used */
+};
+
 struct biolat_cell {
         uint32_t buckets[BIOLAT_NBUCKETS]; /* wrapping counts, not cumulative */
         uint64_t sum_ns;                   /* wrapping */
@@ -84,4 +93,3 @@ struct biolat_params {
         uint32_t max_devices; /* device slots, 1 to BIOLAT_MAX_DEVICES */
         uint32_t ncpu;        /* possible CPUs as the daemon counts them (the loader checks) */
 };
-#define BIOLAT_MAX_DEVICES 4096

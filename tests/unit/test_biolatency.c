@@ -136,7 +136,7 @@ static void fakemap_done(struct fakemap *m)
 
 static void set_dev(struct fakemap *m, uint32_t slot, uint32_t dev)
 {
-        memcpy(m->devs + slot * 8, &dev, sizeof dev);
+        memcpy(m->devs + slot * sizeof dev, &dev, sizeof dev);
 }
 
 static struct biolat_row *row(struct fakemap *m, uint32_t cpu, uint32_t slot)
@@ -715,7 +715,7 @@ static void test_reader_open(void **state)
         devs = mmap(NULL, dl, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
         rows = mmap(NULL, rl, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
         assert_true(devs != MAP_FAILED && rows != MAP_FAILED);
-        memcpy(devs + 8, &dev, sizeof dev);                        /* slot 1: 8-byte elements */
+        memcpy(devs + sizeof dev, &dev, sizeof dev);               /* slot 1 (struct biolat_devs) */
         rw = (struct biolat_row *)(rows + (1 * 3 + 1) * ROW_ELEM); /* CPU 1, slot 1 */
         rw->cell[BIOLAT_OP_DISCARD][BIOLAT_KIND_DEVICE].buckets[50] = 9;
         biolatency_reader_collect(r, names_fn, &nm, NULL, 1);
