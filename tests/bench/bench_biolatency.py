@@ -48,6 +48,12 @@ import dp  # noqa: E402
 
 # Every collector but biolatency off, so that the two modes differ in it alone.
 BASE_ARGS = ["--no-collector.diskstats", "--no-collector.smart", "--no-collector.canary"]
+
+
+def daemon_args(loop, collector):
+    """BASE_ARGS, and the loop device let through the device filter the collector shares with
+    diskstats (whose default drops loop devices)."""
+    return BASE_ARGS + (["--collector.diskstats.device-include=^%s$" % loop.name] if collector else [])
 DEVICE_HIST = "diskpulse_io_device_latency_seconds"
 QUEUE_HIST = "diskpulse_io_queue_latency_seconds"
 
@@ -220,7 +226,7 @@ def bpf_cost(binary, loop, seconds, depth, numjobs):
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
         old = f.read().strip()
     try:
-        with dp.Daemon(binary, *BASE_ARGS) as d:
+        with dp.Daemon(binary, *daemon_args(loop, True)) as d:
             dp.wait_until(lambda: dp.value(d.scrape(), "diskpulse_io_latency_up") == 1, 20)
             with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
                 f.write("1")
@@ -258,7 +264,7 @@ def accuracy(binary, loop, seconds, iodepths, collector):
           (loop.dev, seconds))
     print("independent tool: %s" % (tool or "none (%s)" % why))
     for depth in iodepths:
-        with dp.Daemon(binary, *BASE_ARGS) as d:
+        with dp.Daemon(binary, *daemon_args(loop, collector)) as d:
             up = dp.value(d.scrape(), "diskpulse_io_latency_up")
             if collector:
                 dp.wait_until(lambda: dp.value(d.scrape(), "diskpulse_io_latency_up") == 1, 20)
@@ -296,8 +302,8 @@ def accuracy(binary, loop, seconds, iodepths, collector):
 
 
 def overhead(binary, loop, seconds, runs, depth, numjobs, collector):
-    on_args = BASE_ARGS
-    off_args = BASE_ARGS + (["--no-collector.biolatency"] if collector else [])
+    on_args = daemon_args(loop, collector)
+    off_args = on_args + (["--no-collector.biolatency"] if collector else [])
     print("\n## Overhead: fio randread 4 KiB direct, libaio iodepth %d x %d jobs on %s, %d s runs, "
           "%d pairs%s" % (depth, numjobs, loop.dev, seconds, runs,
                           "" if collector else " (DRY RUN: no biolatency collector, both modes "
