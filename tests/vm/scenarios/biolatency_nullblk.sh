@@ -120,11 +120,17 @@ run_delay() {
 	done
 }
 
+attached() { scrape && [ "$(metric diskpulse_io_latency_up)" = 1 ]; }
 if daemon_supports collector.biolatency; then
 	daemon_start --no-collector.smart --no-collector.canary --diskstats.interval=1s || exit 1
-	scrape
-	check_metric 'diskpulse_io_latency_up' == 1
-	[ "$(metric diskpulse_io_latency_up)" = 1 ] && have_collector=yes
+	# A daemon with the collector that cannot attach here (Debian's kernel has BTF) is a failure,
+	# with the daemon's reason.
+	if ! wait_for 10 attached; then
+		fail "diskpulse_io_latency_up is 1" "$(grep -m1 'collector=biolatency' "$DAEMON_LOG")"
+		exit 1
+	fi
+	ok "diskpulse_io_latency_up is 1"
+	have_collector=yes
 else
 	note "this diskpulse has no --collector.biolatency: only null_blk's own timing is checked"
 fi
