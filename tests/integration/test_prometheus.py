@@ -224,6 +224,15 @@ def check_rules(prom):
             dp.check(len(res) == len(sets) and all(float(r["value"][1]) >= 0 for r in res),
                      "%s: %d series, one per md member (%d)" % (rec, len(res), len(sets)))
             continue
+        if rec.startswith("device:diskpulse_io_"):
+            # the biolatency collector's quantiles: one series per device and operation that did
+            # I/O in the window; none where the collector is not attached (diskpulse_io_latency_up
+            # 0: no BTF, no privilege, built without BPF)
+            active = query(prom.url, "rate(%s_count[5m]) > 0" % rec.split(":")[1])
+            vals = [float(r["value"][1]) for r in res]
+            dp.check(len(vals) == len(active) and all(v == v and v > 0 for v in vals),
+                     "%s: %d series, one per device and op with I/O (%d)" % (rec, len(vals), len(active)))
+            continue
         vals = [float(r["value"][1]) for r in res]
         dp.check(vals and all(v == v and v >= 0 for v in vals),
                  "%s: %d series, none negative or NaN" % (rec, len(vals)))
