@@ -112,8 +112,11 @@ static __always_inline int probe_step(struct biolat_probe *p, u32 i)
 {
         u32 s = p->n ? (p->h + i) % p->n : 0, was;
 
-        if (s >= BIOLAT_MAX_DEVICES)
-                return 1;
+        /* s < n <= BIOLAT_MAX_DEVICES (a power of two): the mask changes nothing but bounds the
+         * very register that indexes. A check of s alone is not enough for older verifiers (6.1
+         * refused the program: the compiler indexed with a copy of s made before the check, and
+         * the check's bounds did not reach the copy). */
+        s &= BIOLAT_MAX_DEVICES - 1;
         was = p->d->dev[s];
         if (was == 0)
                 was = __sync_val_compare_and_swap(&p->d->dev[s], 0, p->dev);
