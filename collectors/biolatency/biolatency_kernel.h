@@ -40,8 +40,14 @@ struct request_queue {
         struct gendisk *disk; /* 5.15 and later */
 } __attribute__((preserve_access_index));
 
+struct blk_mq_hw_ctx {
+        unsigned int queue_num; /* the hardware queue's index */
+} __attribute__((preserve_access_index));
+
 struct request {
         struct request_queue *q;
+        struct blk_mq_hw_ctx *mq_hctx; /* the hardware queue it is issued on */
+        int tag;                       /* the driver tag: unique in its tag set while issued */
         __u32 cmd_flags;         /* blk_opf_t (unsigned int before 6.0): REQ_OP_* in the low byte */
         unsigned int __data_len; /* bytes left to complete */
         __u64 start_time_ns;     /* when the request was made (blk_mq_rq_ctx_init); 0: not set */
