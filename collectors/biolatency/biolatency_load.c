@@ -29,6 +29,7 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
 #include <string.h>
 #include <unistd.h>
 
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 /* Generated in the build directory (bpf.cmake), not a file of the tree. */
@@ -165,6 +166,17 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
 
         biolat_libbpf_last[0] = biolat_verifier_last[0] = '\0';
         prev = libbpf_set_print(biolat_libbpf_print);
+        /* Readable is not enough: an empty or damaged file would be reported by the load as
+         * missing tracepoints. Parsed once more here (tens of ms, once a start) to say so. */
+        struct btf *vmlinux = btf__load_vmlinux_btf();
+        if (!vmlinux) {
+                r = -errno;
+                snprintf(err, errsz, "kernel BTF cannot be read (%s: %s)", BIOLAT_VMLINUX_BTF,
+                         biolat_libbpf_last[0] ? biolat_libbpf_last : strerror(-r));
+                r = -EOPNOTSUPP;
+                goto out;
+        }
+        btf__free(vmlinux);
         skel = biolatency_bpf__open();
         if (!skel) {
                 r = biolat_fail(-errno, "opening the BPF program", err, errsz);

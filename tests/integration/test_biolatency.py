@@ -4,7 +4,7 @@ diskpulse_io_device_latency_seconds (and reads and writes in diskpulse_io_queue_
 exactly as the kernel's own counters in /proc/diskstats count the requests; the histograms are well formed (cumulative buckets, +Inf equal to _count, the canary's
 bounds among the "le"); device time on a loop over tmpfs is microseconds. Started as nobody (no
 privilege to load BPF), the daemon says why in diskpulse_io_latency_up 0 and a log line, and serves
-everything else; --no-collector.biolatency has none of the collector's families.
+everything else, and so it does when the kernel's BTF cannot be read; --no-collector.biolatency has none of the collector's families.
 
 Skips (exit 77) when not root, without kernel BTF, without losetup/blkdiscard, or when the binary
 was built without BPF support (its log says so)."""
@@ -232,6 +232,49 @@ def unprivileged_run(dev):
         shutil.rmtree(state, ignore_errors=True)
 
 
+def nobtf_run(dev):
+    """The kernel's BTF unreadable (an empty file bound over it in a mount namespace of the
+    daemon's own): the loader says so, the daemon serves the rest."""
+    if not shutil.which("unshare"):
+        print("note: no unshare: the run without BTF is skipped")
+        return
+    port = dp.free_port()
+    url = "http://127.0.0.1:%d" % port
+    state = tempfile.mkdtemp(prefix="diskpulse-state-")
+    log = tempfile.TemporaryFile(mode="w+")
+    cmd = 'mount --bind /dev/null /sys/kernel/btf/vmlinux && exec "$@"'
+    proc = subprocess.Popen(["unshare", "-m", "sh", "-c", cmd, "sh", BIN,
+                             "--web.listen-address=127.0.0.1:%d" % port, "--state.directory=" + state,
+                             "--collector.diskstats.device-include=^%s$" % dev, "--no-collector.smart",
+                             "--no-collector.canary"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def scraped():
+            try:
+                st, _, body = dp.http_get(url + "/metrics", timeout=2)
+            except OSError:
+                return None
+            m = dp.parse(body.decode()) if st == 200 else None
+            return m if m and dp.value(m, "diskpulse_io_latency_up") == 0 else None
+
+        m = dp.wait_until(scraped, 30)
+        log.seek(0)
+        text = log.read()
+        dp.check(bool(m), "without BTF: diskpulse_io_latency_up 0 (log:\n%s)" % text)
+        if not m:
+            return
+        dp.check(dp.value(m, "diskpulse_disk_read_bytes_total", device=dev) is not None,
+                 "without BTF: the diskstats collector still serves %s" % dev)
+        lines = [l for l in text.splitlines() if "BTF" in l and "biolatency" in l]
+        dp.check(len(lines) == 1, "without BTF: one log line says so (%s)" % (lines or "none"))
+        dp.check(dp.value(m, "diskpulse_collector_success", collector="biolatency") == 1,
+                 "without BTF: not a failure a retry could fix (success 1, nothing to page about)")
+        dp.check(proc.poll() is None, "without BTF: the daemon keeps running")
+    finally:
+        dp.end_process(proc)
+        log.close()
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def disabled_run(dev):
     with dp.Daemon(BIN, "--no-collector.biolatency", "--no-collector.smart", "--no-collector.canary",
                    "--collector.diskstats.device-include=^%s$" % dev) as d:
@@ -258,6 +301,7 @@ def main():
         settle(dev)
         privileged_run(loop, dev)
         unprivileged_run(dev)
+        nobtf_run(dev)
         disabled_run(dev)
     finally:
         if loop:
