@@ -227,27 +227,38 @@ static __always_inline u32 op_of(struct request *rq)
         return op < BIOLAT_OPS ? op : BIOLAT_OPS;
 }
 
+/* This CPU's row for the request's device, its in-flight key and that key's set (NULL: none);
+ * NULL: a request not counted (no disk, no row). */
+static __always_inline struct biolat_row *locate(struct request *rq, u64 *key,
+                                                 struct biolat_set **set)
+{
+        u32 dev = dev_of(rq), slot = 0;
+        struct biolat_row *row = row_of(dev, &slot);
+
+        if (!row)
+                return NULL;
+        *key = key_of(rq, dev);
+        *set = *key ? set_of(*key, slot) : NULL;
+        return row;
+}
+
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(biolat_issue, struct request *rq)
 {
-        u64 now = bpf_ktime_get_ns(), start, key;
-        u32 op = op_of(rq), dev, slot = 0;
+        u64 now = bpf_ktime_get_ns(), start, key = 0;
+        u32 op = op_of(rq);
         struct biolat_row *row;
-        struct biolat_set *set;
+        struct biolat_set *set = NULL;
         int w;
 
         if (op >= BIOLAT_OPS)
                 return 0;
-        dev = dev_of(rq);
-        row = row_of(dev, &slot);
+        row = locate(rq, &key, &set);
         if (!row)
                 return 0;
-        key = key_of(rq, dev);
         start = rq->start_time_ns;
         if (start != 0 && start <= now)
                 record(row, op, BIOLAT_KIND_QUEUE, now - start);
-
-        set = key ? set_of(key, slot) : NULL;
         if (!set)
                 return 0;
         /* A requeued request issued again keeps its way. */
@@ -275,10 +286,10 @@ SEC("tp_btf/block_rq_complete")
 int BPF_PROG(biolat_done, struct request *rq, int error /* blk_status_t, unused */,
              unsigned int nr_bytes)
 {
-        u64 now = bpf_ktime_get_ns(), key, issued = 0;
-        u32 op = op_of(rq), dev, slot = 0;
+        u64 now = bpf_ktime_get_ns(), key = 0, issued = 0;
+        u32 op = op_of(rq);
         struct biolat_row *row;
-        struct biolat_set *set;
+        struct biolat_set *set = NULL;
         int w;
 
         if (op >= BIOLAT_OPS)
@@ -286,12 +297,9 @@ int BPF_PROG(biolat_done, struct request *rq, int error /* blk_status_t, unused 
         /* A partial completion: the request goes on. */
         if (nr_bytes < rq->__data_len)
                 return 0;
-        dev = dev_of(rq);
-        row = row_of(dev, &slot);
+        row = locate(rq, &key, &set);
         if (!row)
                 return 0;
-        key = key_of(rq, dev);
-        set = key ? set_of(key, slot) : NULL;
         if (set) {
                 for (w = 0; w < BIOLAT_WAYS; w++) {
                         if (set->way[w].rq != key)

@@ -180,6 +180,52 @@ def privileged_run(loop, dev):
         dp.check(not dp.expocheck.check(page), "the page is valid exposition text")
 
 
+def not_attached(what, prefix, dev, says, success=None):
+    """The daemon started through prefix (a command that ends by running it) cannot attach: within
+    30 s diskpulse_io_latency_up 0, diskstats still serves dev, no histogram, one log line of the
+    collector contains says, diskpulse_collector_success{collector="biolatency"} is success (when
+    given), and the daemon keeps running."""
+    port = dp.free_port()
+    url = "http://127.0.0.1:%d" % port
+    state = tempfile.mkdtemp(prefix="diskpulse-state-")
+    os.chmod(state, 0o777)  # nobody writes there too
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(prefix + [BIN, "--web.listen-address=127.0.0.1:%d" % port, "--state.directory=" + state,
+                                      "--collector.diskstats.device-include=^%s$" % dev, "--no-collector.smart",
+                                      "--no-collector.canary"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def said_why():
+            try:
+                st, _, body = dp.http_get(url + "/metrics", timeout=2)
+            except OSError:
+                return None
+            m = dp.parse(body.decode()) if st == 200 else None
+            return m if m and dp.value(m, "diskpulse_io_latency_up") == 0 and \
+                dp.value(m, "diskpulse_collector_success", collector="biolatency") is not None else None
+
+        m = dp.wait_until(said_why, 30)
+        log.seek(0)
+        text = log.read()
+        dp.check(bool(m), "%s: diskpulse_io_latency_up 0 on the page (log:\n%s)" % (what, text))
+        if not m:
+            return
+        dp.check(dp.value(m, "diskpulse_disk_read_bytes_total", device=dev) is not None,
+                 "%s: the diskstats collector still serves %s" % (what, dev))
+        dp.check(not any(n.startswith(DEV_FAMILY) or n.startswith(QUEUE_FAMILY) for n, _ in m),
+                 "%s: no latency histogram" % what)
+        lines = [l for l in text.splitlines() if "biolatency" in l and says in l]
+        dp.check(len(lines) == 1, "%s: one log line says why, %r (%s)" % (what, says, lines or "none"))
+        if success is not None:
+            got = dp.value(m, "diskpulse_collector_success", collector="biolatency")
+            dp.check(got == success, "%s: diskpulse_collector_success{collector=\"biolatency\"} %s (%s)"
+                     % (what, success, got))
+        dp.check(proc.poll() is None, "%s: the daemon keeps running" % what)
+    finally:
+        dp.end_process(proc)
+        log.close()
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def unprivileged_run(dev):
     setpriv = shutil.which("setpriv")
     if not setpriv:
@@ -189,90 +235,18 @@ def unprivileged_run(dev):
     if subprocess.run(prefix + [BIN, "--version"], capture_output=True).returncode != 0:
         print("note: nobody cannot run %s: the run without privilege is skipped" % BIN)
         return
-    port = dp.free_port()
-    url = "http://127.0.0.1:%d" % port
-    state = tempfile.mkdtemp(prefix="diskpulse-state-")
-    os.chmod(state, 0o777)
-    log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(prefix + [BIN, "--web.listen-address=127.0.0.1:%d" % port, "--state.directory=" + state,
-                                      "--collector.diskstats.device-include=^%s$" % dev, "--no-collector.smart"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        def page():
-            try:
-                st, _, body = dp.http_get(url + "/metrics", timeout=2)
-                return body.decode() if st == 200 else None
-            except OSError:
-                return None
-
-        def said_why():
-            p = page()
-            if p is None:
-                return None
-            m = dp.parse(p)
-            return m if dp.value(m, "diskpulse_io_latency_up") == 0 and \
-                dp.value(m, "diskpulse_collector_success", collector="biolatency") is not None else None
-
-        m = dp.wait_until(said_why, 30)
-        log.seek(0)
-        text = log.read()
-        dp.check(bool(m), "as nobody: diskpulse_io_latency_up 0 on the page (log:\n%s)" % text)
-        if not m:
-            return
-        dp.check(dp.value(m, "diskpulse_disk_read_bytes_total", device=dev) is not None,
-                 "as nobody: the diskstats collector still serves %s" % dev)
-        dp.check(not any(n.startswith(DEV_FAMILY) or n.startswith(QUEUE_FAMILY) for n, _ in m),
-                 "as nobody: no latency histogram")
-        lines = [l for l in text.splitlines() if "biolatency" in l]
-        dp.check(len(lines) >= 1, "as nobody: the log says why (%s)" % (lines[:1] or "nothing"))
-        dp.check(proc.poll() is None, "as nobody: the daemon keeps running")
-    finally:
-        dp.end_process(proc)
-        log.close()
-        shutil.rmtree(state, ignore_errors=True)
+    # A retry may fix it (the service given the capability): the collector fails until then.
+    not_attached("as nobody", prefix, dev, "CAP_", success=0)
 
 
 def nobtf_run(dev):
     """The kernel's BTF unreadable (an empty file bound over it in a mount namespace of the
-    daemon's own): the loader says so, the daemon serves the rest."""
+    daemon's own): the loader says so; no retry fixes it, so nothing to page about."""
     if not shutil.which("unshare"):
         print("note: no unshare: the run without BTF is skipped")
         return
-    port = dp.free_port()
-    url = "http://127.0.0.1:%d" % port
-    state = tempfile.mkdtemp(prefix="diskpulse-state-")
-    log = tempfile.TemporaryFile(mode="w+")
     cmd = 'mount --bind /dev/null /sys/kernel/btf/vmlinux && exec "$@"'
-    proc = subprocess.Popen(["unshare", "-m", "sh", "-c", cmd, "sh", BIN,
-                             "--web.listen-address=127.0.0.1:%d" % port, "--state.directory=" + state,
-                             "--collector.diskstats.device-include=^%s$" % dev, "--no-collector.smart",
-                             "--no-collector.canary"], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        def scraped():
-            try:
-                st, _, body = dp.http_get(url + "/metrics", timeout=2)
-            except OSError:
-                return None
-            m = dp.parse(body.decode()) if st == 200 else None
-            return m if m and dp.value(m, "diskpulse_io_latency_up") == 0 else None
-
-        m = dp.wait_until(scraped, 30)
-        log.seek(0)
-        text = log.read()
-        dp.check(bool(m), "without BTF: diskpulse_io_latency_up 0 (log:\n%s)" % text)
-        if not m:
-            return
-        dp.check(dp.value(m, "diskpulse_disk_read_bytes_total", device=dev) is not None,
-                 "without BTF: the diskstats collector still serves %s" % dev)
-        lines = [l for l in text.splitlines() if "BTF" in l and "biolatency" in l]
-        dp.check(len(lines) == 1, "without BTF: one log line says so (%s)" % (lines or "none"))
-        dp.check(dp.value(m, "diskpulse_collector_success", collector="biolatency") == 1,
-                 "without BTF: not a failure a retry could fix (success 1, nothing to page about)")
-        dp.check(proc.poll() is None, "without BTF: the daemon keeps running")
-    finally:
-        dp.end_process(proc)
-        log.close()
-        shutil.rmtree(state, ignore_errors=True)
+    not_attached("without BTF", ["unshare", "-m", "sh", "-c", cmd, "sh"], dev, "BTF", success=1)
 
 
 def disabled_run(dev):

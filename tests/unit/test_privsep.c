@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "support/open_fds.h"
+
 #include "devio.h"
 #include "devio_linux.h"
 #include "devio_proto.h"
@@ -1490,19 +1492,6 @@ static void send_raw_fds(int sock, int fd, size_t n)
         for (size_t i = 0; i < n; i++)
                 memcpy(CMSG_DATA(c) + i * sizeof(int), &fd, sizeof fd);
         assert_int_equal(sendmsg(sock, &m, MSG_NOSIGNAL), 3);
-}
-
-static int open_fd_count(void)
-{
-        DIR *d = opendir("/proc/self/fd");
-        struct dirent *e;
-        int n = 0;
-
-        assert_non_null(d);
-        while ((e = readdir(d)))
-                n += e->d_name[0] != '.';
-        closedir(d);
-        return n;
 }
 
 static void fd_passing(void **state)

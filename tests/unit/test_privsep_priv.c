@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "support/open_fds.h"
+
 #include "devio.h"
 #include "devio_proto.h"
 #include "fdpass.h"
@@ -145,19 +147,6 @@ static struct privsep_function table[] = {
 struct fixture {
         struct devio *io;
 };
-
-static int open_fd_count(void)
-{
-        DIR *d = opendir("/proc/self/fd");
-        struct dirent *e;
-        int n = 0;
-
-        assert_non_null(d);
-        while ((e = readdir(d)))
-                n += e->d_name[0] != '.';
-        closedir(d);
-        return n - 1; /* the directory's own */
-}
 
 static int start(void **state, usec_t worker_timeout, unsigned max_workers)
 {
