@@ -111,7 +111,10 @@ def delta(before, after, family, dev, op):
 
 
 def privileged_run(loop, dev):
-    flags = ["--collector.diskstats.device-include=^%s$" % dev, "--no-collector.smart", "--no-collector.canary"]
+    # Rounds every 100 ms: a scrape shows what happened up to 100 ms before it, so that the
+    # counts compare with /proc/diskstats read at the same moment once the device is quiet.
+    flags = ["--collector.diskstats.device-include=^%s$" % dev, "--no-collector.smart", "--no-collector.canary",
+             "--diskstats.interval=100ms"]
     with dp.Daemon(BIN, *flags) as d:
         # Loading happens in the helper's worker: BTF parsing and the verifier take a moment,
         # several times longer under the sanitizers.
@@ -136,25 +139,32 @@ def privileged_run(loop, dev):
             os.close(fd)
         subprocess.run(["blkdiscard", "-o", "0", "-l", str(1 << 20), loop], check=True, capture_output=True)
 
-        # udev probes the device again (reads) once a writer closes it: wait for quiet, then
-        # what the kernel's own counters say happened is what the histograms must count.
+        # udev probes the device again (reads) once a writer closes it, maybe late on a busy
+        # machine: what the kernel's own counters say happened is what the histograms must count,
+        # compared until they agree (a round, 100 ms, after the last I/O) or 20 s have passed.
+        # The fsync's flush is an empty write with REQ_PREFLUSH: the kernel issues a flush
+        # request for it (counted in flushes on both sides) and completes the empty write itself,
+        # never issued to the driver. diskstats counts that write too; the collector, which
+        # times what is issued, does not.
+        def kernel_now():
+            ks = {op: kernel_count(before_k, stat_fields(dev), op) for op in KERNEL_FIELD}
+            ks["write"] -= ks["flush"]
+            return ks
+
+        def agree():
+            ks = kernel_now()
+            m = d.scrape()
+            same = all(delta(before, m, fam, dev, op) == ks[op]
+                       for fam, ops in ((DEV_FAMILY, KERNEL_FIELD), (QUEUE_FAMILY, ("read", "write")))
+                       for op in ops)
+            return (m, ks) if same and ks == kernel_now() else None
+
         settle(dev)
-        ks = {op: kernel_count(before_k, stat_fields(dev), op) for op in KERNEL_FIELD}
-        print("kernel's counters for %s over the load: %s" % (dev, ks))
+        got = dp.wait_until(agree, 20)
+        after, ks = got if got else (d.scrape(), kernel_now())
+        print("kernel's counters for %s over the load (writes without the fsync's empty one): %s" % (dev, ks))
         for op, n in (("read", READS), ("write", WRITES), ("flush", 1), ("discard", 1)):
             dp.check(ks[op] >= n, "/proc/diskstats: %d %s requests at least (%d)" % (n, op, ks[op]))
-
-        # The fsync's flush is an empty write with REQ_PREFLUSH: the kernel issues a flush request
-        # for it (counted in flushes on both sides) and completes the empty write itself, never
-        # issued to the driver. diskstats counts that write too; the collector, which times what
-        # is issued, does not.
-        ks["write"] -= ks["flush"]
-
-        def arrived():
-            m = d.scrape()
-            return all(delta(before, m, DEV_FAMILY, dev, op) >= n for op, n in ks.items()) and m
-
-        after = dp.wait_until(arrived, 15) or d.scrape()
         for op, n in ks.items():
             got = delta(before, after, DEV_FAMILY, dev, op)
             dp.check(got == n, "%s %s: %d, as /proc/diskstats (%d)" % (DEV_FAMILY, op, got, n))
