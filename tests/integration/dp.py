@@ -161,6 +161,24 @@ def loop_test_binary(script, what):
     return sys.argv[1]
 
 
+# valgrind for the daemon: no leak, no memory error (exit 99), its helper's workers too (they
+# are forks, which valgrind follows); libbpf's bpf(2) calls read to valgrind's model of the
+# syscall as uninitialised (valgrind.supp says why).
+VALGRIND = ["valgrind", "--quiet", "--leak-check=full", "--show-leak-kinds=definite,indirect,possible",
+            "--errors-for-leak-kinds=definite,indirect,possible", "--error-exitcode=99",
+            "--suppressions=" + os.path.join(HERE, "valgrind.supp")]
+
+
+def valgrind_report(text):
+    """valgrind's log without its notes about itself: syscalls and bpf(2) commands it does not
+    know (pidfd_open, which the helper client tries before falling back; the commands libbpf
+    uses to load and attach), which are about valgrind, not about memory."""
+    return "\n".join(l for l in text.splitlines()
+                     if not re.match(r"^--\d+-- (WARNING: unhandled amd64-linux syscall: 434|"
+                                     r"WARNING: unhandled eBPF command|You may be able|"
+                                     r"Read the file README_MISSING|Nevertheless we consider|it at http)", l))
+
+
 def with_state_dir(args):
     """args plus a fresh --state.directory (the canary writes there) unless they name one;
     returns (args, the temp directory or None)."""

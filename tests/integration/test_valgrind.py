@@ -13,8 +13,7 @@ import time
 import dp
 
 BIN = sys.argv[1]
-VALGRIND = ["valgrind", "--quiet", "--leak-check=full", "--show-leak-kinds=definite,indirect,possible",
-            "--errors-for-leak-kinds=definite,indirect,possible", "--error-exitcode=99", "--track-fds=no"]
+VALGRIND = dp.VALGRIND + ["--track-fds=no"]
 
 if not shutil.which("valgrind"):
     dp.skip("valgrind is not installed")
@@ -80,10 +79,6 @@ rc = p.wait(60)
 report = open(log).read()
 os.unlink(log)
 shutil.rmtree(state, ignore_errors=True)
-# valgrind 3.19 does not know pidfd_open (434), which the helper client tries before falling
-# back; that note is about valgrind, not about memory.
-report = "\n".join(l for l in report.splitlines()
-                   if not re.match(r"^--\d+-- (WARNING: unhandled amd64-linux syscall: 434|You may be able|"
-                                   r"Read the file README_MISSING|Nevertheless we consider|it at http)", l))
+report = dp.valgrind_report(report)
 dp.check(rc == 0 and report.strip() == "", "daemon under valgrind: exit %d, report %r" % (rc, report[-1500:]))
 dp.finish()

@@ -611,7 +611,6 @@ def capabilities():
 def under_valgrind():
     """No leak and no memory error through handshakes with and without certificates, logins
     good, wrong and unknown, a certificate swapped and a bad file on SIGHUP, and SIGTERM."""
-    import re
     if not shutil.which("valgrind"):
         print("skip: valgrind is not installed")
         return
@@ -624,10 +623,7 @@ def under_valgrind():
     port = dp.free_port()
     log = path("valgrind.log")
     state = tempfile.mkdtemp(prefix="diskpulse-state-", dir=TMP)
-    p = subprocess.Popen(["valgrind", "--quiet", "--leak-check=full",
-                          "--show-leak-kinds=definite,indirect,possible",
-                          "--errors-for-leak-kinds=definite,indirect,possible", "--error-exitcode=99",
-                          "--log-file=" + log, BIN, "--web.listen-address=127.0.0.1:%d" % port,
+    p = subprocess.Popen(dp.VALGRIND + ["--log-file=" + log, BIN, "--web.listen-address=127.0.0.1:%d" % port,
                           "--web.config.file=" + cfg, "--state.directory=" + state, "--no-collector.smart",
                           "--no-collector.canary"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -660,9 +656,7 @@ def under_valgrind():
     p.send_signal(signal.SIGTERM)
     rc = p.wait(60)
     report = open(log).read()
-    report = "\n".join(l for l in report.splitlines()
-                       if not re.match(r"^--\d+-- (WARNING: unhandled amd64-linux syscall: 434|You may be able|"
-                                       r"Read the file README_MISSING|Nevertheless we consider|it at http)", l))
+    report = dp.valgrind_report(report)
     dp.check(rc == 0 and report.strip() == "", "TLS and auth under valgrind: exit %d, report %r" % (rc, report[-1500:]))
 
 

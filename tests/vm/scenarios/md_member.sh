@@ -50,5 +50,7 @@ check "... and not $A" eval '! prom_has "ALERTS{alertname=\"DiskpulseDiskSlowerT
 kill $LOAD
 wait $LOAD 2>/dev/null
 check "daemon exits 0" daemon_stop
-echo inactive >$M/array_state 2>/dev/null
-echo clear >$M/array_state 2>/dev/null
+# Tidying only (the guest goes away with the test): the array may still be busy for a moment
+# (the killed load's last I/Os), and its refusal is no verdict of this scenario.
+echo inactive >$M/array_state 2>/dev/null || true
+echo clear >$M/array_state 2>/dev/null || true
