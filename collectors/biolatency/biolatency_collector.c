@@ -5,9 +5,11 @@
  *
  * Health (diskpulse_collector_success): true while attached, and while not attached for a cause
  * no retry can fix and the operator chose: a build without BPF support, a kernel the loader
- * refuses (-EOPNOTSUPP), a daemon started without the privileged helper (SMART is off then too).
- * False for a cause a retry may fix (the loader's other errors, a helper that timed out or died,
- * maps that cannot be mapped): success 0 is then worth an alert. */
+ * refuses (-EOPNOTSUPP), a daemon started without the privileged helper (SMART is off then too),
+ * a helper without the privilege to load BPF programs (-EPERM, -EACCES: a container's default
+ * capabilities, a unit without CAP_BPF; a process never gains capabilities, so only a restart
+ * with them can help). False for a cause a retry may fix (the loader's other errors, a helper
+ * that timed out or died, maps that cannot be mapped): success 0 is then worth an alert. */
 #include "biolatency_collector.h"
 
 #include <errno.h>
@@ -108,7 +110,7 @@ static void bl_attach(struct bl_collector *b, usec_t now, usec_t timeout)
                         (void)close(fds[i]);
                 if (!err[0])
                         snprintf(err, sizeof err, "%s", strerror(-r));
-                bl_failed(b, r, r == -EOPNOTSUPP, err);
+                bl_failed(b, r, r == -EOPNOTSUPP || r == -EPERM || r == -EACCES, err);
                 return;
         }
         b->permanent = false;

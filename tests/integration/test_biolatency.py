@@ -239,24 +239,33 @@ def not_attached(what, prefix, dev, says, success=None):
 def unprivileged_run(dev):
     setpriv = shutil.which("setpriv")
     if not setpriv:
-        print("note: no setpriv: the run without privilege is skipped")
+        print("skip: no setpriv: the run without privilege is skipped")
         return
     prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
     if subprocess.run(prefix + [BIN, "--version"], capture_output=True).returncode != 0:
-        print("note: nobody cannot run %s: the run without privilege is skipped" % BIN)
+        print("skip: nobody cannot run %s: the run without privilege is skipped" % BIN)
         return
-    # A retry may fix it (the service given the capability): the collector fails until then.
-    not_attached("as nobody", prefix, dev, "CAP_", success=0)
+    # A process never gains a capability: no retry fixes it, the operator chose it (a container's
+    # default capabilities), so nothing to page about.
+    not_attached("as nobody", prefix, dev, "CAP_", success=1)
 
 
 def nobtf_run(dev):
     """The kernel's BTF unreadable (an empty file bound over it in a mount namespace of the
     daemon's own): the loader says so; no retry fixes it, so nothing to page about."""
     if not shutil.which("unshare"):
-        print("note: no unshare: the run without BTF is skipped")
+        print("skip: no unshare: the run without BTF is skipped")
         return
-    cmd = 'mount --bind /dev/null /sys/kernel/btf/vmlinux && exec "$@"'
-    not_attached("without BTF", ["unshare", "-m", "sh", "-c", cmd, "sh"], dev, "BTF", success=1)
+    # The namespace's mounts are made private from /sys down, not from / (in a chroot / is no
+    # mount point, and unshare's default of making / private fails there).
+    cmd = 'mount --make-rslave /sys && mount --bind /dev/null /sys/kernel/btf/vmlinux && exec "$@"'
+    prefix = ["unshare", "-m", "--propagation", "unchanged", "sh", "-c", cmd, "sh"]
+    probe = subprocess.run(prefix + ["true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print("skip: the run without BTF: no mount namespace hides the kernel's BTF here (%s)"
+              % (probe.stdout + probe.stderr).strip()[-200:])
+        return
+    not_attached("without BTF", prefix, dev, "BTF", success=1)
 
 
 def disabled_run(dev):
