@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "diskstats_collector.h"
 #include "expo.h"
 #include "fsroot.h"
 #include "http.h"
@@ -24,12 +25,34 @@
 #include "watchdog.h"
 #include "websec.h"
 
+static const char *const sample_kind_names[_SAMPLE_KIND_MAX] = {
+    [SAMPLE_SCRAPE] = "scrape", [SAMPLE_WINDOW] = "window", [SAMPLE_FLOOR] = "floor",
+    [SAMPLE_DEMAND] = "demand", [SAMPLE_FIXED] = "fixed",   [SAMPLE_OTHER] = "other",
+};
+
+/* The daemon's own: rounds by why they ran. */
+static void rounds_export(const struct daemon *d, struct mset *out)
+{
+        struct mfamily *f = mset_family(
+            out, "diskpulse_collection_rounds_total",
+            "Collection rounds run, by what asked for them (--diskstats.sampling): scrape (just "
+            "before a scrape a steady scraper is expected to make), window (a window before one), "
+            "demand (a request found the page older than --diskstats.interval), floor (none for a "
+            "minute), fixed (every --diskstats.interval), other (start, reload, hotplug).",
+            MT_COUNTER);
+
+        for (size_t i = 0; i < _SAMPLE_KIND_MAX; i++)
+                mfamily_add_u64(out, f, "", d->rounds[i], "reason", sample_kind_names[i], NULL);
+}
+
 /* The other parts' own metrics, after the round's: the process, the helper, HTTP, the web
  * config. */
 static void parts_export(void *ud, struct mset *out)
 {
         struct daemon *d = ud;
 
+        if (d->event)
+                rounds_export(d, out);
         process_export(out, d->start_time);
         privsep_export(d->io, out);
         http_server_export(d->http, out);
@@ -64,34 +87,112 @@ void daemon_notify_status(struct daemon *d)
         sd_notify(0, buf);
 }
 
+static bool follows_scrapes(const struct daemon *d)
+{
+        return d->opts.ds_sampling == DS_SAMPLING_SCRAPE && d->want;
+}
+
+/* A round, published; the heartbeat. */
+static void run_round(struct daemon *d, enum sample_kind why)
+{
+        d->rounds[why]++; /* the page counts the round that made it */
+        publisher_publish(d->pub, round_run(&d->round, now_realtime()));
+        d->last_round = now_monotonic();
+        publisher_beat(d->pub, d->last_round);
+        if (d->round.count % 60 == 1)
+                daemon_notify_status(d);
+}
+
+/* Arms the tick for the next round: every --diskstats.interval (fixed), or when the scrapers
+ * the sampler follows want one. */
+static void schedule(struct daemon *d)
+{
+        usec_t now = now_monotonic(), next;
+
+        if (follows_scrapes(d)) {
+                usec_t t[PUBLISHER_ARRIVALS];
+                size_t n = publisher_take_arrivals(d->pub, t, ARRAY_SIZE(t));
+
+                for (size_t i = 0; i < n; i++)
+                        sampler_arrival(&d->sampler, t[i]);
+                next = sampler_next(&d->sampler, now, d->last_round, &d->next_kind);
+                /* A page for a scraper expected before the next round is made now. */
+                (void)publisher_prepare(
+                    d->pub, now, next < now + 4 * SAMPLER_LEAD ? next : now + 4 * SAMPLER_LEAD);
+        } else {
+                /* Keep the cadence (no drift); after a stall, start again from now. */
+                next = d->next_tick + d->opts.ds_interval;
+                if (next <= now)
+                        next = now + d->opts.ds_interval;
+                d->next_kind = SAMPLE_FIXED;
+                /* A scraper due before the next round finds its page made. */
+                (void)publisher_prepare(d->pub, now, next);
+        }
+        d->next_tick = next;
+        if (d->tick)
+                sd_event_source_set_time(d->tick, next);
+}
+
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata)
 {
         struct daemon *d = userdata;
-        usec_t now = now_monotonic();
 
+        (void)s;
         (void)usec;
-        publisher_publish(d->pub, round_run(&d->round, now_realtime()));
-        publisher_beat(d->pub, now);
-        if (d->round.count % 60 == 1)
-                daemon_notify_status(d);
-        /* Keep the cadence (no drift); after a stall, start again from now. */
-        d->next_tick += d->opts.ds_interval;
-        if (d->next_tick <= now)
-                d->next_tick = now + d->opts.ds_interval;
-        sd_event_source_set_time(s, d->next_tick);
-        /* A scraper due before the next round finds its page made. */
-        (void)publisher_prepare(d->pub, now_monotonic(), d->next_tick);
+        run_round(d, d->next_kind);
+        schedule(d);
         return 0;
 }
 
-/* Runs the next round soon (a device came or went). */
-static void tick_soon(struct daemon *d)
+/* A request waits: for a page newer than --diskstats.interval (a round now), or for a sign of
+ * life (a heartbeat). */
+static int on_want(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
-        usec_t soon = now_monotonic() + 50 * USEC_PER_MSEC;
+        struct daemon *d = userdata;
+        unsigned w = publisher_take_wants(d->pub);
+
+        (void)s;
+        (void)fd;
+        (void)revents;
+        if (w & PUBLISHER_WANT_ROUND)
+                run_round(d, SAMPLE_DEMAND);
+        else if (w & PUBLISHER_WANT_BEAT)
+                publisher_beat(d->pub, now_monotonic());
+        if (w & PUBLISHER_WANT_ROUND)
+                schedule(d);
+        return 0;
+}
+
+/* Runs the next round soon (a device came or went, a reload, the zygote's loss). */
+void daemon_tick_soon(struct daemon *d, usec_t delay)
+{
+        usec_t soon = now_monotonic() + delay;
 
         if (d->tick && d->next_tick > soon) {
                 d->next_tick = soon;
+                d->next_kind = SAMPLE_OTHER;
                 sd_event_source_set_time(d->tick, soon);
+        }
+}
+
+/* Sampling as the options say (at start and after SIGHUP): on demand or not, the window. */
+void daemon_apply_sampling(struct daemon *d)
+{
+        const struct diskstats_options *dso = d->opts.collector_opts[COLLECTOR_DISKSTATS];
+        bool scrape = d->opts.ds_sampling == DS_SAMPLING_SCRAPE;
+        int fd = publisher_on_demand(d->pub, scrape ? d->opts.ds_interval : 0);
+
+        if (dso && dso->window != d->sampler.window)
+                sampler_set_window(&d->sampler, dso->window);
+        if (scrape && fd < 0) {
+                log_errno(LOG_LEVEL_WARN, fd, "cannot sample on demand; sampling at a fixed rate",
+                          NULL);
+                return;
+        }
+        if (scrape && !d->want && d->event &&
+            sd_event_add_io(d->event, &d->want, fd, EPOLLIN, on_want, d) < 0) {
+                log_warn("cannot sample on demand; sampling at a fixed rate");
+                d->want = NULL;
         }
 }
 
@@ -118,7 +219,7 @@ static int on_monitor(sd_event_source *s, int fd, uint32_t revents, void *userda
         /* A "change" (udev sends one whenever a written disk is closed) only refreshes facts at
          * the next regular sample; a device that came or went is sampled right away. */
         if (came_or_went)
-                tick_soon(d);
+                daemon_tick_soon(d, 50 * USEC_PER_MSEC);
         return 0;
 }
 
@@ -179,6 +280,9 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         if (si->ssi_signo == SIGHUP) {
                 sd_notify(0, "RELOADING=1");
                 daemon_reload(d);
+                /* sampling as the options now say, and a round at once */
+                daemon_apply_sampling(d);
+                daemon_tick_soon(d, 0);
                 sd_notify(0, "READY=1");
                 daemon_notify_status(d);
                 return 0;
@@ -217,9 +321,7 @@ static int on_zygote_lost(sd_event_source *s, int fd, uint32_t revents, void *us
                   "grace", grace);
         sd_notify(0, "STATUS=The privileged zygote is lost; exiting for a restart");
         /* a round now, so that the page says it (diskpulse_helper_zygote_up 0) at once */
-        d->next_tick = now_monotonic();
-        if (d->tick)
-                sd_event_source_set_time(d->tick, d->next_tick);
+        daemon_tick_soon(d, 0);
         r = sd_event_add_time_relative(sd_event_source_get_event(s), &d->zygote_grace,
                                        CLOCK_MONOTONIC, d->opts.zygote_grace, USEC_PER_MSEC,
                                        on_zygote_grace, d);
@@ -335,14 +437,16 @@ int daemon_run(struct daemon *d)
         }
 
         /* The first round runs before serving, so no scrape ever sees an empty page. */
-        publisher_publish(d->pub, round_run(&d->round, now_realtime()));
-        publisher_beat(d->pub, now_monotonic());
-        d->next_tick = now_monotonic() + d->opts.ds_interval;
+        sampler_init(&d->sampler, 0);
+        daemon_apply_sampling(d);
+        run_round(d, SAMPLE_OTHER);
+        d->next_tick = d->last_round;
         r = sd_event_add_time(d->event, &d->tick, CLOCK_MONOTONIC, d->next_tick, USEC_PER_MSEC,
                               on_tick, d);
         if (r < 0)
                 return log_errno(LOG_LEVEL_ERROR, r, "cannot arm the sampling timer", NULL);
         sd_event_source_set_enabled(d->tick, SD_EVENT_ON);
+        schedule(d);
 
         allow = daemon_http_limits(&d->opts, &hc.limits);
         d->http = http_server_new(fds, nfds, &hc, d->pub, &err);
@@ -430,6 +534,7 @@ void daemon_done(struct daemon *d)
                 close(d->listen_fds[i]);
         free(d->listen_fds);
         d->tick = sd_event_source_unref(d->tick);
+        d->want = sd_event_source_unref(d->want);
         d->monitor = sd_event_source_unref(d->monitor);
         d->event = sd_event_unref(d->event);
         d->devsrc = devsrc_free(d->devsrc);

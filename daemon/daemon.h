@@ -12,6 +12,7 @@
 #include "devio.h"
 #include "options.h"
 #include "round.h"
+#include "sampler.h"
 
 #ifndef DISKPULSE_VERSION
 #define DISKPULSE_VERSION "0.0.0"
@@ -54,6 +55,11 @@ struct daemon {
         sd_event_source *zygote_lost, *zygote_grace; /* the zygote's loss, the exit after it */
         usec_t start_time;
         usec_t next_tick;
+        enum sample_kind next_kind; /* why the tick at next_tick runs */
+        struct sampler sampler;     /* --diskstats.sampling=scrape: when rounds are wanted */
+        sd_event_source *want;      /* a request waits for a new page or a heartbeat */
+        usec_t last_round;          /* monotonic */
+        uint64_t rounds[_SAMPLE_KIND_MAX];
 };
 
 /* daemon.c */
@@ -72,6 +78,11 @@ void daemon_setup_collectors(struct daemon *d);
 int daemon_run_once(struct daemon *d);
 int daemon_run(struct daemon *d);
 void daemon_done(struct daemon *d);
+/* Runs the next round after delay at the latest (a device came or went, a reload). */
+void daemon_tick_soon(struct daemon *d, usec_t delay);
+/* Sampling as the options say (--diskstats.sampling, --diskstats.interval, the window): at
+ * start, after SIGHUP. */
+void daemon_apply_sampling(struct daemon *d);
 
 /* settings.c */
 /* The HTTP limits of the options, the connection limit within what the open-file limit allows.

@@ -14,6 +14,13 @@
 
 #define DEFAULT_DEVICE_EXCLUDE "^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\\d+n\\d+p)\\d+$"
 
+/* --diskstats.sampling: when rounds run. */
+enum ds_sampling {
+        DS_SAMPLING_SCRAPE, /* when scrapes need them: before expected ones, a window earlier, on
+                             * demand (a page older than the interval), at least every minute */
+        DS_SAMPLING_FIXED,  /* every --diskstats.interval */
+};
+
 struct dp_options {
         char **listen; /* --web.listen-address, repeatable */
         size_t n_listen;
@@ -28,6 +35,7 @@ struct dp_options {
         char *procfs, *sysfs, *udev_data, *dev;
         char *device_include, *device_exclude; /* NULL: not set */
         usec_t ds_interval;                    /* --diskstats.interval: paces the round */
+        enum ds_sampling ds_sampling;          /* --diskstats.sampling */
         usec_t zygote_grace;                   /* --helper.zygote-grace */
         bool collector[COLLECTOR_MAX];
         /* Each registered collector's options (its def's options_size bytes, NULL: none),

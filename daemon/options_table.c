@@ -15,12 +15,15 @@
 /* OPT_ENUM values are read and written as int. */
 _Static_assert(sizeof(enum log_level) == sizeof(int), "enum log_level is int-sized");
 _Static_assert(sizeof(enum log_format) == sizeof(int), "enum log_format is int-sized");
+_Static_assert(sizeof(enum ds_sampling) == sizeof(int), "enum ds_sampling is int-sized");
 
 static const char *const log_level_names[] = {[LOG_LEVEL_DEBUG] = "debug",
                                               [LOG_LEVEL_INFO] = "info",
                                               [LOG_LEVEL_WARN] = "warn",
                                               [LOG_LEVEL_ERROR] = "error",
                                               [LOG_LEVEL_ERROR + 1] = NULL};
+static const char *const ds_sampling_names[] = {
+    [DS_SAMPLING_SCRAPE] = "scrape", [DS_SAMPLING_FIXED] = "fixed", [DS_SAMPLING_FIXED + 1] = NULL};
 static const char *const log_format_names[] = {
     [LOG_FORMAT_LOGFMT] = "logfmt", [LOG_FORMAT_JSON] = "json", [LOG_FORMAT_JSON + 1] = NULL};
 static int check_listen(const char *value, char *why, size_t whysz)
@@ -210,7 +213,18 @@ const struct opt_def options_table[] = {
      .min = 10 * MSEC,
      .max = 3600 * SEC,
      .arg = "DUR",
-     .help = "sampling period of /proc/diskstats",
+     .help = "sampling period of /proc/diskstats (fixed sampling); with scrape sampling, the "
+             "oldest a page is served: an older one is sampled anew first",
+     .reload = OPT_RELOAD,
+     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS)},
+    {.name = "diskstats.sampling",
+     .type = OPT_ENUM,
+     .offset = OFF(ds_sampling),
+     .def = DS_SAMPLING_SCRAPE,
+     .names = ds_sampling_names,
+     .arg = "MODE",
+     .help = "scrape: sample when scrapes need it (before each expected scrape and a window "
+             "earlier, on demand, at least every minute); fixed: every --diskstats.interval",
      .reload = OPT_RELOAD,
      .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS)},
     /* --diskstats.window (collectors/diskstats) */

@@ -45,8 +45,5 @@ void daemon_reload(struct daemon *d)
         daemon_collectors_apply(d, true);
         websec_install(web);
         options_free(&n);
-        d->next_tick = now_monotonic();
-        if (d->tick)
-                sd_event_source_set_time(d->tick, d->next_tick);
         log_info("configuration reloaded");
 }

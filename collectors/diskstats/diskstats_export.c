@@ -66,7 +66,9 @@ static bool exported(const struct ds_device *dev)
 }
 
 /* The oldest round a window that ends at round r may start at (with half an interval of slack
- * for timer jitter), or 0 when none but r itself is near enough. */
+ * for timer jitter); when none but r itself is that near (rounds that follow irregular scrapes,
+ * a stall), the round before r: the gauges then cover the longer span since it. 0 when r has no
+ * round before it in the ring. */
 static uint64_t window_start(const struct diskstats *d, uint64_t r)
 {
         usec_t newest = d->times[r % d->ring_cap];
@@ -77,8 +79,11 @@ static uint64_t window_start(const struct diskstats *d, uint64_t r)
                 return 0; /* out of the ring */
         for (uint64_t k = 1; k + (d->round - r) < d->ring_cap && k < r; k++) {
                 usec_t t = d->times[(r - k) % d->ring_cap];
-                if (newest - t > limit)
+                if (newest - t > limit) {
+                        if (k == 1)
+                                start = r - 1;
                         break;
+                }
                 start = r - k;
         }
         return start;

@@ -34,6 +34,7 @@ struct smart {
         pthread_cond_t wake;
         pthread_t thread;
         bool running, stop;
+        bool rescan;             /* a device came or went: enumerate again now */
         struct smart_config cfg; /* under lock */
         struct smart_dev **devs; /* under lock; sorted by name */
         size_t n, cap;
@@ -107,6 +108,14 @@ struct smart *smart_new(const struct smart_config *cfg)
         pthread_cond_init(&s->wake, NULL);
         s->cfg = *cfg;
         return s;
+}
+
+void smart_rescan(struct smart *s)
+{
+        pthread_mutex_lock(&s->lock);
+        s->rescan = true;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->lock);
 }
 
 void smart_reconfigure(struct smart *s, const struct smart_config *cfg)
@@ -294,7 +303,13 @@ static void *smart_thread(void *arg)
                 char name[DEVIO_NAME_MAX] = "";
                 int kind = -1;
 
-                if (last_enum == 0 || now - last_enum >= 10 * USEC_PER_SEC) {
+                bool rescan;
+
+                pthread_mutex_lock(&s->lock);
+                rescan = s->rescan;
+                s->rescan = false;
+                pthread_mutex_unlock(&s->lock);
+                if (rescan || last_enum == 0 || now - last_enum >= SMART_ENUM_INTERVAL) {
                         enumerate(s);
                         last_enum = now;
                 }
@@ -324,15 +339,15 @@ static void *smart_thread(void *arg)
                         break;
                 }
                 if (kind < 0) {
-                        usec_t until = next < last_enum + 10 * USEC_PER_SEC
+                        usec_t until = next < last_enum + SMART_ENUM_INTERVAL
                                            ? next
-                                           : last_enum + 10 * USEC_PER_SEC;
+                                           : last_enum + SMART_ENUM_INTERVAL;
                         struct timespec ts;
                         usec_t wait = until > now ? until - now : 0;
                         usec_t deadline = now_realtime() + wait;
                         ts.tv_sec = (time_t)(deadline / USEC_PER_SEC);
                         ts.tv_nsec = (long)(deadline % USEC_PER_SEC) * 1000;
-                        if (wait > 0 && !s->stop)
+                        if (wait > 0 && !s->stop && !s->rescan)
                                 pthread_cond_timedwait(&s->wake, &s->lock, &ts);
                         pthread_mutex_unlock(&s->lock);
                         continue;

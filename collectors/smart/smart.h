@@ -32,6 +32,10 @@ int smart_start(struct smart *s);
 struct smart *smart_free(struct smart *s);
 /* Applies a new configuration (SIGHUP); the thread picks it up at its next wake-up. */
 void smart_reconfigure(struct smart *s, const struct smart_config *cfg);
+/* The disks are enumerated again at once (a device came or went); without such news, every
+ * SMART_ENUM_INTERVAL (a host without udev events). */
+void smart_rescan(struct smart *s);
+#define SMART_ENUM_INTERVAL (60 * USEC_PER_SEC)
 /* Reads every device once, on the calling thread (--once). */
 void smart_read_all_now(struct smart *s);
 /* Writes the latest results. Main thread; takes the collector's lock briefly. */

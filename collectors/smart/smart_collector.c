@@ -45,6 +45,13 @@ static int sc_reconfigure(struct collector *c, const void *settings)
         return 0;
 }
 
+/* A device came, went or changed: the disks are enumerated again. */
+static void sc_device_event(struct collector *c, const char *device)
+{
+        (void)device;
+        smart_rescan(sc_of(c)->smart);
+}
+
 /* Every device read once, now, without the thread. */
 static int sc_settle(struct collector *c)
 {
@@ -67,6 +74,7 @@ static const struct collector_ops sc_ops = {
     .healthy = sc_healthy,
     .reconfigure = sc_reconfigure,
     .settle = sc_settle,
+    .device_event = sc_device_event,
     .free = sc_free,
 };
 

@@ -332,6 +332,32 @@ static void log_summary(struct connguard *g, usec_t now)
         g->last_log = now;
 }
 
+/* When the next sweep is due: every SWEEP_INTERVAL while a connection is open; with none, only
+ * when a summary of refusals waits for its line (USEC_INFINITY: never, the thread sleeps until
+ * a connection comes: connections are only ever added by this thread). */
+static usec_t sweep_due(struct connguard *g)
+{
+        usec_t due = g->last_sweep + SWEEP_INTERVAL;
+
+        pthread_mutex_lock(&g->lock);
+        if (g->live == 0) {
+                const struct connguard_stats *s = &g->st, *o = &g->logged;
+                bool unlogged = s->refused_network != o->refused_network ||
+                                s->refused_address != o->refused_address ||
+                                s->refused_limit != o->refused_limit || s->evicted != o->evicted ||
+                                s->timeout_header != o->timeout_header ||
+                                s->timeout_request != o->timeout_request ||
+                                s->timeout_write != o->timeout_write;
+                due = unlogged ? g->last_log + LOG_INTERVAL : USEC_INFINITY;
+                if (due < g->last_sweep + SWEEP_INTERVAL)
+                        due = g->last_sweep + SWEEP_INTERVAL;
+                if (g->st.open != 0)
+                        due = g->last_sweep + SWEEP_INTERVAL; /* the count shown is not 0 yet */
+        }
+        pthread_mutex_unlock(&g->lock);
+        return due;
+}
+
 static void *guard_main(void *arg)
 {
         struct connguard *g = arg;
@@ -339,14 +365,16 @@ static void *guard_main(void *arg)
         for (;;) {
                 struct epoll_event ev[16];
                 usec_t now = now_monotonic();
-                usec_t next = g->last_sweep + SWEEP_INTERVAL;
+                usec_t next = sweep_due(g);
                 int ms;
 
                 if (g->paused && g->paused_until < next)
                         next = g->paused_until;
                 if (g->nwaiting > 0 && now + THROTTLE_PAUSE < next)
                         next = now + THROTTLE_PAUSE;
-                ms = next > now ? (int)((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC) : 0;
+                ms = next == USEC_INFINITY ? -1
+                     : next > now          ? (int)((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC)
+                                           : 0;
                 int n = epoll_wait(g->epfd, ev, ARRAY_SIZE(ev), ms);
 
                 for (int i = 0; i < n; i++) {
@@ -363,7 +391,7 @@ static void *guard_main(void *arg)
                 if (g->nwaiting > 0)
                         retry_waiting(g);
                 now = now_monotonic();
-                if (now - g->last_sweep >= SWEEP_INTERVAL) {
+                if (now >= sweep_due(g)) {
                         pthread_mutex_lock(&g->lock);
                         connguard_sweep(g, now);
                         g->st.open = g->live;

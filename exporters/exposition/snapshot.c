@@ -6,6 +6,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "encoding.h"
 #include "expo.h"
@@ -40,9 +43,20 @@ struct asked_times {
 
 struct publisher {
         pthread_mutex_t lock;
+        pthread_cond_t changed; /* a snapshot published, or a beat */
         struct snapshot *cur;
+        usec_t made; /* when cur was published (monotonic) */
         usec_t beat;
         struct asked_times asked[_EXPO_FORMAT_MAX][2];
+        /* requests for the page: when they came, for the main loop's sampler (a ring) */
+        usec_t arrivals[PUBLISHER_ARRIVALS];
+        size_t narrivals, apos;
+        /* on demand: what the main loop is asked for through wantfd */
+        int wantfd;     /* an eventfd, -1: nothing is asked for */
+        usec_t max_age; /* a page older is renewed first (0: never) */
+        unsigned wants; /* PUBLISHER_WANT_*, asked and not yet answered */
+        unsigned deaf;  /* of those, ones asked for in vain (no wait until answered) */
+        uint64_t publishes, beats;
 };
 
 /* Notes the first request for a form on a snapshot (any thread). */
@@ -310,7 +324,14 @@ size_t snapshot_sets(const struct snapshot *s, struct mset *const **ret_sets)
 struct publisher *publisher_new(void)
 {
         struct publisher *p = xcalloc(1, sizeof(*p));
+        pthread_condattr_t ca;
+
         pthread_mutex_init(&p->lock, NULL);
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&p->changed, &ca);
+        pthread_condattr_destroy(&ca);
+        p->wantfd = -1;
         return p;
 }
 
@@ -319,9 +340,126 @@ struct publisher *publisher_free(struct publisher *p)
         if (!p)
                 return NULL;
         snapshot_unref(p->cur);
+        if (p->wantfd >= 0)
+                close(p->wantfd);
+        pthread_cond_destroy(&p->changed);
         pthread_mutex_destroy(&p->lock);
         free(p);
         return NULL;
+}
+
+int publisher_on_demand(struct publisher *p, usec_t max_age)
+{
+        int fd = -1;
+
+        if (max_age && p->wantfd < 0) {
+                fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+        }
+        pthread_mutex_lock(&p->lock);
+        if (fd >= 0)
+                p->wantfd = fd;
+        p->max_age = max_age;
+        pthread_mutex_unlock(&p->lock);
+        return p->wantfd;
+}
+
+/* Caller holds the lock. Asks the main loop for what (once until it answers). */
+static void ask(struct publisher *p, unsigned what)
+{
+        uint64_t one = 1;
+
+        if ((p->wants & what) == what)
+                return;
+        p->wants |= what;
+        if (write(p->wantfd, &one, sizeof one) < 0) {
+                /* the counter is full (never: the main loop reads it): asked already */
+        }
+}
+
+/* Caller holds the lock. Waits until cond's counter moves from seen or until deadline; false if
+ * it did not. */
+static bool wait_moved(struct publisher *p, const uint64_t *counter, uint64_t seen, usec_t deadline)
+{
+        struct timespec ts = {.tv_sec = (time_t)(deadline / USEC_PER_SEC),
+                              .tv_nsec = (long)(deadline % USEC_PER_SEC) * 1000};
+
+        while (*counter == seen)
+                if (pthread_cond_timedwait(&p->changed, &p->lock, &ts) == ETIMEDOUT)
+                        return *counter != seen;
+        return true;
+}
+
+struct snapshot *publisher_fresh(struct publisher *p)
+{
+        struct snapshot *s;
+        usec_t now = now_monotonic();
+
+        pthread_mutex_lock(&p->lock);
+        if (!p->narrivals ||
+            now - p->arrivals[(p->apos + PUBLISHER_ARRIVALS - 1) % PUBLISHER_ARRIVALS] >=
+                PUBLISHER_SAME) {
+                p->arrivals[p->apos] = now;
+                p->apos = (p->apos + 1) % PUBLISHER_ARRIVALS;
+                if (p->narrivals < PUBLISHER_ARRIVALS)
+                        p->narrivals++;
+        }
+        if (p->cur && p->max_age && p->wantfd >= 0 && now - p->made > p->max_age &&
+            !(p->deaf & PUBLISHER_WANT_ROUND)) {
+                uint64_t seen = p->publishes;
+                ask(p, PUBLISHER_WANT_ROUND);
+                if (!wait_moved(p, &p->publishes, seen, now + PUBLISHER_WAIT))
+                        p->deaf |= PUBLISHER_WANT_ROUND; /* served as it is until answered */
+        }
+        s = snapshot_ref(p->cur);
+        pthread_mutex_unlock(&p->lock);
+        return s;
+}
+
+bool publisher_alive(struct publisher *p, usec_t stale)
+{
+        usec_t now = now_monotonic();
+        bool alive;
+
+        pthread_mutex_lock(&p->lock);
+        alive = p->beat && now - p->beat <= stale;
+        if (!alive && p->beat && p->max_age && p->wantfd >= 0 && !(p->deaf & PUBLISHER_WANT_BEAT)) {
+                /* The main loop sleeps until it has work: is it there to answer? */
+                uint64_t seen = p->beats;
+                ask(p, PUBLISHER_WANT_BEAT);
+                alive = wait_moved(p, &p->beats, seen, now + PUBLISHER_WAIT);
+                if (!alive)
+                        p->deaf |= PUBLISHER_WANT_BEAT;
+        }
+        pthread_mutex_unlock(&p->lock);
+        return alive;
+}
+
+unsigned publisher_take_wants(struct publisher *p)
+{
+        uint64_t n;
+        unsigned w;
+
+        pthread_mutex_lock(&p->lock);
+        if (p->wantfd >= 0)
+                (void)!read(p->wantfd, &n, sizeof n);
+        w = p->wants;
+        pthread_mutex_unlock(&p->lock);
+        return w;
+}
+
+size_t publisher_take_arrivals(struct publisher *p, usec_t *out, size_t max)
+{
+        size_t n;
+
+        pthread_mutex_lock(&p->lock);
+        n = p->narrivals < max ? p->narrivals : max;
+        for (size_t i = 0; i < n; i++)
+                out[i] = p->arrivals[(p->apos + PUBLISHER_ARRIVALS - n + i) % PUBLISHER_ARRIVALS];
+        p->narrivals = 0;
+        pthread_mutex_unlock(&p->lock);
+        return n;
 }
 
 void publisher_publish(struct publisher *p, struct snapshot *s)
@@ -333,6 +471,11 @@ void publisher_publish(struct publisher *p, struct snapshot *s)
         pthread_mutex_lock(&p->lock);
         old = p->cur;
         p->cur = s;
+        p->made = now_monotonic();
+        p->publishes++;
+        p->wants &= ~PUBLISHER_WANT_ROUND;
+        p->deaf &= ~PUBLISHER_WANT_ROUND;
+        pthread_cond_broadcast(&p->changed);
         pthread_mutex_unlock(&p->lock);
         /* What an old snapshot's pages leave free within the heap goes back to the system
          * (a few hundred KiB that the heap's top would otherwise keep); an old snapshot that
@@ -396,12 +539,13 @@ struct snapshot *publisher_get(struct publisher *p)
 
 void publisher_beat(struct publisher *p, usec_t now)
 {
-        __atomic_store_n(&p->beat, now, __ATOMIC_RELAXED);
-}
-
-usec_t publisher_last_beat(struct publisher *p)
-{
-        return __atomic_load_n(&p->beat, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&p->lock);
+        p->beat = now;
+        p->beats++;
+        p->wants &= ~PUBLISHER_WANT_BEAT;
+        p->deaf &= ~PUBLISHER_WANT_BEAT;
+        pthread_cond_broadcast(&p->changed);
+        pthread_mutex_unlock(&p->lock);
 }
 
 void snapshot_set_summarizers(struct snapshot *s, const summarize_fn *fns)

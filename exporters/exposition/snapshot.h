@@ -79,6 +79,36 @@ bool snapshot_page_ready(struct snapshot *s, enum expo_format fmt, bool gzip);
 
 /* Returns a new reference to the current snapshot, or NULL before the first. Any thread. */
 struct snapshot *publisher_get(struct publisher *p);
-/* The main loop's heartbeat (monotonic usec of its last iteration). */
+/* The main loop's heartbeat (monotonic usec of its last iteration); main thread. */
 void publisher_beat(struct publisher *p, usec_t now);
-usec_t publisher_last_beat(struct publisher *p);
+
+/* ---- on demand: a main loop that samples when the page is asked for ---- */
+
+/* What the main loop is asked for (publisher_take_wants()). */
+#define PUBLISHER_WANT_ROUND 1u /* a snapshot newer than max_age, for a request waiting */
+#define PUBLISHER_WANT_BEAT  2u /* a heartbeat, for a health check waiting */
+/* How long a request waits for what it asked; one that waited in vain makes the next ones not
+ * wait until the main loop has answered (a stuck loop costs each request nothing). */
+#define PUBLISHER_WAIT (2 * USEC_PER_SEC)
+/* Request times kept for the main loop between its wake-ups; two nearer than this are one. */
+#define PUBLISHER_ARRIVALS 64
+#define PUBLISHER_SAME     (50 * USEC_PER_MSEC)
+
+/* A request for a page is served a snapshot at most max_age old: an older one is renewed first
+ * (0: never, the main loop publishes at its own pace). Returns the descriptor (an eventfd) that
+ * becomes readable when the main loop is asked for something, or -1 (max_age 0) or -errno. Main
+ * thread; may be called again (SIGHUP). */
+int publisher_on_demand(struct publisher *p, usec_t max_age);
+/* The current snapshot for a request for the page (notes when it came), renewed first when it
+ * is older than max_age: the main loop is asked and the call waits (PUBLISHER_WAIT at most) for
+ * it to publish. NULL before the first. Any thread. */
+struct snapshot *publisher_fresh(struct publisher *p);
+/* Whether the main loop is alive: its last heartbeat is at most stale old, or (on demand) it
+ * answers within PUBLISHER_WAIT when asked. Any thread. */
+bool publisher_alive(struct publisher *p, usec_t stale);
+/* What the main loop is asked for (PUBLISHER_WANT_*; what it publishes or beats answers);
+ * clears the descriptor. Main thread. */
+unsigned publisher_take_wants(struct publisher *p);
+/* The arrival times of the requests for the page since the last call, oldest first (at most
+ * max, the newest). Main thread. */
+size_t publisher_take_arrivals(struct publisher *p, usec_t *out, size_t max);

@@ -82,7 +82,7 @@ static void free_page(void *cls)
 
 static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connection *c)
 {
-        struct snapshot *snap = publisher_get(s->pub);
+        struct snapshot *snap = publisher_fresh(s->pub);
         const char *ae =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
         const char *accept =
@@ -178,7 +178,7 @@ static void index_table(FILE *f, const struct summary_table *t)
 
 static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection *c)
 {
-        struct snapshot *snap = publisher_get(s->pub);
+        struct snapshot *snap = publisher_fresh(s->pub);
         char *page = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&page, &len);
@@ -216,9 +216,7 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
 
 static enum MHD_Result serve_health(struct http_server *s, struct MHD_Connection *c)
 {
-        usec_t beat = publisher_last_beat(s->pub), now = now_monotonic();
-
-        if (beat == 0 || now - beat > s->cfg.health_stale)
+        if (!publisher_alive(s->pub, s->cfg.health_stale))
                 return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
                              "main loop stalled\n");
         return reply(c, MHD_HTTP_OK, "text/plain; charset=utf-8", "OK\n");

@@ -14,7 +14,8 @@
 
 struct http_config {
         struct connguard_config limits; /* connection limits, deadlines, allowed networks */
-        usec_t health_stale; /* /-/healthy fails when the main loop is silent this long */
+        usec_t health_stale; /* /-/healthy fails when the main loop is silent this long and, when
+                              * it samples on demand, does not answer when asked */
         const char *version; /* shown on / */
         const char *revision;
 };

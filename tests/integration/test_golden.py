@@ -9,7 +9,8 @@ import sys
 import dp
 
 BIN = sys.argv[1]
-VOLATILE = re.compile(r"^(# (HELP|TYPE) )?(process_|diskpulse_collector_duration_seconds|diskpulse_build_info)")
+VOLATILE = re.compile(r"^(# (HELP|TYPE) )?(process_|diskpulse_collector_duration_seconds|diskpulse_build_info|"
+                      r"diskpulse_collection_rounds_total)")
 DEFAULT_EXCLUDE = re.compile(r"^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$")
 
 CASES = [
@@ -148,6 +149,12 @@ def main():
         with dp.Daemon(BIN, "--diskstats.interval=1h", "--diskstats.window=1h", *roots) as d:
             text = d.scrape_text()
         dp.check(stable(text) == expected, "%s: HTTP /metrics equals %s" % (case, os.path.relpath(golden)))
+        # the daemon counts its rounds (--once runs one, uncounted): the start-up one, and no other
+        # (the page is younger than --diskstats.interval)
+        rounds = {dict(ls)["reason"]: v for (n, ls), v in dp.parse(text).items()
+                  if n == "diskpulse_collection_rounds_total"}
+        dp.check(rounds == {"scrape": 0, "window": 0, "floor": 0, "demand": 0, "fixed": 0, "other": 1},
+                 "%s: diskpulse_collection_rounds_total: one round, at start (%s)" % (case, rounds))
     dp.finish()
 
 

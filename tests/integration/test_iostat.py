@@ -284,7 +284,9 @@ def main():
         with open("/sys/block/%s/loop/dio" % name) as f:
             print("%s over %s, direct I/O %s" % (dev, backing, f.read().strip()))
 
-        with dp.Daemon(binary, "--diskstats.interval=" + INTERVAL, "--diskstats.window=%ds" % WINDOW,
+        # fixed sampling: iostat's window is aligned with the daemon's 100 ms cadence
+        with dp.Daemon(binary, "--diskstats.sampling=fixed", "--diskstats.interval=" + INTERVAL,
+                       "--diskstats.window=%ds" % WINDOW,
                        "--collector.diskstats.device-include=^%s$" % name) as d:
             for label, fio_args, nonzero in LOADS:
                 run_load(d, name, dev, label, fio_args, nonzero, worst, tick)

@@ -168,7 +168,8 @@ def stalled_loop(tmp):
     with open(os.path.join(FIXTURE, "proc", "diskstats"), "rb") as f:
         feeder = Feeder(fifo, f.read())
     n = Notify(tmp)
-    p, log = start(tmp, n, "--path.procfs=" + proc, "--diskstats.interval=200ms")
+    # fixed sampling: the loop reads the FIFO every 200 ms whether scraped or not
+    p, log = start(tmp, n, "--path.procfs=" + proc, "--diskstats.interval=200ms", "--diskstats.sampling=fixed")
     try:
         dp.check(n.wait_for("READY=1", 15), "stall: READY=1 with diskstats from a FIFO")
         time.sleep(3)
@@ -306,11 +307,13 @@ def passed_socket_survives(tmp):
 def main():
     tmp = tempfile.mkdtemp(prefix="diskpulse-notify-")
     try:
-        for sub in ("a", "b", "c", "d", "e", "f"):
+        for sub in ("a", "b", "c", "d", "e", "f", "g"):
             os.mkdir(os.path.join(tmp, sub))
         socket_activation(os.path.join(tmp, "e"))
         passed_socket_survives(os.path.join(tmp, "f"))
-        pings_within_half(os.path.join(tmp, "a"), "1 s sampling")
+        pings_within_half(os.path.join(tmp, "a"), "1 s sampling", "--diskstats.sampling=fixed")
+        # Sampling that follows scrapes, none coming: a round a minute, the pings on their own.
+        pings_within_half(os.path.join(tmp, "g"), "no scraper (scrape sampling)")
         # Sampling once an hour: the loop has no other reason to wake up than the pings.
         pings_within_half(os.path.join(tmp, "b"), "idle loop (1 h sampling)", "--diskstats.interval=1h",
                           "--diskstats.window=1h")

@@ -201,6 +201,13 @@ static void ref_derive(const struct ref *r, const struct ref_dev *d, struct iost
                         return;
                 }
         }
+        /* none within the window (a stall, irregular scrapes): over the span since the last
+         * sample before */
+        if (d->count >= 2) {
+                iostat_derive(d->s[d->count - 2], newest, ref_present(d),
+                              d->t[d->count - 1] - d->t[d->count - 2], ret);
+                return;
+        }
         iostat_derive(zero, zero, ref_present(d), 0, ret);
 }
 

@@ -1128,6 +1128,7 @@ static void test_reload_contract(void **state)
                                               "collector.diskstats.device-include",
                                               "collector.diskstats.device-exclude",
                                               "diskstats.interval",
+                                              "diskstats.sampling",
                                               "diskstats.window",
                                               "helper.zygote-grace",
                                               "canary.path",

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <pthread.h>
 #include <time.h>
 #include <zlib.h>
 
@@ -247,6 +249,107 @@ static void test_steady_scraper_finds_its_page_made(void **state)
         publisher_free(p);
 }
 
+/* A main loop of its own: answers what it is asked through the descriptor (a new snapshot, or a
+ * heartbeat) until told to stop. */
+struct loop {
+        struct publisher *p;
+        int fd;
+        bool stop;
+        unsigned rounds, beats;
+};
+
+static void *loop_main(void *arg)
+{
+        struct loop *l = arg;
+
+        while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
+                struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
+                unsigned w;
+                if (poll(&pfd, 1, 50) <= 0)
+                        continue;
+                w = publisher_take_wants(l->p);
+                /* counted before the answer, which wakes the waiting request */
+                if (w & PUBLISHER_WANT_ROUND) {
+                        __atomic_add_fetch(&l->rounds, 1, __ATOMIC_RELAXED);
+                        publisher_publish(l->p, make(3));
+                }
+                if (w & (PUBLISHER_WANT_ROUND | PUBLISHER_WANT_BEAT)) {
+                        __atomic_add_fetch(&l->beats, 1, __ATOMIC_RELAXED);
+                        publisher_beat(l->p, now_monotonic());
+                }
+        }
+        return NULL;
+}
+
+/* On demand: a request that finds the page older than max_age has a new one made first, and
+ * the main loop is told when requests came; one younger is served as it is; a main loop that
+ * does not answer costs the first request PUBLISHER_WAIT and the next ones nothing. */
+static void test_on_demand(void **state)
+{
+        struct publisher *p = publisher_new();
+        struct loop l = {.p = p};
+        struct snapshot *first, *s;
+        pthread_t th;
+        usec_t t[8], t0;
+        size_t n;
+        (void)state;
+
+        assert_int_equal(publisher_on_demand(p, 0), -1); /* not asked for: no descriptor */
+        l.fd = publisher_on_demand(p, 200 * USEC_PER_MSEC);
+        assert_true(l.fd >= 0);
+        first = make(3);
+        publisher_publish(p, snapshot_ref(first));
+        publisher_beat(p, now_monotonic());
+        assert_int_equal(pthread_create(&th, NULL, loop_main, &l), 0);
+
+        /* young: as it is, no round */
+        s = publisher_fresh(p);
+        assert_ptr_equal(s, first);
+        snapshot_unref(s);
+        assert_int_equal(__atomic_load_n(&l.rounds, __ATOMIC_RELAXED), 0);
+        /* older than max_age: a new one, made for this request */
+        sleep_ms(300);
+        s = publisher_fresh(p);
+        assert_ptr_not_equal(s, first);
+        assert_int_equal(__atomic_load_n(&l.rounds, __ATOMIC_RELAXED), 1);
+        snapshot_unref(s);
+        /* the requests' times, once (two within PUBLISHER_SAME are one) */
+        n = publisher_take_arrivals(p, t, 8);
+        assert_int_equal(n, 2);
+        assert_true(t[1] - t[0] >= 300 * USEC_PER_MSEC);
+        assert_int_equal(publisher_take_arrivals(p, t, 8), 0);
+        /* a main loop that sleeps: its heartbeat is old, yet it answers */
+        sleep_ms(300);
+        assert_true(publisher_alive(p, 100 * USEC_PER_MSEC));
+        assert_true(__atomic_load_n(&l.beats, __ATOMIC_RELAXED) >= 2);
+
+        /* the main loop stops answering */
+        __atomic_store_n(&l.stop, true, __ATOMIC_RELEASE);
+        pthread_join(th, NULL);
+        sleep_ms(300);
+        t0 = now_monotonic();
+        s = publisher_fresh(p); /* waits PUBLISHER_WAIT, then the old page */
+        assert_true(now_monotonic() - t0 >= PUBLISHER_WAIT);
+        assert_non_null(s);
+        snapshot_unref(s);
+        t0 = now_monotonic();
+        s = publisher_fresh(p); /* no wait until the loop answers */
+        assert_true(now_monotonic() - t0 < PUBLISHER_WAIT / 2);
+        snapshot_unref(s);
+        t0 = now_monotonic();
+        assert_false(publisher_alive(p, 100 * USEC_PER_MSEC));
+        assert_true(now_monotonic() - t0 >= PUBLISHER_WAIT);
+        assert_false(publisher_alive(p, 100 * USEC_PER_MSEC)); /* at once */
+        assert_true(now_monotonic() - t0 < PUBLISHER_WAIT + PUBLISHER_WAIT / 2);
+        /* it answers again (a round): requests wait for it again */
+        publisher_publish(p, make(3));
+        publisher_beat(p, now_monotonic());
+        assert_true(publisher_alive(p, 100 * USEC_PER_MSEC));
+
+        snapshot_unref(first);
+        publisher_free(p);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -255,6 +358,7 @@ int main(void)
             cmocka_unit_test(test_huge_page_streamed_and_compressed_as_read),
             cmocka_unit_test(test_stream_holds_the_snapshot),
             cmocka_unit_test(test_steady_scraper_finds_its_page_made),
+            cmocka_unit_test(test_on_demand),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
