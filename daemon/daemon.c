@@ -182,8 +182,8 @@ void daemon_apply_sampling(struct daemon *d)
         bool scrape = d->opts.ds_sampling == DS_SAMPLING_SCRAPE;
         int fd = publisher_on_demand(d->pub, scrape ? d->opts.ds_interval : 0);
 
-        if (dso && dso->window != d->sampler.window)
-                sampler_set_window(&d->sampler, dso->window);
+        if (dso)
+                sampler_set(&d->sampler, dso->window, d->opts.ds_interval);
         if (scrape && fd < 0) {
                 log_errno(LOG_LEVEL_WARN, fd, "cannot sample on demand; sampling at a fixed rate",
                           NULL);
@@ -437,7 +437,7 @@ int daemon_run(struct daemon *d)
         }
 
         /* The first round runs before serving, so no scrape ever sees an empty page. */
-        sampler_init(&d->sampler, 0);
+        sampler_init(&d->sampler, 0, d->opts.ds_interval);
         daemon_apply_sampling(d);
         run_round(d, SAMPLE_OTHER);
         d->next_tick = d->last_round;

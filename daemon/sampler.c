@@ -4,15 +4,16 @@
 #include <stdint.h>
 #include <string.h>
 
-void sampler_init(struct sampler *s, usec_t window)
+void sampler_init(struct sampler *s, usec_t window, usec_t gap)
 {
         memset(s, 0, sizeof(*s));
-        s->window = window;
+        sampler_set(s, window, gap);
 }
 
-void sampler_set_window(struct sampler *s, usec_t window)
+void sampler_set(struct sampler *s, usec_t window, usec_t gap)
 {
         s->window = window;
+        s->gap = gap > SAMPLER_SAME ? gap : SAMPLER_SAME;
 }
 
 size_t sampler_tracks(const struct sampler *s)
@@ -122,7 +123,7 @@ static int64_t first_after(int64_t base, int64_t p, int64_t floor)
 
 usec_t sampler_next(struct sampler *s, usec_t now, usec_t last, enum sample_kind *kind)
 {
-        int64_t served = (int64_t)last + (int64_t)SAMPLER_SAME;
+        int64_t served = (int64_t)last + (int64_t)s->gap - 1; /* a round gap after last runs */
         int64_t next = last ? (int64_t)(last + SAMPLER_FLOOR) : (int64_t)now;
         enum sample_kind why = SAMPLE_FLOOR;
         size_t i = 0;

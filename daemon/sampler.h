@@ -16,8 +16,8 @@
 
 #include "util.h"
 
-#define SAMPLER_TRACKS  4   /* scrapers followed at once */
-#define SAMPLER_HISTORY 32  /* arrivals kept to find a new scraper's period */
+#define SAMPLER_TRACKS  4  /* scrapers followed at once */
+#define SAMPLER_HISTORY 32 /* arrivals kept to find a new scraper's period */
 /* A round at least this often with no scraper: 32-bit counters of /proc/diskstats (ms fields)
  * and the block-latency program's u32 bucket counts are summed as deltas, safe while no two
  * rounds are further apart than a wrap (over an hour at a million requests in flight). */
@@ -50,6 +50,7 @@ struct sampler_track {
 
 struct sampler {
         usec_t window; /* --diskstats.window */
+        usec_t gap;    /* --diskstats.interval: planned rounds no nearer to the last one */
         usec_t hist[SAMPLER_HISTORY];
         size_t nhist, hpos; /* arrivals, a ring: the newest at hist[(hpos + N - 1) % N] */
         struct sampler_track t[SAMPLER_TRACKS];
@@ -57,18 +58,19 @@ struct sampler {
 };
 
 /* A sampler with no scraper known. */
-void sampler_init(struct sampler *s, usec_t window);
-/* A new window (SIGHUP): the scrapers known are kept. */
-void sampler_set_window(struct sampler *s, usec_t window);
+void sampler_init(struct sampler *s, usec_t window, usec_t gap);
+/* A new window or interval (SIGHUP): the scrapers known are kept. */
+void sampler_set(struct sampler *s, usec_t window, usec_t gap);
 /* How far from its expected time an arrival still belongs to a scraper of period p. */
 usec_t sampler_tolerance(usec_t p);
 /* A request for the page arrived at t (arrivals in time order). */
 void sampler_arrival(struct sampler *s, usec_t t);
 /* When the next round is wanted (never before now), given that the last one ran at last (0:
  * none) and it is now: the earliest of last + SAMPLER_FLOOR and the rounds the tracks want after
- * last (each expected scrape less SAMPLER_LEAD, and that less the window; one within
- * SAMPLER_SAME after last is served by it); *kind (may be NULL) says which. Drops the tracks
- * whose scraper missed twice. */
+ * last (each expected scrape less SAMPLER_LEAD, and that less the window; one within the gap,
+ * at least SAMPLER_SAME, after last is served by it: rounds no more often than a fixed rate would
+ * make them, however many scrapers); *kind (may be NULL) says which. Drops the tracks whose
+ * scraper missed twice. */
 usec_t sampler_next(struct sampler *s, usec_t now, usec_t last, enum sample_kind *kind);
 /* Scrapers followed. */
 size_t sampler_tracks(const struct sampler *s);

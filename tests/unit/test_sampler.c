@@ -28,7 +28,7 @@ struct sim {
 
 static void sim_init(struct sim *m, usec_t window, usec_t start)
 {
-        sampler_init(&m->s, window);
+        sampler_init(&m->s, window, USEC_PER_SEC);
         m->nrounds = 0;
         m->last = start; /* the start-up round */
         m->next = sampler_next(&m->s, start, start, &m->kind);
@@ -157,8 +157,8 @@ static void test_jitter_and_drift(void **state)
                 if (k >= 5) {
                         usec_t r = round_before(&m, d), start;
                         if (d - r > SAMPLER_LEAD + 250 * MS)
-                                fail_msg("scrape %d at %llu: the page is %llu us old (period %llu)", k,
-                                         (unsigned long long)d, (unsigned long long)(d - r),
+                                fail_msg("scrape %d at %llu: the page is %llu us old (period %llu)",
+                                         k, (unsigned long long)d, (unsigned long long)(d - r),
                                          (unsigned long long)m.s.t[0].period);
                         start = round_before(&m, r - 1);
                         assert_true(r - start >= w - 250 * MS && r - start <= w + 250 * MS);
@@ -270,10 +270,10 @@ static void test_same_and_short(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_steady_scraper), cmocka_unit_test(test_window_over_period),
+            cmocka_unit_test(test_steady_scraper),   cmocka_unit_test(test_window_over_period),
             cmocka_unit_test(test_jitter_and_drift), cmocka_unit_test(test_two_scrapers),
-            cmocka_unit_test(test_scraper_leaves), cmocka_unit_test(test_floor),
-            cmocka_unit_test(test_no_false_tracks), cmocka_unit_test(test_same_and_short),
+            cmocka_unit_test(test_scraper_leaves),   cmocka_unit_test(test_floor),
+            cmocka_unit_test(test_no_false_tracks),  cmocka_unit_test(test_same_and_short),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
