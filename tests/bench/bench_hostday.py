@@ -154,7 +154,7 @@ def threads(root):
 # --- exporters ---------------------------------------------------------------------------------
 
 class Running(bs.Exporter):
-    """An exporter measured here: its process tree's CPU, and whether it is still there."""
+    """An exporter as run here: its command line made for a port found free, its output kept."""
 
     def __init__(self, name, argv_of, size=None):
         super().__init__(name, None, None)
@@ -201,6 +201,18 @@ class Running(bs.Exporter):
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError("%s did not listen within %d s" % (self.name, timeout))
+
+
+def stop_all(exporters):
+    """Stops them all; those left when a stop is interrupted (Ctrl-C) are killed."""
+    try:
+        for ex in exporters:
+            ex.stop()
+    finally:
+        for ex in exporters:
+            if ex.alive():
+                ex.proc.kill()
+                ex.proc.wait()
 
 
 class Scraper(threading.Thread):
@@ -320,10 +332,11 @@ def run_interval(interval, warmup, duration, trees, binary, have_ne, fixed):
         return res, facts[0] if facts else None
     finally:
         stop_ev.set()
-        for ex in running:
-            ex.stop()
-        for d in states:
-            shutil.rmtree(d, ignore_errors=True)
+        try:
+            stop_all(running)
+        finally:
+            for d in states:
+                shutil.rmtree(d, ignore_errors=True)
 
 
 def full_facts(ex):
@@ -385,9 +398,10 @@ def run_idle(binary, have_ne, seconds):
                         "born": len(set(l) - set(f)), "day": (a1 - a0) / wall * 86400})
         return out
     finally:
-        for ex in running:
-            ex.stop()
-        shutil.rmtree(state, ignore_errors=True)
+        try:
+            stop_all(running)
+        finally:
+            shutil.rmtree(state, ignore_errors=True)
 
 
 # --- report ------------------------------------------------------------------------------------
