@@ -118,6 +118,28 @@ def memory(pids):
     return pss, rss, hwm, first
 
 
+def tree_roots(root):
+    """The --path.* flags of both exporters for a tree."""
+    return ["--path.procfs=" + root + "/proc", "--path.sysfs=" + root + "/sys",
+            "--path.udev.data=" + root + "/udev"]
+
+
+def diskpulse_argv(binary, port, roots, state, off=("smart", "canary")):
+    """diskpulse on a tree as measured here: the collectors off named (--no-collector.NAME)."""
+    return ([binary, "--web.listen-address=127.0.0.1:%d" % port] + roots +
+            ["--collector.diskstats.device-exclude=" + fixture.DEVICE_EXCLUDE] +
+            ["--no-collector." + c for c in off] +
+            ["--state.directory=" + state, "--log.level=warn"])
+
+
+def node_exporter_argv(port, roots, exclude=fixture.DEVICE_EXCLUDE):
+    """node_exporter with its diskstats collector alone; exclude None: its own device filter."""
+    return ([NODE_EXPORTER, "--web.listen-address=127.0.0.1:%d" % port] + roots +
+            ["--collector.disable-defaults", "--collector.diskstats"] +
+            (["--collector.diskstats.device-exclude=" + exclude] if exclude else []) +
+            ["--log.level=warn"])
+
+
 class Exporter:
     """One exporter process on a loopback port, serving a tree."""
 
@@ -330,23 +352,13 @@ def bench_size(n, a, binary, have_ne):
     churn = None
     try:
         devs = fixture.make_tree(root, n)
-        roots = ["--path.procfs=" + root + "/proc", "--path.sysfs=" + root + "/sys",
-                 "--path.udev.data=" + root + "/udev"]
+        roots = tree_roots(root)
         dp_port = free_port()
-        dp = Exporter("diskpulse",
-                      [binary, "--web.listen-address=127.0.0.1:%d" % dp_port] + roots +
-                      ["--collector.diskstats.device-exclude=" + fixture.DEVICE_EXCLUDE,
-                       "--no-collector.smart", "--no-collector.canary",
-                       "--state.directory=" + root + "/state", "--log.level=warn"], dp_port)
+        dp = Exporter("diskpulse", diskpulse_argv(binary, dp_port, roots, root + "/state"), dp_port)
         exporters.append(dp)
         if have_ne:
             ne_port = free_port()
-            exporters.append(Exporter(
-                "node_exporter",
-                [NODE_EXPORTER, "--web.listen-address=127.0.0.1:%d" % ne_port] + roots +
-                ["--collector.disable-defaults", "--collector.diskstats",
-                 "--collector.diskstats.device-exclude=" + fixture.DEVICE_EXCLUDE,
-                 "--log.level=warn"], ne_port))
+            exporters.append(Exporter("node_exporter", node_exporter_argv(ne_port, roots), ne_port))
         for ex in exporters:
             r = res[ex.name] = {"startup": ex.start(a.timeout)}
             if r["startup"] is None:
@@ -567,7 +579,7 @@ def composition_table(n, res):
     return "\n".join(rows)
 
 
-def machine(a, binary):
+def machine(a, binary, wrk=True):
     def first(cmd):
         try:
             return subprocess.run(cmd, capture_output=True, text=True).stdout.strip().splitlines()[0]
@@ -581,12 +593,13 @@ def machine(a, binary):
     mem = open("/proc/meminfo").readline().split()[1]
     osr = dict(l.rstrip().split("=", 1) for l in open("/etc/os-release") if "=" in l)
     rev = first(["git", "-C", SRC, "rev-parse", "--short=12", "HEAD"])
+    tools = [first([NODE_EXPORTER, "--version"])]
+    if wrk:
+        tools.append(first(["wrk", "--version"]).split(" Copyright")[0])
     return ["- CPU: %s, %d cores; memory %.1f GB; %s, kernel %s" % (
                 cpu, os.cpu_count(), int(mem) / 1e6, osr.get("PRETTY_NAME", "?").strip('"'),
                 platform.release()),
-            "- diskpulse %s (%s); %s; %s" % (first([binary, "--version"]), rev,
-                                            first([NODE_EXPORTER, "--version"]),
-                                            first(["wrk", "--version"]).split(" Copyright")[0])]
+            "- diskpulse %s (%s); %s" % (first([binary, "--version"]), rev, "; ".join(tools))]
 
 
 def shell_word(w):
@@ -599,6 +612,16 @@ def shell_word(w):
         val = rel if not rel.startswith("..") else os.path.join(os.path.basename(os.path.dirname(val)),
                                                                  os.path.basename(val))
     return key + eq + shlex.quote(val) if eq else shlex.quote(val)
+
+
+def release_binary():
+    """Builds a release binary in build-bench/; returns its path."""
+    build = os.path.join(SRC, "build-bench")
+    subprocess.run(["cmake", "-S", SRC, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+                    "-DDISKPULSE_TESTS=OFF"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", build, "-j2", "--target", "diskpulse"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return os.path.join(build, "diskpulse")
 
 
 def main():
@@ -629,14 +652,7 @@ def main():
     have_ne = not a.no_node_exporter and shutil.which(NODE_EXPORTER) is not None
     if not have_ne and not a.no_node_exporter:
         log("%s is not installed: diskpulse alone" % NODE_EXPORTER)
-    binary = a.binary
-    if not binary:
-        build = os.path.join(SRC, "build-bench")
-        subprocess.run(["cmake", "-S", SRC, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                        "-DDISKPULSE_TESTS=OFF"], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run(["cmake", "--build", build, "-j2", "--target", "diskpulse"], check=True,
-                       stdout=subprocess.DEVNULL)
-        binary = os.path.join(build, "diskpulse")
+    binary = a.binary or release_binary()
     sizes = [int(s) for s in a.sizes.split(",")]
     load0 = os.getloadavg()
     t0 = time.time()
