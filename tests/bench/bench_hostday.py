@@ -563,12 +563,8 @@ def main():
         return 1
     if a.update_doc:
         doc = open(a.update_doc).read()
-        begin, end = "<!-- hostday:begin -->", "<!-- hostday:end -->"
-        if begin in doc and end in doc:
-            doc = doc[:doc.index(begin) + len(begin)] + "\n" + report + "\n" + doc[doc.index(end):]
-            open(a.update_doc, "w").write(doc)
-        else:
-            log("%s has no %s ... %s markers" % (a.update_doc, begin, end))
+        if not bs.replace_marked(a.update_doc, doc, "<!-- hostday:begin -->", "<!-- hostday:end -->",
+                                 report):
             return 1
     return 0
 

@@ -677,14 +677,22 @@ def main():
     if a.update_doc:
         doc = open(a.update_doc).read()
         tag = "churn" if a.churn else "static"
-        begin, end = "<!-- bench:begin %s -->" % tag, "<!-- bench:end %s -->" % tag
-        if begin in doc and end in doc:
-            doc = doc[:doc.index(begin) + len(begin)] + "\n" + report + "\n" + doc[doc.index(end):]
-            open(a.update_doc, "w").write(doc)
-        else:
-            log("%s has no %s ... %s markers" % (a.update_doc, begin, end))
+        if not replace_marked(a.update_doc, doc, "<!-- bench:begin %s -->" % tag,
+                              "<!-- bench:end %s -->" % tag, report):
             return 1
     return 0
+
+
+def replace_marked(path, doc, begin, end, report):
+    """Writes doc (the text of path) with report between the begin and end markers; False (and a
+    message) when they are missing."""
+    if begin not in doc or end not in doc:
+        log("%s has no %s ... %s markers" % (path, begin, end))
+        return False
+    doc = doc[:doc.index(begin) + len(begin)] + "\n" + report + "\n" + doc[doc.index(end):]
+    with open(path, "w") as f:
+        f.write(doc)
+    return True
 
 
 if __name__ == "__main__":
