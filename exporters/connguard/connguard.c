@@ -72,7 +72,8 @@ struct connguard *connguard_new(const struct connguard_config *cfg)
 
         pthread_mutex_init(&g->lock, NULL);
         copy_config(g, cfg);
-        g->epfd = g->stopfd = g->hupfd = -1;
+        g->epfd = g->stopfd = g->hupfd = g->wakefd = -1;
+        g->idle_due = USEC_INFINITY;
         {
                 uint64_t seed;
                 if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed)
@@ -149,10 +150,11 @@ static void handle_new(struct connguard *g, int fd, const struct sockaddr *sa, s
                        usec_t since)
 {
         struct gconn *c = NULL;
-        usec_t now = now_monotonic();
+        usec_t now;
         enum verdict v;
 
         pthread_mutex_lock(&g->lock);
+        now = now_monotonic(); /* after every stamp made under the lock */
         v = admit(g, fd, sa, len, now, &c);
         if ((v == WAIT_ADDRESS || v == WAIT_LIMIT) &&
             (now - since >= THROTTLE_MAX || g->nwaiting == WAITING_MAX))
@@ -160,6 +162,7 @@ static void handle_new(struct connguard *g, int fd, const struct sockaddr *sa, s
         switch (v) {
         case ADMIT:
                 g->st.accepted++;
+                connguard_watch_hangup(g, c);
                 break;
         case REFUSE_NETWORK:
                 g->st.refused_network++;
@@ -187,7 +190,6 @@ static void handle_new(struct connguard *g, int fd, const struct sockaddr *sa, s
                 refuse(fd);
                 return;
         }
-        connguard_watch_hangup(g, fd, c->seq);
         /* libmicrohttpd closes the socket when it says no. */
         if (MHD_add_connection(g->mhd, fd, sa, len) != MHD_YES) {
                 int e = errno;
@@ -332,15 +334,44 @@ static void log_summary(struct connguard *g, usec_t now)
         g->last_log = now;
 }
 
-/* When the next sweep is due: every SWEEP_INTERVAL while a connection is open; with none, only
- * when a summary of refusals waits for its line (USEC_INFINITY: never, the thread sleeps until
- * a connection comes: connections are only ever added by this thread). */
+void connguard_busy(struct connguard *g)
+{
+        uint64_t one = 1;
+
+        if (g->busy)
+                return;
+        g->busy = true;
+        /* The guard's own thread is awake; libmicrohttpd's and the main thread wake it. */
+        if (g->wakefd >= 0 && !pthread_equal(pthread_self(), g->thread))
+                (void)!write(g->wakefd, &one, sizeof one);
+}
+
+void connguard_begin_request(struct connguard *g, struct gconn *c, usec_t now)
+{
+        if (c->armed) {
+                /* The watch reports a first byte at once, so now is when it came (or, if
+                 * libmicrohttpd read the request first, a moment after). */
+                c->since = now;
+                connguard_arm(g, c, false);
+        } else {
+                /* It came after the last sweep, which did not see it. */
+                c->since = c->since > g->last_sweep ? c->since : g->last_sweep;
+        }
+        c->phase = PHASE_HEADERS;
+        connguard_busy(g);
+}
+
+/* When the next sweep is due: every SWEEP_INTERVAL while a connection is busy (see
+ * SWEEP_INTERVAL) or the count of open ones shown in the log summary is not current; else at the
+ * earliest idle deadline, or when a summary of refusals waits for its line (USEC_INFINITY:
+ * neither, the thread sleeps until a connection or a first byte comes, or libmicrohttpd's thread
+ * wakes it: connguard_busy). */
 static usec_t sweep_due(struct connguard *g)
 {
         usec_t due = g->last_sweep + SWEEP_INTERVAL;
 
         pthread_mutex_lock(&g->lock);
-        if (g->live == 0) {
+        if (!g->busy && g->st.open == g->live) {
                 const struct connguard_stats *s = &g->st, *o = &g->logged;
                 bool unlogged = s->refused_network != o->refused_network ||
                                 s->refused_address != o->refused_address ||
@@ -348,11 +379,11 @@ static usec_t sweep_due(struct connguard *g)
                                 s->timeout_header != o->timeout_header ||
                                 s->timeout_request != o->timeout_request ||
                                 s->timeout_write != o->timeout_write;
-                due = unlogged ? g->last_log + LOG_INTERVAL : USEC_INFINITY;
+                due = g->idle_due;
+                if (unlogged && g->last_log + LOG_INTERVAL < due)
+                        due = g->last_log + LOG_INTERVAL;
                 if (due < g->last_sweep + SWEEP_INTERVAL)
                         due = g->last_sweep + SWEEP_INTERVAL;
-                if (g->st.open != 0)
-                        due = g->last_sweep + SWEEP_INTERVAL; /* the count shown is not 0 yet */
         }
         pthread_mutex_unlock(&g->lock);
         return due;
@@ -380,6 +411,11 @@ static void *guard_main(void *arg)
                 for (int i = 0; i < n; i++) {
                         if (ev[i].data.u64 == STOP_TAG)
                                 return NULL;
+                        if (ev[i].data.u64 == WAKE_TAG) {
+                                uint64_t v;
+                                (void)!read(g->wakefd, &v, sizeof v);
+                                continue;
+                        }
                         if (ev[i].data.u64 == HUP_SET) {
                                 pthread_mutex_lock(&g->lock);
                                 connguard_take_hangups(g);
@@ -393,6 +429,7 @@ static void *guard_main(void *arg)
                 now = now_monotonic();
                 if (now >= sweep_due(g)) {
                         pthread_mutex_lock(&g->lock);
+                        now = now_monotonic(); /* after every stamp made under the lock */
                         connguard_sweep(g, now);
                         g->st.open = g->live;
                         log_summary(g, now);
@@ -407,6 +444,7 @@ int connguard_start(struct connguard *g, struct MHD_Daemon *d, const int *fds, s
 {
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = STOP_TAG};
         struct epoll_event hev = {.events = EPOLLIN, .data.u64 = HUP_SET};
+        struct epoll_event wev = {.events = EPOLLIN, .data.u64 = WAKE_TAG};
         int r;
 
         g->fds = xcalloc(n ? n : 1, sizeof(int));
@@ -416,9 +454,11 @@ int connguard_start(struct connguard *g, struct MHD_Daemon *d, const int *fds, s
         g->epfd = epoll_create1(EPOLL_CLOEXEC);
         g->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         g->hupfd = epoll_create1(EPOLL_CLOEXEC);
-        if (g->epfd < 0 || g->stopfd < 0 || g->hupfd < 0 ||
+        g->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (g->epfd < 0 || g->stopfd < 0 || g->hupfd < 0 || g->wakefd < 0 ||
             epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->stopfd, &ev) < 0 ||
-            epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->hupfd, &hev) < 0)
+            epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->hupfd, &hev) < 0 ||
+            epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->wakefd, &wev) < 0)
                 return -errno;
         for (size_t i = 0; i < n; i++) {
                 int fl = fcntl(fds[i], F_GETFL);
@@ -457,7 +497,9 @@ void connguard_stop(struct connguard *g)
         pthread_mutex_lock(&g->lock);
         if (g->hupfd >= 0)
                 close(g->hupfd);
-        g->epfd = g->stopfd = g->hupfd = -1;
+        if (g->wakefd >= 0)
+                close(g->wakefd);
+        g->epfd = g->stopfd = g->hupfd = g->wakefd = -1;
         pthread_mutex_unlock(&g->lock);
 }
 
@@ -489,6 +531,7 @@ void connguard_reconfigure(struct connguard *g, const struct connguard_config *c
                     !cidr_list_allows(g->cfg.allow, g->cfg.n_allow, &c->addr))
                         connguard_shut(g, c, &g->st.closed_network);
         }
+        connguard_busy(g); /* the idle deadline may have changed: a sweep sees again */
         pthread_mutex_unlock(&g->lock);
 }
 

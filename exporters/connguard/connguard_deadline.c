@@ -1,5 +1,6 @@
 /* The connection guard's deadlines: header, request, idle and write timeouts, checked every
- * SWEEP_INTERVAL; a late connection is shut down. */
+ * SWEEP_INTERVAL while a connection is busy, else at the earliest idle deadline; a late
+ * connection is shut down. */
 #include <netinet/in.h>
 
 #include "connguard_internal.h"
@@ -8,6 +9,8 @@
 void connguard_sweep(struct connguard *g, usec_t now)
 {
         const struct connguard_config *cfg = &g->cfg;
+        bool busy = false;
+        usec_t idle_due = USEC_INFINITY;
 
         for (size_t fd = 0; fd < g->nbyfd; fd++) {
                 struct gconn *c = g->byfd[fd];
@@ -15,8 +18,10 @@ void connguard_sweep(struct connguard *g, usec_t now)
                 if (!c)
                         continue;
                 if (!c->started) {
-                        if (now - c->accepted > PENDING_MAX_AGE)
+                        if (connguard_elapsed(now, c->accepted) > PENDING_MAX_AGE)
                                 connguard_drop_pending(g, c);
+                        else
+                                busy = true;
                         continue;
                 }
                 if (c->closing)
@@ -31,7 +36,7 @@ void connguard_sweep(struct connguard *g, usec_t now)
                                    ti.tcpi_bytes_acked >= c->ack_mark + WRITE_PROGRESS) {
                                 c->stall_since = now;
                                 c->ack_mark = ti.tcpi_bytes_acked;
-                        } else if (now - c->stall_since > WRITE_TIMEOUT) {
+                        } else if (connguard_elapsed(now, c->stall_since) > WRITE_TIMEOUT) {
                                 /* a reset when libmicrohttpd closes it: the kernel drops what
                                  * the peer would not read instead of keeping it for an orphan
                                  * socket to retransmit */
@@ -51,17 +56,28 @@ void connguard_sweep(struct connguard *g, usec_t now)
                         }
                         if (rx > 0) {
                                 /* The next request began since the last look. */
-                                c->phase = PHASE_HEADERS;
-                                c->since = c->since > g->last_sweep ? c->since : g->last_sweep;
-                        } else if (now - c->since > cfg->idle_timeout) {
+                                connguard_begin_request(g, c, now);
+                        } else if (connguard_elapsed(now, c->since) > cfg->idle_timeout) {
                                 connguard_shut(g, c, &g->st.timeout_idle);
                                 continue;
                         }
                 }
-                if (c->phase == PHASE_HEADERS && now - c->since > cfg->header_timeout)
+                /* Idle, watched for its next first byte, its response read by the peer: nothing
+                 * to look at until its idle deadline. */
+                if (c->phase == PHASE_IDLE && c->armed && !c->stall_since) {
+                        usec_t due = c->since + cfg->idle_timeout + 1;
+                        idle_due = due < idle_due ? due : idle_due;
+                } else {
+                        busy = true;
+                }
+                if (c->phase == PHASE_HEADERS &&
+                    connguard_elapsed(now, c->since) > cfg->header_timeout)
                         connguard_shut(g, c, &g->st.timeout_header);
-                else if (c->phase == PHASE_HANDLING && now - c->since > cfg->request_timeout)
+                else if (c->phase == PHASE_HANDLING &&
+                         connguard_elapsed(now, c->since) > cfg->request_timeout)
                         connguard_shut(g, c, &g->st.timeout_request);
         }
         g->last_sweep = now;
+        g->busy = busy;
+        g->idle_due = idle_due;
 }

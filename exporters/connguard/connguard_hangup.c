@@ -1,13 +1,29 @@
 /* The connection guard's hang-up watch: every admitted socket in an epoll set of the guard's own
  * (EPOLLRDHUP, edge-triggered), so making room at a limit looks only at connections whose peer
- * has gone. */
+ * has gone. While a connection is idle between requests the watch also reports the first byte of
+ * its next request (EPOLLIN), so the guard need not poll idle connections to time a request from
+ * its first byte: it sleeps until a deadline or a byte. */
 #include <sys/epoll.h>
 
 #include "connguard_internal.h"
 
+/* Caller holds the lock. Data has arrived on c, idle between requests: if it is a request's first
+ * byte (not only the peer's FIN), the request begins now. */
+static void woken(struct connguard *g, struct gconn *c, uint32_t events)
+{
+        struct tcp_info ti;
+
+        if (!c->armed || !c->started || c->closing || c->phase != PHASE_IDLE)
+                return;
+        if (connguard_tcp_view(c->fd, &ti) ? connguard_request_bytes(&ti, c->rx_mark) > 0
+                                           : !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+                connguard_begin_request(g, c, now_monotonic());
+}
+
 /* Caller holds the lock. Marks the connections the hang-up watch reports (all it has queued:
  * the kernel queues a socket's hang-up when its FIN or reset arrives, so a client that hangs up
- * and connects again is seen gone before its new connection is accepted). */
+ * and connects again is seen gone before its new connection is accepted), and begins the
+ * requests whose first byte it reports. */
 void connguard_take_hangups(struct connguard *g)
 {
         struct epoll_event ev[64];
@@ -22,8 +38,12 @@ void connguard_take_hangups(struct connguard *g)
                         size_t fd = (uint32_t)tag;
                         struct gconn *c = fd < g->nbyfd ? g->byfd[fd] : NULL;
 
-                        if (c && c->seq == ((uint32_t)(tag >> 32) & HUP_SEQ_MASK))
+                        if (!c || c->seq != ((uint32_t)(tag >> 32) & HUP_SEQ_MASK))
+                                continue;
+                        if (ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
                                 c->hup = true;
+                        if (ev[i].events & EPOLLIN)
+                                woken(g, c, ev[i].events);
                 }
         } while (n == (int)ARRAY_SIZE(ev));
 }
@@ -71,13 +91,29 @@ bool connguard_closing_soon(struct connguard *g, const struct addrkey *key)
         return false;
 }
 
-/* Puts a socket not yet handed over into the hang-up watch; closing it takes it out. If that
- * fails, the sweep still sees the hang-up (at its pace). */
-void connguard_watch_hangup(struct connguard *g, int fd, uint32_t seq)
+static struct epoll_event watch_event(const struct gconn *c, bool first_byte)
 {
-        struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLET,
-                                 .data.u64 = HUP_TAG | (uint64_t)seq << 32 | (uint32_t)fd};
+        return (struct epoll_event){.events = EPOLLRDHUP | EPOLLET | (first_byte ? EPOLLIN : 0),
+                                    .data.u64 = HUP_TAG | (uint64_t)c->seq << 32 | (uint32_t)c->fd};
+}
 
-        if (g->hupfd >= 0)
-                (void)epoll_ctl(g->hupfd, EPOLL_CTL_ADD, fd, &ev);
+/* Caller holds the lock. Puts a socket not yet handed over into the hang-up watch; closing it
+ * takes it out. If that fails, the sweep still sees the hang-up and the next request (at its
+ * pace: an unwatched connection keeps the guard sweeping). */
+void connguard_watch_hangup(struct connguard *g, struct gconn *c)
+{
+        struct epoll_event ev = watch_event(c, false);
+
+        c->watched = g->hupfd >= 0 && epoll_ctl(g->hupfd, EPOLL_CTL_ADD, c->fd, &ev) == 0;
+}
+
+/* Caller holds the lock; c's socket is open. Changing what the watch reports of a socket looks
+ * at it again: a first byte already there is reported at once. */
+void connguard_arm(struct connguard *g, struct gconn *c, bool on)
+{
+        struct epoll_event ev = watch_event(c, on);
+
+        if (c->armed == on || !c->watched || g->hupfd < 0)
+                return;
+        c->armed = epoll_ctl(g->hupfd, EPOLL_CTL_MOD, c->fd, &ev) == 0 ? on : false;
 }

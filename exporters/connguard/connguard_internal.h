@@ -19,8 +19,12 @@
 #define STOP_TAG     UINT64_MAX
 #define HUP_TAG      (UINT64_C(1) << 62)
 #define HUP_SET      (UINT64_MAX - 1)
+#define WAKE_TAG     (UINT64_MAX - 2)
 #define HUP_SEQ_MASK ((uint32_t)((HUP_TAG - 1) >> 32))
-/* How often deadlines are checked: the precision of every timeout. */
+/* How often deadlines are checked while a connection is busy (its request arriving or being
+ * answered, its response not yet read by its peer, not started, or not watched): the precision of
+ * those timeouts. While every connection is idle between requests, its socket watched for its
+ * next first byte, the guard sleeps until the earliest idle deadline instead. */
 #define SWEEP_INTERVAL (250 * USEC_PER_MSEC)
 /* A connection handed to libmicrohttpd that it never started (it failed to set one up, and
  * closed the socket) is forgotten after this. */
@@ -60,6 +64,12 @@
 /* Summary of refusals and closes in the log, at most this often. */
 #define LOG_INTERVAL (60 * USEC_PER_SEC)
 
+/* Time from t to now; 0 if t is later (stamped by another thread after now was read). */
+static inline usec_t connguard_elapsed(usec_t now, usec_t t)
+{
+        return now > t ? now - t : 0;
+}
+
 enum phase {
         PHASE_HEADERS,  /* a request is arriving (or expected, right after accept) */
         PHASE_HANDLING, /* its headers are complete: the response is being made and sent */
@@ -79,6 +89,9 @@ struct gconn {
         uint64_t ack_mark;  /* bytes the peer had acknowledged at stall_since */
         usec_t stall_since; /* data waits for the peer since (no progress); 0: none waits */
         bool hup;           /* its peer has hung up or reset it (the hang-up watch said so) */
+        bool watched;       /* its socket is in the hang-up watch */
+        bool armed;         /* ... and the watch reports its next request's first byte (EPOLLIN):
+                               while idle between requests */
         uint32_t seq;       /* tells its hang-up events from those of an earlier socket */
         struct netaddr addr;
         struct addrkey key;
@@ -101,6 +114,7 @@ struct connguard {
         size_t nfds;
         int epfd, stopfd;
         int hupfd;    /* the hang-up watch: every admitted socket, EPOLLRDHUP | EPOLLET */
+        int wakefd;   /* eventfd: libmicrohttpd's thread wakes a sleeping guard (connguard_busy) */
         uint32_t seq; /* of the last admitted connection */
         struct waiting waiting[WAITING_MAX]; /* the waiting room (see enum verdict); the guard's */
         size_t nwaiting;                     /* thread only */
@@ -118,6 +132,8 @@ struct connguard {
         unsigned pending;       /* of those, handed to libmicrohttpd and not yet started */
         usec_t throttled_since; /* accepting has waited for libmicrohttpd since (0: not) */
         usec_t last_sweep;
+        bool busy;       /* a connection needs sweeps every SWEEP_INTERVAL (see there) */
+        usec_t idle_due; /* else the next sweep is due then (the earliest idle deadline) */
 
         struct connguard_stats st;
         struct connguard_stats logged;
@@ -165,8 +181,19 @@ bool connguard_reap_hung_up(struct connguard *g, const struct addrkey *key);
 /* Caller holds the lock. Whether a connection being answered (of key's address when not NULL) is
  * about to go by itself. */
 bool connguard_closing_soon(struct connguard *g, const struct addrkey *key);
-/* Puts a socket not yet handed over into the hang-up watch. */
-void connguard_watch_hangup(struct connguard *g, int fd, uint32_t seq);
+/* Caller holds the lock. Puts a socket not yet handed over into the hang-up watch. */
+void connguard_watch_hangup(struct connguard *g, struct gconn *c);
+/* Caller holds the lock. Whether the watch reports c's next request's first byte (on: c is idle
+ * between requests) or only its hang-up. */
+void connguard_arm(struct connguard *g, struct gconn *c, bool on);
+
+/* ---- connguard.c ---- */
+
+/* Caller holds the lock. A connection needs sweeps: wakes the guard's thread if it sleeps. */
+void connguard_busy(struct connguard *g);
+/* Caller holds the lock. c's next request has begun (now, if the watch was to report its first
+ * byte; else by the last sweep, which did not see it yet). */
+void connguard_begin_request(struct connguard *g, struct gconn *c, usec_t now);
 
 /* ---- connguard_deadline.c ---- */
 

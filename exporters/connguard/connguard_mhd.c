@@ -82,10 +82,8 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
         (void)uri;
         if (c) {
                 pthread_mutex_lock(&g->lock);
-                if (c->phase == PHASE_IDLE) {
-                        c->phase = PHASE_HEADERS;
-                        c->since = c->since > g->last_sweep ? c->since : g->last_sweep;
-                }
+                if (c->phase == PHASE_IDLE)
+                        connguard_begin_request(g, c, now_monotonic());
                 pthread_mutex_unlock(&g->lock);
         }
         return NULL;
@@ -99,7 +97,7 @@ void connguard_headers_done(struct connguard *g, struct MHD_Connection *mc)
                 return;
         pthread_mutex_lock(&g->lock);
         if (c->phase == PHASE_IDLE)
-                c->since = c->since > g->last_sweep ? c->since : g->last_sweep;
+                connguard_begin_request(g, c, now_monotonic());
         c->phase = PHASE_HANDLING;
         pthread_mutex_unlock(&g->lock);
 }
@@ -121,6 +119,11 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
         c->phase = PHASE_IDLE;
         c->since = now_monotonic();
         c->rx_mark = rx;
+        /* Unless it is closing: its next request's first byte wakes the guard (a byte already
+         * there is reported at once). */
+        if (!c->closing)
+                connguard_arm(g, c, true);
+        connguard_busy(g);
         pthread_mutex_unlock(&g->lock);
 }
 

@@ -103,6 +103,7 @@ struct gconn *connguard_conn_new(struct connguard *g, int fd, const struct netad
                 g->unkeyed++;
         }
         g->live++;
+        connguard_busy(g);
         return c;
 }
 
@@ -126,7 +127,7 @@ static uint32_t address_load(const struct connguard *g, const struct gconn *c)
 /* Whether c's peer has left what it was sent unread for EVICT_MIN_AGE (see WRITE_TIMEOUT). */
 static bool stalled(const struct gconn *c, usec_t now)
 {
-        return c->stall_since && now - c->stall_since >= EVICT_MIN_AGE;
+        return c->stall_since && connguard_elapsed(now, c->stall_since) >= EVICT_MIN_AGE;
 }
 
 /* Which connection of an address goes first: one whose peer does not read, then one whose
@@ -137,7 +138,7 @@ static int victim_rank(const struct gconn *c, usec_t now, bool is_stalled)
         if (is_stalled)
                 return 3;
         if (c->phase == PHASE_HEADERS)
-                return now - c->accepted >= EVICT_GRACE ? 2 : 0;
+                return connguard_elapsed(now, c->accepted) >= EVICT_GRACE ? 2 : 0;
         return 1;
 }
 
@@ -164,7 +165,8 @@ struct gconn *connguard_pick_victim(struct connguard *g, usec_t now, usec_t min_
                 int rank;
 
                 st = stalled(c, now);
-                if ((!st && (c->phase == PHASE_HANDLING || now - c->since < min_age)) ||
+                if ((!st &&
+                     (c->phase == PHASE_HANDLING || connguard_elapsed(now, c->since) < min_age)) ||
                     (key && !(c->keyed && addrkey_equal(c->key, *key))))
                         continue;
                 load = address_load(g, c);

@@ -344,6 +344,40 @@ def keep_alive():
             dp.check(got.startswith(b"HTTP/1.1 200") and closed, "%r: answered, then closed" % req[:40])
 
 
+def context_switches(pid):
+    """Times the threads of pid have slept and been woken (voluntary and involuntary switches)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                total += sum(int(l.split()[1]) for l in f if l.split()[0].endswith("ctxt_switches:"))
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def idle_keep_alive():
+    """A scraper's kept-alive connection between its scrapes costs no wake-ups: the guard sleeps
+    until the idle deadline or the next request's first byte (it swept 4 times a second)."""
+    with dp.Daemon(BIN, "--no-collector.smart", "--no-collector.canary") as d:
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=5)
+        c.request("GET", "/metrics")
+        dp.check(c.getresponse().read().startswith(b"#"), "a first scrape")
+        time.sleep(1.0)
+        before = context_switches(d.proc.pid)
+        time.sleep(4.0)
+        woken = context_switches(d.proc.pid) - before
+        dp.check(woken <= 4, "a kept-alive connection idle for 4 s: %d wake-ups of the daemon's threads "
+                 "(at most 4)" % woken)
+        t0 = time.monotonic()
+        c.request("GET", "/metrics")
+        r = c.getresponse()
+        dp.check(r.status == 200 and r.read().startswith(b"#") and time.monotonic() - t0 < 2.5,
+                 "the next request on it answered in %.2f s" % (time.monotonic() - t0))
+        c.close()
+
+
 def connection_limit():
     with dp.Daemon(BIN, "--web.max-connections=4", "--web.max-connections-per-address=3") as d:
         srcs = ["127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"]
@@ -772,6 +806,7 @@ host_header()
 options_method()
 request_bodies_and_sizes()
 keep_alive()
+idle_keep_alive()
 connection_limit()
 per_address_limit()
 reconnect_at_limit()
