@@ -36,7 +36,8 @@ static void rounds_export(const struct daemon *d, struct mset *out)
         struct mfamily *f = mset_family(
             out, "diskpulse_collection_rounds_total",
             "Collection rounds run, by what asked for them (--diskstats.sampling): scrape (just "
-            "before a scrape a steady scraper is expected to make), window (a window before one), "
+            "before a scrape a steady scraper is expected to make), window (a window before one: the "
+            "diskstats sampled, no page made), "
             "demand (a request found the page older than --diskstats.interval), floor (none for a "
             "minute), fixed (every --diskstats.interval), other (start, reload, hotplug).",
             MT_COUNTER);
@@ -92,11 +93,16 @@ static bool follows_scrapes(const struct daemon *d)
         return d->opts.ds_sampling == DS_SAMPLING_SCRAPE && d->want;
 }
 
-/* A round, published; the heartbeat. */
+/* A round, published; the heartbeat. A window's round only samples the diskstats at the window's
+ * edge: the scrape it is for reads the page of the round just before it, and a request between
+ * the two finds the page older than --diskstats.interval and has a round of its own. */
 static void run_round(struct daemon *d, enum sample_kind why)
 {
         d->rounds[why]++; /* the page counts the round that made it */
-        publisher_publish(d->pub, round_run(&d->round, now_realtime()));
+        if (why == SAMPLE_WINDOW)
+                (void)round_sample(&d->round, COLLECTOR_DISKSTATS);
+        else
+                publisher_publish(d->pub, round_run(&d->round, now_realtime()));
         d->last_round = now_monotonic();
         publisher_beat(d->pub, d->last_round);
         if (d->round.count % 60 == 1)

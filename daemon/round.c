@@ -63,6 +63,13 @@ struct snapshot *round_run(struct round *r, usec_t realtime)
         return snap;
 }
 
+int round_sample(struct round *r, size_t id)
+{
+        struct collector *c = r->c[id];
+
+        return c && c->ops->collect ? c->ops->collect(c, round_now(r)) : 0;
+}
+
 void round_drop(struct round *r, size_t id)
 {
         r->c[id] = collector_free(r->c[id]);
