@@ -36,9 +36,9 @@ static void rounds_export(const struct daemon *d, struct mset *out)
         struct mfamily *f = mset_family(
             out, "diskpulse_collection_rounds_total",
             "Collection rounds run, by what asked for them (--diskstats.sampling): scrape (just "
-            "before a scrape a steady scraper is expected to make), window (a window before one: the "
-            "diskstats sampled, no page made), "
-            "demand (a request found the page older than --diskstats.interval), floor (none for a "
+            "before a scrape a steady scraper is expected to make), window (a window before one: "
+            "the diskstats sampled, no page made), demand (a request found the page older than "
+            "--diskstats.interval), floor (none for a "
             "minute), fixed (every --diskstats.interval), other (start, reload, hotplug).",
             MT_COUNTER);
 
@@ -410,7 +410,7 @@ int daemon_run(struct daemon *d)
         int r, err = 0;
         _cleanup_free_ struct cidr *allow = NULL;
         struct http_config hc = {
-            .health_stale = 2 * d->opts.ds_interval + 10 * USEC_PER_SEC,
+            .health_stale = daemon_health_stale(&d->opts),
             .version = DISKPULSE_VERSION,
             .revision = DISKPULSE_REVISION,
         };

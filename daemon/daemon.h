@@ -88,6 +88,8 @@ void daemon_apply_sampling(struct daemon *d);
 /* The HTTP limits of the options, the connection limit within what the open-file limit allows.
  * Returns the allow-list for lim->allow (the caller frees it). */
 struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_config *lim);
+/* How long the main loop may be silent before /-/healthy fails: two sampling intervals and 10 s. */
+usec_t daemon_health_stale(const struct dp_options *o);
 /* Each registered collector as the options say: made (and started when start_new), given its
  * new settings, or freed when turned off. */
 void daemon_collectors_apply(struct daemon *d, bool start_new);

@@ -39,7 +39,7 @@ void daemon_reload(struct daemon *d)
         if (d->http) {
                 struct connguard_config lim;
                 _cleanup_free_ struct cidr *allow = daemon_http_limits(&n, &lim);
-                http_server_reconfigure(d->http, &lim);
+                http_server_reconfigure(d->http, &lim, daemon_health_stale(&n));
         }
 
         daemon_collectors_apply(d, true);

@@ -136,6 +136,11 @@ void daemon_collectors_apply(struct daemon *d, bool start_new)
  * libmicrohttpd's own). */
 #define FD_RESERVE 64
 
+usec_t daemon_health_stale(const struct dp_options *o)
+{
+        return 2 * o->ds_interval + 10 * USEC_PER_SEC;
+}
+
 struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_config *lim)
 {
         struct cidr *allow = xcalloc(o->n_allow_from ? o->n_allow_from : 1, sizeof(*allow));

@@ -23,7 +23,8 @@ struct http_server {
         struct publisher *pub;
         struct MHD_Daemon *daemon;
         struct connguard *guard;
-        _Atomic uint64_t bad_framing; /* requests answered 400 for their framing */
+        _Atomic uint64_t bad_framing;  /* requests answered 400 for their framing */
+        _Atomic uint64_t health_stale; /* cfg.health_stale, as the last reload set it */
 };
 
 __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -216,7 +217,7 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
 
 static enum MHD_Result serve_health(struct http_server *s, struct MHD_Connection *c)
 {
-        if (!publisher_alive(s->pub, s->cfg.health_stale))
+        if (!publisher_alive(s->pub, atomic_load(&s->health_stale)))
                 return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
                              "main loop stalled\n");
         return reply(c, MHD_HTTP_OK, "text/plain; charset=utf-8", "OK\n");
@@ -382,6 +383,7 @@ struct http_server *http_server_new(const int *fds, size_t n, const struct http_
         int r;
 
         s->cfg = *cfg;
+        atomic_store(&s->health_stale, cfg->health_stale);
         s->pub = pub;
         s->guard = connguard_new(&cfg->limits);
         connguard_mhd_options(s->guard, guard_opts);
@@ -413,9 +415,11 @@ struct http_server *http_server_new(const int *fds, size_t n, const struct http_
         return s;
 }
 
-void http_server_reconfigure(struct http_server *s, const struct connguard_config *limits)
+void http_server_reconfigure(struct http_server *s, const struct connguard_config *limits,
+                             usec_t health_stale)
 {
         connguard_reconfigure(s->guard, limits);
+        atomic_store(&s->health_stale, health_stale);
 }
 
 void http_server_stats(struct http_server *s, struct connguard_stats *ret)

@@ -26,8 +26,9 @@ struct http_server;
  * and sets *ret_err (-errno) when libmicrohttpd refuses to start. */
 struct http_server *http_server_new(const int *fds, size_t n, const struct http_config *cfg,
                                     struct publisher *pub, int *ret_err);
-/* New limits, deadlines and allowed networks (SIGHUP). Main thread. */
-void http_server_reconfigure(struct http_server *s, const struct connguard_config *limits);
+/* New limits, deadlines, allowed networks and health_stale (SIGHUP). Main thread. */
+void http_server_reconfigure(struct http_server *s, const struct connguard_config *limits,
+                             usec_t health_stale);
 /* The connection guard's counters. Any thread. */
 void http_server_stats(struct http_server *s, struct connguard_stats *ret);
 /* Adds the server's own metrics (diskpulse_http_connections*) to out; nothing for NULL. Any
