@@ -56,7 +56,7 @@ void connguard_sweep(struct connguard *g, usec_t now)
                         }
                         if (rx > 0) {
                                 /* The next request began since the last look. */
-                                connguard_begin_request(g, c, now);
+                                connguard_begin_request(g, c, now, false);
                         } else if (connguard_elapsed(now, c->since) > cfg->idle_timeout) {
                                 connguard_shut(g, c, &g->st.timeout_idle);
                                 continue;

@@ -17,7 +17,7 @@ static void woken(struct connguard *g, struct gconn *c, uint32_t events)
                 return;
         if (connguard_tcp_view(c->fd, &ti) ? connguard_request_bytes(&ti, c->rx_mark) > 0
                                            : !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
-                connguard_begin_request(g, c, now_monotonic());
+                connguard_begin_request(g, c, now_monotonic(), true);
 }
 
 /* Caller holds the lock. Marks the connections the hang-up watch reports (all it has queued:

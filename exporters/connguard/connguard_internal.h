@@ -86,6 +86,7 @@ struct gconn {
         usec_t accepted;
         usec_t since;       /* start of the current request, or of the idle wait */
         uint64_t rx_mark;   /* bytes received by the end of the last response */
+        uint32_t segs_mark; /* segments with data received by then */
         uint64_t ack_mark;  /* bytes the peer had acknowledged at stall_since */
         usec_t stall_since; /* data waits for the peer since (no progress); 0: none waits */
         bool hup;           /* its peer has hung up or reset it (the hang-up watch said so) */
@@ -151,8 +152,9 @@ struct connguard {
 
 /* The kernel's view of a TCP socket; false for other sockets or kernels before 4.6. */
 bool connguard_tcp_view(int fd, struct tcp_info *ti);
-/* Bytes the kernel has received on a TCP socket; 0 for other sockets or old kernels. */
-uint64_t connguard_rx_bytes(int fd);
+/* Bytes and segments with data the kernel has received on a TCP socket; 0 for other sockets or
+ * old kernels. */
+uint64_t connguard_rx_bytes(int fd, uint32_t *ret_segs);
 /* Bytes of a next request received since mark (the peer's FIN not counted). */
 uint64_t connguard_request_bytes(const struct tcp_info *ti, uint64_t mark);
 /* Caller holds the lock. Forgets c's counts; the table slot and memory are the caller's. */
@@ -191,9 +193,9 @@ void connguard_arm(struct connguard *g, struct gconn *c, bool on);
 
 /* Caller holds the lock. A connection needs sweeps: wakes the guard's thread if it sleeps. */
 void connguard_busy(struct connguard *g);
-/* Caller holds the lock. c's next request has begun (now, if the watch was to report its first
- * byte; else by the last sweep, which did not see it yet). */
-void connguard_begin_request(struct connguard *g, struct gconn *c, usec_t now);
+/* Caller holds the lock. c's next request has begun: its first byte came now (seen: the watch
+ * reported it), or at a time read from the kernel (see there). */
+void connguard_begin_request(struct connguard *g, struct gconn *c, usec_t now, bool seen);
 
 /* ---- connguard_deadline.c ---- */
 

@@ -83,7 +83,7 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
         if (c) {
                 pthread_mutex_lock(&g->lock);
                 if (c->phase == PHASE_IDLE)
-                        connguard_begin_request(g, c, now_monotonic());
+                        connguard_begin_request(g, c, now_monotonic(), false);
                 pthread_mutex_unlock(&g->lock);
         }
         return NULL;
@@ -97,7 +97,7 @@ void connguard_headers_done(struct connguard *g, struct MHD_Connection *mc)
                 return;
         pthread_mutex_lock(&g->lock);
         if (c->phase == PHASE_IDLE)
-                connguard_begin_request(g, c, now_monotonic());
+                connguard_begin_request(g, c, now_monotonic(), false);
         c->phase = PHASE_HANDLING;
         pthread_mutex_unlock(&g->lock);
 }
@@ -109,16 +109,18 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
         struct connguard *g = cls;
         struct gconn *c = conn_of(mc);
         uint64_t rx;
+        uint32_t segs;
 
         (void)req_cls;
         (void)toe;
         if (!c)
                 return;
-        rx = connguard_rx_bytes(c->fd);
+        rx = connguard_rx_bytes(c->fd, &segs);
         pthread_mutex_lock(&g->lock);
         c->phase = PHASE_IDLE;
         c->since = now_monotonic();
         c->rx_mark = rx;
+        c->segs_mark = segs;
         /* Unless it is closing: its next request's first byte wakes the guard (a byte already
          * there is reported at once). */
         if (!c->closing)

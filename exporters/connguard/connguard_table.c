@@ -18,13 +18,15 @@ bool connguard_tcp_view(int fd, struct tcp_info *ti)
                    offsetof(struct tcp_info, tcpi_notsent_bytes) + sizeof(ti->tcpi_notsent_bytes);
 }
 
-/* Bytes the kernel has received on a TCP socket (tcp_info, RFC 4898 HCThruOctetsReceived);
- * 0 for other sockets or old kernels. */
-uint64_t connguard_rx_bytes(int fd)
+/* Bytes the kernel has received on a TCP socket (tcp_info, RFC 4898 HCThruOctetsReceived) and
+ * its segments with data; 0 for other sockets or old kernels. */
+uint64_t connguard_rx_bytes(int fd, uint32_t *ret_segs)
 {
         struct tcp_info ti;
+        bool ok = connguard_tcp_view(fd, &ti);
 
-        return connguard_tcp_view(fd, &ti) ? ti.tcpi_bytes_received : 0;
+        *ret_segs = ok ? ti.tcpi_data_segs_in : 0;
+        return ok ? ti.tcpi_bytes_received : 0;
 }
 
 /* Bytes of a next request received since mark (the bytes received at the end of the last

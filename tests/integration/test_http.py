@@ -359,7 +359,8 @@ def context_switches(pid):
 def idle_keep_alive():
     """A scraper's kept-alive connection between its scrapes costs no wake-ups: the guard sleeps
     until the idle deadline or the next request's first byte (it swept 4 times a second)."""
-    with dp.Daemon(BIN, "--no-collector.smart", "--no-collector.canary") as d:
+    with dp.Daemon(BIN, "--no-collector.smart", "--no-collector.canary", "--web.read-header-timeout=1s",
+                   "--web.request-timeout=1s", "--web.idle-timeout=10s") as d:
         import http.client
         c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=5)
         c.request("GET", "/metrics")
@@ -376,6 +377,23 @@ def idle_keep_alive():
         dp.check(r.status == 200 and r.read().startswith(b"#") and time.monotonic() - t0 < 2.5,
                  "the next request on it answered in %.2f s" % (time.monotonic() - t0))
         c.close()
+        # Requests sent whole, each after an idle time beyond the header and request deadlines:
+        # each timed from its arrival, not from the last time the guard looked at the connection
+        # (it sleeps between requests), whichever thread sees the request first.
+        s = connect(d.port)
+        answered = 0
+        for k in range(6):
+            try:
+                s.sendall(GET)
+                answered += flood.read_response(s, time.monotonic() + 5)[0] == 200
+            except OSError:
+                break
+            time.sleep(1.5)
+        s.close()
+        dp.check(answered == 6, "requests 1.5 s apart on one connection (deadlines 1 s): %d of 6 answered" % answered)
+        dp.check(counter(d, "diskpulse_http_connections_closed_total", reason="request_timeout") == 0 and
+                 counter(d, "diskpulse_http_connections_closed_total", reason="header_timeout") == 0,
+                 "none closed for a deadline")
 
 
 def connection_limit():
