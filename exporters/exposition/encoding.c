@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -222,7 +223,20 @@ bool encoding_accept_openmetrics(const char *value)
 
 struct gzip_stream {
         z_stream z;
+        int level;
 };
+
+/* The last stream freed, kept for the next (deflateReset): a page every scrape would otherwise
+ * allocate and fault in the compressor's 32 KiB each time. Any thread. */
+static _Atomic(struct gzip_stream *) spare;
+
+static void stream_free(struct gzip_stream *g)
+{
+        if (g) {
+                deflateEnd(&g->z);
+                free(g);
+        }
+}
 
 struct gzip_stream *encoding_gzip_stream_new(int level, int *ret_err)
 {
@@ -233,6 +247,10 @@ struct gzip_stream *encoding_gzip_stream_new(int level, int *ret_err)
                 *ret_err = -EINVAL;
                 return NULL;
         }
+        g = atomic_exchange(&spare, NULL);
+        if (g && g->level == level && deflateReset(&g->z) == Z_OK)
+                return g;
+        stream_free(g);
         g = calloc(1, sizeof(*g));
         if (!g) {
                 *ret_err = -ENOMEM;
@@ -245,6 +263,7 @@ struct gzip_stream *encoding_gzip_stream_new(int level, int *ret_err)
                 *ret_err = r == Z_MEM_ERROR ? -ENOMEM : -EINVAL;
                 return NULL;
         }
+        g->level = level;
         return g;
 }
 
@@ -271,9 +290,7 @@ int encoding_gzip_stream_deflate(struct gzip_stream *g, const void *in, size_t i
 
 struct gzip_stream *encoding_gzip_stream_free(struct gzip_stream *g)
 {
-        if (g) {
-                deflateEnd(&g->z);
-                free(g);
-        }
+        if (g)
+                stream_free(atomic_exchange(&spare, g));
         return NULL;
 }

@@ -36,5 +36,6 @@ struct gzip_stream *encoding_gzip_stream_new(int level, int *ret_err);
  * (more to come), 1 (the member is complete) or -ENOMEM. */
 int encoding_gzip_stream_deflate(struct gzip_stream *z, const void *in, size_t in_len, bool finish,
                                  void *out, size_t out_max, size_t *ret_used, size_t *ret_len);
-/* Accepts NULL; returns NULL. */
+/* Accepts NULL; returns NULL. The stream freed last is kept, and the next one made is it, reset
+ * (a page every scrape would otherwise set up the compressor's state each time). */
 struct gzip_stream *encoding_gzip_stream_free(struct gzip_stream *z);

@@ -98,17 +98,49 @@ def tree(root, stats):
     return out
 
 
+def thread_ns(pid):
+    """{tid: nanoseconds on CPU (schedstat)} of the live threads of pid."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                out[int(tid)] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
 def tree_cpu(root, stats):
-    """CPU seconds (user + system) of a process tree: each process's threads on CPU (schedstat,
-    nanoseconds) or, when threads of it have ended, its own tick count where that is more, plus
-    the children it has reaped (a helper's workers)."""
-    total = 0.0
+    """A mark of a process tree's CPU time: {pid: (its threads' nanoseconds by tid, its own
+    user + system ticks in seconds, its reaped children's in seconds)}; cpu_between() subtracts
+    two."""
+    out = {}
     for pid in tree(root, stats):
         f = stats.get(pid)
         if f is None:
             continue
         utime, stime, cutime, cstime = (int(x) for x in f[11:15])
-        total += max(bs.cpu_ns([pid]) / 1e9, (utime + stime) / TICK) + (cutime + cstime) / TICK
+        out[pid] = (thread_ns(pid), (utime + stime) / TICK, (cutime + cstime) / TICK)
+    return out
+
+
+def cpu_between(m0, m1):
+    """CPU seconds (user + system) a tree spent between two marks: per process, its threads' time
+    on CPU (schedstat, nanoseconds; a thread born between counts from 0), or, when threads of it
+    have ended between, its tick count where that is more (their nanoseconds are gone), plus the
+    children it reaped (a helper's workers). Each measure is taken as a difference of itself:
+    mixing the tick count (10 ms steps) at one mark with nanoseconds at the other would move a
+    light exporter's figure by a tick either way."""
+    total = 0.0
+    for pid, (ns1, ticks1, cticks1) in m1.items():
+        ns0, ticks0, cticks0 = m0.get(pid, ({}, 0.0, 0.0))
+        live = sum(v - ns0.get(tid, 0) for tid, v in ns1.items()) / 1e9
+        ended = any(tid not in ns1 for tid in ns0)
+        total += (max(live, ticks1 - ticks0) if ended else live) + (cticks1 - cticks0)
     return total
 
 
@@ -326,7 +358,8 @@ def run_interval(interval, warmup, duration, trees, binary, have_ne, fixed):
                 raise RuntimeError("%s (%d devices) exited: %s" % (ex.name, ex.size, ex.output()))
             lat = [dt for st, dt, code in s.scrapes if t0 + warmup <= st < t0 + warmup + duration]
             res[ex.size, ex.name] = {
-                "cpu": c1 - c0, "elapsed": w1 - w0, "day": (c1 - c0) / (w1 - w0) * 86400,
+                "cpu": cpu_between(c0, c1), "elapsed": w1 - w0,
+                "day": cpu_between(c0, c1) / (w1 - w0) * 86400,
                 "p50": statistics.median(lat) if lat else None, "scrapes": len(lat),
                 "failures": s.failures}
         return res, facts[0] if facts else None
@@ -395,7 +428,7 @@ def run_idle(binary, have_ne, seconds):
                         "switches": sum(p[2] for p in per), "invol": sum(p[3] for p in per),
                         "threads": len(l),
                         "gone": len(set(l) - set(threads(ex.proc.pid))),
-                        "born": len(set(l) - set(f)), "day": (a1 - a0) / wall * 86400})
+                        "born": len(set(l) - set(f)), "day": cpu_between(a0, a1) / wall * 86400})
         return out
     finally:
         try:
