@@ -2,10 +2,39 @@
  * (EPOLLRDHUP, edge-triggered), so making room at a limit looks only at connections whose peer
  * has gone. While a connection is idle between requests the watch also reports the first byte of
  * its next request (EPOLLIN), so the guard need not poll idle connections to time a request from
- * its first byte: it sleeps until a deadline or a byte. */
+ * its first byte: it sleeps until a deadline or a byte. Also here: when a request began. */
 #include <sys/epoll.h>
 
 #include "connguard_internal.h"
+
+/* When the first byte of c's next request came, the watch not having reported it (libmicrohttpd
+ * read it first: the watch reports a socket with data unread; or c is not watched). Arrived in
+ * one segment (a real client's request), that segment's arrival (tcp_info, milliseconds).
+ * Otherwise it came after the guard last saw c without one: its last sweep (every
+ * SWEEP_INTERVAL while c is not watched; while c is watched and the guard sleeps, the first
+ * byte may have come any time since, so the deadline is the strictest it can be: a request
+ * trickled in pieces the guard has not seen begin is closed once its header deadline from
+ * there has passed, at the latest at its idle deadline). */
+static usec_t first_byte(const struct connguard *g, const struct gconn *c, usec_t now)
+{
+        usec_t floor = c->since > g->last_sweep ? c->since : g->last_sweep;
+        struct tcp_info ti;
+
+        if (connguard_tcp_view(c->fd, &ti) && ti.tcpi_data_segs_in - c->segs_mark == 1) {
+                usec_t ago = (usec_t)ti.tcpi_last_data_recv * USEC_PER_MSEC;
+                usec_t at = now > ago ? now - ago : 0;
+                return at > c->since ? at : c->since;
+        }
+        return floor;
+}
+
+void connguard_begin_request(struct connguard *g, struct gconn *c, usec_t now, bool seen)
+{
+        c->since = seen ? now : first_byte(g, c, now);
+        connguard_arm(g, c, false);
+        c->phase = PHASE_HEADERS;
+        connguard_busy(g);
+}
 
 /* Caller holds the lock. Data has arrived on c, idle between requests: if it is a request's first
  * byte (not only the peer's FIN), the request begins now. */

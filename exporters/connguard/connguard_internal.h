@@ -159,6 +159,8 @@ uint64_t connguard_rx_bytes(int fd, uint32_t *ret_segs);
 uint64_t connguard_request_bytes(const struct tcp_info *ti, uint64_t mark);
 /* Caller holds the lock. Forgets c's counts; the table slot and memory are the caller's. */
 void connguard_uncount(struct connguard *g, struct gconn *c);
+/* Caller holds the lock. A connection needs sweeps: wakes the guard's thread if it sleeps. */
+void connguard_busy(struct connguard *g);
 /* Caller holds the lock. Drops a record libmicrohttpd never started. */
 void connguard_drop_pending(struct connguard *g, struct gconn *c);
 /* Caller holds the lock. Puts c into the table at its fd (a stale record there goes). */
@@ -189,10 +191,6 @@ void connguard_watch_hangup(struct connguard *g, struct gconn *c);
  * between requests) or only its hang-up. */
 void connguard_arm(struct connguard *g, struct gconn *c, bool on);
 
-/* ---- connguard.c ---- */
-
-/* Caller holds the lock. A connection needs sweeps: wakes the guard's thread if it sleeps. */
-void connguard_busy(struct connguard *g);
 /* Caller holds the lock. c's next request has begun: its first byte came now (seen: the watch
  * reported it), or at a time read from the kernel (see there). */
 void connguard_begin_request(struct connguard *g, struct gconn *c, usec_t now, bool seen);

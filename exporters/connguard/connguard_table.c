@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "connguard_internal.h"
 
@@ -107,6 +108,18 @@ struct gconn *connguard_conn_new(struct connguard *g, int fd, const struct netad
         g->live++;
         connguard_busy(g);
         return c;
+}
+
+void connguard_busy(struct connguard *g)
+{
+        uint64_t one = 1;
+
+        if (g->busy)
+                return;
+        g->busy = true;
+        /* The guard's own thread is awake; libmicrohttpd's and the main thread wake it. */
+        if (g->wakefd >= 0 && !pthread_equal(pthread_self(), g->thread))
+                (void)!write(g->wakefd, &one, sizeof one);
 }
 
 /* Caller holds the lock; c is started and in the table. Counts the close in *counter unless
