@@ -42,7 +42,10 @@ def check(cond, what):
 
 def finish():
     if _failures:
-        print("%d check(s) failed" % len(_failures))
+        # Again at the end, where a long output's tail is what a reader sees first.
+        print("%d check(s) failed:" % len(_failures))
+        for what in _failures:
+            print("  FAILED " + what)
         sys.exit(1)
     print("all checks passed")
     sys.exit(0)

@@ -205,15 +205,42 @@ def aligned_report(d, name, startup):
     return io, m, problems, facts
 
 
-def run_load(d, name, dev, label, fio_args, nonzero, worst, tick):
-    fio = subprocess.Popen(
-        ["fio", "--name=" + label, "--filename=" + dev, "--direct=1", "--time_based",
-         "--runtime=%d" % int(RAMP + ATTEMPTS * (WINDOW + 1) + 5), "--output-format=terse"] + fio_args,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
+def fio_death(fio, out):
+    """What fio said when it exited: its status and both streams. Job errors ("fio: pid=N,
+    err=...", a job killed by a signal) go to standard output, io_u errors to standard error."""
+    out.seek(0)
+    said = (out.read().decode(errors="replace") + fio.stderr.read()).strip()
+    rc = fio.returncode
+    how = "killed by signal %d" % -rc if rc < 0 else "exit status %d" % rc
+    return "%s; %s" % (how, said.replace(";", " ")[:2000] if said else "it printed nothing")
+
+
+def start_fio(label, dev, fio_args, backing_dir):
+    """Starts fio's load and lets it run RAMP seconds; a fio that dies in that time (never
+    the daemon's doing: the daemon only reads /proc/diskstats) is reported in full and started
+    once more, since the comparison needs the load, not that first process."""
+    for attempt in (1, 2):
+        out = tempfile.TemporaryFile()
+        fio = subprocess.Popen(
+            ["fio", "--name=" + label, "--filename=" + dev, "--direct=1", "--time_based",
+             "--runtime=%d" % int(RAMP + ATTEMPTS * (WINDOW + 1) + 5), "--output-format=terse"] + fio_args,
+            stdout=out, stderr=subprocess.PIPE, text=True)
         time.sleep(RAMP)
-        if fio.poll() is not None:
-            raise RuntimeError("fio %s exited early: %s" % (" ".join(fio_args), fio.stderr.read()))
+        if fio.poll() is None:
+            out.close()
+            return fio
+        why = fio_death(fio, out)
+        out.close()
+        st = os.statvfs(backing_dir)
+        print("%s: fio %s exited within its %.0f s ramp: %s (free beside the backing file: %d MB)" % (
+            label, " ".join(fio_args), RAMP, why, st.f_bavail * st.f_frsize >> 20))
+        if attempt == 2:
+            raise RuntimeError("fio %s exited early twice; last: %s" % (" ".join(fio_args), why))
+
+
+def run_load(d, name, dev, label, fio_args, nonzero, worst, tick, backing_dir):
+    fio = start_fio(label, dev, fio_args, backing_dir)
+    try:
         startup = startup_guess()
         for attempt in range(1, ATTEMPTS + 1):
             io, m, problems, f = aligned_report(d, name, startup)
@@ -289,7 +316,7 @@ def main():
                        "--diskstats.window=%ds" % WINDOW,
                        "--collector.diskstats.device-include=^%s$" % name) as d:
             for label, fio_args, nonzero in LOADS:
-                run_load(d, name, dev, label, fio_args, nonzero, worst, tick)
+                run_load(d, name, dev, label, fio_args, nonzero, worst, tick, tmp)
             dp.check(d.proc.poll() is None, "daemon still running at the end")
     finally:
         if bound:
