@@ -112,26 +112,32 @@ struct snapshot *snapshot_unref(struct snapshot *s)
         return NULL;
 }
 
+/* The text handed to the compressor at a time, and the least room it is given for output. */
+#define GZIP_IN_CHUNK (16 * 1024)
+#define GZIP_OUT_MIN  1024
+
 /* A gzip member of the page, rendered in chunks into the compressor: the text is never whole
- * in memory. */
+ * in memory. The output starts at a guess of its size and doubles when it is nearly full; the
+ * compressor takes whatever room is left, so a page that fits the guess is never copied (asking
+ * for a whole chunk of room before each call doubled every page once, a copy and, past the
+ * heap's mmap threshold, a mapping made and torn down every scrape). */
 static int render_gzip(struct snapshot *s, enum expo_format fmt, struct page *ret)
 {
         struct expo_stream *st = expo_stream_new(s->sets, s->n, fmt);
         int err = 0;
         struct gzip_stream *z = encoding_gzip_stream_new(SNAPSHOT_GZIP_LEVEL, &err);
-        char *in = xmalloc(EXPO_CHUNK);
-        /* metrics text compresses some tenfold; pages not written are not resident, and a
-         * short guess grows in place */
-        size_t cap = expo_estimate(s->sets, s->n) / 6 + EXPO_CHUNK, len = 0;
+        char *in = xmalloc(GZIP_IN_CHUNK);
+        /* metrics text compresses some tenfold at level 1 (the guess: a sixth of it) */
+        size_t cap = expo_estimate(s->sets, s->n) / 6 + GZIP_OUT_MIN, len = 0;
         char *out = xmalloc(cap);
         int r = z ? 0 : err;
 
         while (r == 0) {
-                size_t n = expo_stream_read(st, in, EXPO_CHUNK), off = 0;
+                size_t n = expo_stream_read(st, in, GZIP_IN_CHUNK), off = 0;
                 bool finish = n == 0;
                 do {
                         size_t used, wrote;
-                        if (cap - len < EXPO_CHUNK) {
+                        if (cap - len < GZIP_OUT_MIN) {
                                 cap *= 2;
                                 out = xrealloc(out, cap);
                         }
@@ -139,7 +145,7 @@ static int render_gzip(struct snapshot *s, enum expo_format fmt, struct page *re
                                                          cap - len, &used, &wrote);
                         off += used;
                         len += wrote;
-                } while (r == 0 && (off < n || (finish && r == 0)));
+                } while (r == 0 && (off < n || finish));
         }
         encoding_gzip_stream_free(z);
         expo_stream_free(st);
