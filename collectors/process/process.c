@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "fsroot.h"
 
@@ -33,12 +34,38 @@ int process_parse_stat(const char *buf, uint64_t *ret_ticks, uint64_t *ret_vsize
         return 0;
 }
 
+long process_fds_listed(void)
+{
+        struct dirent *e;
+        long n = 0;
+        DIR *d = opendir("/proc/self/fd");
+
+        if (!d)
+                return -1;
+        while ((e = readdir(d)))
+                if (e->d_name[0] != '.')
+                        n++;
+        closedir(d);
+        return n ? n - 1 : 0; /* the directory's own fd */
+}
+
+/* The open file descriptors: the size stat(2) gives /proc/self/fd (Linux 6.2 and later), else
+ * the listing. Every scrape asks: a listing costs a lookup per descriptor, the size one call. */
+static long open_fds(void)
+{
+        struct stat st;
+
+        if (stat("/proc/self/fd", &st) == 0 && st.st_size > 0)
+                return (long)st.st_size;
+        return process_fds_listed();
+}
+
 void process_export(struct mset *out, usec_t start_time)
 {
         char buf[1024];
         uint64_t ticks, vsize, rss;
         struct rlimit rl;
-        DIR *d;
+        long n;
 
         if (read_attr_at(AT_FDCWD, "/proc/self/stat", buf, sizeof buf) > 0 &&
             process_parse_stat(buf, &ticks, &vsize, &rss) == 0) {
@@ -52,18 +79,10 @@ void process_export(struct mset *out, usec_t start_time)
                 mset_gauge(out, "process_resident_memory_bytes", "Resident memory size in bytes.",
                            (double)rss * (double)(page > 0 ? page : 4096), NULL);
         }
-        d = opendir("/proc/self/fd");
-        if (d) {
-                unsigned n = 0;
-                struct dirent *e;
-                while ((e = readdir(d)))
-                        if (e->d_name[0] != '.')
-                                n++;
-                closedir(d);
-                /* minus the directory's own fd */
-                mset_gauge(out, "process_open_fds", "Number of open file descriptors.",
-                           (double)(n ? n - 1 : 0), NULL);
-        }
+        n = open_fds();
+        if (n >= 0)
+                mset_gauge(out, "process_open_fds", "Number of open file descriptors.", (double)n,
+                           NULL);
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
                 mset_gauge(out, "process_max_fds", "Maximum number of open file descriptors.",
                            rl.rlim_cur == RLIM_INFINITY ? 1.0 / 0.0 : (double)rl.rlim_cur, NULL);

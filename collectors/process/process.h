@@ -14,3 +14,8 @@ void process_export(struct mset *out, usec_t start_time);
  * Returns 0 or -EINVAL. */
 int process_parse_stat(const char *buf, uint64_t *ret_ticks, uint64_t *ret_vsize,
                        uint64_t *ret_rss_pages);
+
+/* The open file descriptors counted from a listing of /proc/self/fd, or -1. process_export
+ * takes the count from the directory's size where the kernel gives it (Linux 6.2 and later)
+ * and falls back to this. */
+long process_fds_listed(void);

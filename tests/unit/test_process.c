@@ -170,6 +170,25 @@ static void test_export_open_fds_counts(void **state)
         mset_free(b);
 }
 
+/* The count a scrape exports (the directory's size where the kernel gives one) is the count of
+ * a listing, which older kernels fall back to. */
+static void test_open_fds_size_matches_listing(void **state)
+{
+        struct mset *s = mset_new();
+        int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        long listed;
+        (void)state;
+
+        assert_true(fd >= 0);
+        process_export(s, 0);
+        listed = process_fds_listed();
+        assert_true(listed >= 4);
+        assert_true(mset_find(s, "process_open_fds")->samples[0].d == (double)listed);
+        close(fd);
+        assert_int_equal(process_fds_listed(), listed - 1);
+        mset_free(s);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -177,6 +196,7 @@ int main(void)
             cmocka_unit_test(test_parse_large_and_negative), cmocka_unit_test(test_parse_malformed),
             cmocka_unit_test(test_parse_own_stat),           cmocka_unit_test(test_export),
             cmocka_unit_test(test_export_open_fds_counts),
+            cmocka_unit_test(test_open_fds_size_matches_listing),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
