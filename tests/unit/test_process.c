@@ -192,9 +192,12 @@ static void test_open_fds_size_matches_listing(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_parse_real_line),          cmocka_unit_test(test_parse_odd_comm),
-            cmocka_unit_test(test_parse_large_and_negative), cmocka_unit_test(test_parse_malformed),
-            cmocka_unit_test(test_parse_own_stat),           cmocka_unit_test(test_export),
+            cmocka_unit_test(test_parse_real_line),
+            cmocka_unit_test(test_parse_odd_comm),
+            cmocka_unit_test(test_parse_large_and_negative),
+            cmocka_unit_test(test_parse_malformed),
+            cmocka_unit_test(test_parse_own_stat),
+            cmocka_unit_test(test_export),
             cmocka_unit_test(test_export_open_fds_counts),
             cmocka_unit_test(test_open_fds_size_matches_listing),
         };
