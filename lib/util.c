@@ -268,6 +268,14 @@ int unhexchar(char c)
         return -1;
 }
 
+void malloc_give_back(void)
+{
+        struct mallinfo2 mi = mallinfo2();
+
+        if (mi.fordblks > MALLOC_GIVE_BACK_SLACK && mi.fordblks > mi.uordblks)
+                (void)malloc_trim(0);
+}
+
 void malloc_setup(void)
 {
         (void)mallopt(M_MMAP_THRESHOLD, 128 * 1024);

@@ -111,6 +111,15 @@ uint32_t hash_fnv1a32(const char *s);
  * 128 KiB is trimmed, and every thread shares one arena. Call once, before any thread. */
 void malloc_setup(void);
 
+/* Free heap kept for the next round to take, at most: past it, and when more of the heap is free
+ * than in use (the snapshots and connection pools a flood of slow readers held, let go at once),
+ * malloc_give_back() hands the free heap back to the system. */
+#define MALLOC_GIVE_BACK_SLACK (1024 * 1024)
+
+/* Hands the free heap back (malloc_trim) when it is more than MALLOC_GIVE_BACK_SLACK and more
+ * than the heap in use; otherwise leaves it for the next round, which would fault it in again. */
+void malloc_give_back(void);
+
 /* Returns a malloc'd copy or aborts on out-of-memory (the daemon cannot go on without it). */
 char *xstrdup(const char *s);
 void *xmalloc(size_t n);

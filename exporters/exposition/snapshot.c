@@ -479,11 +479,12 @@ void publisher_publish(struct publisher *p, struct snapshot *s)
         p->deaf &= ~PUBLISHER_WANT_ROUND;
         pthread_cond_broadcast(&p->changed);
         pthread_mutex_unlock(&p->lock);
-        /* No malloc_trim() here: the free heap the old snapshot leaves is what the next round
-         * takes (a trim every round gave the pages back and faulted them in again, with a TLB
-         * shootdown on every CPU: a fifth of a scrape's CPU at 2 devices, for no lower peak).
-         * The heap's top past 128 KiB is still trimmed (malloc_setup). */
+        /* The free heap the old snapshot leaves is what the next round takes: trimming it every
+         * round gave the pages back and faulted them in again, with a TLB shootdown on every CPU
+         * (a fifth of a scrape's CPU at 2 devices). It goes back only when it is much more than
+         * a round's (snapshots that slow readers held, let go). */
         snapshot_unref(old);
+        malloc_give_back();
 }
 
 int publisher_prepare(struct publisher *p, usec_t now, usec_t next)

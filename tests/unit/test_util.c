@@ -10,8 +10,11 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <malloc.h>
+#include <unistd.h>
 
 #include "escape.h"
+#include "scale.h"
 #include "util.h"
 
 static void test_parse_duration_good(void **state)
@@ -412,6 +415,63 @@ static void test_escape(void **state)
         assert_int_equal(unescape_hex("abc", 3, out, 4), 0);
 }
 
+static long resident_kib(void)
+{
+        long size = 0, res = 0;
+        FILE *f = fopen("/proc/self/statm", "re");
+
+        assert_non_null(f);
+        assert_int_equal(fscanf(f, "%ld %ld", &size, &res), 2);
+        fclose(f);
+        return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Frees n blocks of 16 KiB (heap, not mapped) made and written, with one more kept after them,
+ * so that the freed space is inside the heap, where only a trim gives it back. Returns the block
+ * kept. */
+static char *free_inside_heap(size_t n)
+{
+        char **b = calloc(n, sizeof(*b));
+        char *pin;
+
+        assert_non_null(b);
+        for (size_t i = 0; i < n; i++) {
+                b[i] = malloc(16 * 1024);
+                assert_non_null(b[i]);
+                memset(b[i], 0x5a, 16 * 1024);
+        }
+        pin = malloc(16 * 1024);
+        assert_non_null(pin);
+        memset(pin, 0x5a, 16 * 1024);
+        for (size_t i = 0; i < n; i++)
+                free(b[i]);
+        free(b);
+        return pin;
+}
+
+static void test_malloc_give_back(void **state)
+{
+        char *pin;
+        long before;
+        (void)state;
+
+        if (TEST_SANITIZED)
+                skip(); /* the sanitizer's allocator: no glibc heap to trim */
+        /* 512 KiB free: under the slack, left for the next round */
+        pin = free_inside_heap(32);
+        assert_true(mallinfo2().fordblks < MALLOC_GIVE_BACK_SLACK);
+        before = resident_kib();
+        malloc_give_back();
+        assert_true(resident_kib() >= before - 16);
+        free(pin);
+        /* 32 MiB free, more than in use: handed back */
+        pin = free_inside_heap(2048);
+        before = resident_kib();
+        malloc_give_back();
+        assert_true(resident_kib() <= before - 16 * 1024);
+        free(pin);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -430,6 +490,7 @@ int main(void)
             cmocka_unit_test(test_format_double_shortest),
             cmocka_unit_test(test_prng),
             cmocka_unit_test(test_escape),
+            cmocka_unit_test(test_malloc_give_back),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
