@@ -182,7 +182,7 @@ static void test_open_fds_size_matches_listing(void **state)
         assert_true(fd >= 0);
         process_export(s, 0);
         listed = process_fds_listed();
-        assert_true(listed >= 4);
+        assert_true(listed >= 1); /* the one just opened */
         assert_true(mset_find(s, "process_open_fds")->samples[0].d == (double)listed);
         close(fd);
         assert_int_equal(process_fds_listed(), listed - 1);
