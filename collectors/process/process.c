@@ -7,8 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-
-#include "fsroot.h"
+#include <unistd.h>
 
 int process_parse_stat(const char *buf, uint64_t *ret_ticks, uint64_t *ret_vsize,
                        uint64_t *ret_rss_pages)
@@ -60,16 +59,42 @@ static long open_fds(void)
         return process_fds_listed();
 }
 
+/* /proc/self/stat into buf (NUL-terminated): the file is opened once and read again from its
+ * start every scrape (procfs makes it anew for each read at offset 0), which spares the lookup
+ * of /proc/self and its entry every time. -1 if it cannot be read. Main thread. */
+static ssize_t read_self_stat(char *buf, size_t size)
+{
+        static int fd = -1;
+        ssize_t n;
+
+        if (fd < 0)
+                fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -1;
+        n = pread(fd, buf, size - 1, 0);
+        if (n <= 0) {
+                close(fd); /* opened again next time */
+                fd = -1;
+                return -1;
+        }
+        buf[n] = '\0';
+        return n;
+}
+
 void process_export(struct mset *out, usec_t start_time)
 {
+        static long hz, page;
         char buf[1024];
         uint64_t ticks, vsize, rss;
         struct rlimit rl;
         long n;
 
-        if (read_attr_at(AT_FDCWD, "/proc/self/stat", buf, sizeof buf) > 0 &&
+        if (!hz) {
+                hz = sysconf(_SC_CLK_TCK);
+                page = sysconf(_SC_PAGESIZE);
+        }
+        if (read_self_stat(buf, sizeof buf) > 0 &&
             process_parse_stat(buf, &ticks, &vsize, &rss) == 0) {
-                long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
                 struct mfamily *f =
                     mset_family(out, "process_cpu_seconds_total",
                                 "Total user and system CPU time spent in seconds.", MT_COUNTER);

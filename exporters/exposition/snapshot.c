@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -12,6 +13,9 @@
 #include "encoding.h"
 #include "expo.h"
 #include "refcount.h"
+
+/* Snapshots freed since start (any thread): see publisher_publish. */
+static atomic_uint_fast64_t snapshots_freed;
 
 /* One rendered form of the page, made on first use. */
 struct page {
@@ -55,6 +59,11 @@ struct publisher {
         unsigned wants; /* PUBLISHER_WANT_*, asked and not yet answered */
         unsigned deaf;  /* of those, ones asked for in vain (no wait until answered) */
         uint64_t publishes, beats;
+        /* the main loop's: snapshots freed by the last publication, publications since the last
+         * look at the free heap, looks */
+        uint64_t freed_seen;
+        unsigned unlooked;
+        uint64_t looks;
 };
 
 /* Notes the first request for a form on a snapshot (any thread). */
@@ -107,6 +116,7 @@ struct snapshot *snapshot_unref(struct snapshot *s)
                         free(s->pages[f][z].buf);
         pthread_mutex_destroy(&s->lock);
         free(s);
+        atomic_fetch_add_explicit(&snapshots_freed, 1, memory_order_relaxed);
         return NULL;
 }
 
@@ -482,9 +492,27 @@ void publisher_publish(struct publisher *p, struct snapshot *s)
         /* The free heap the old snapshot leaves is what the next round takes: trimming it every
          * round gave the pages back and faulted them in again, with a TLB shootdown on every CPU
          * (a fifth of a scrape's CPU at 2 devices). It goes back only when it is much more than
-         * a round's (snapshots that slow readers held, let go). */
+         * a round's: after snapshots that slow readers held were let go (more than the one each
+         * publication frees; their connections' memory goes with them), and every
+         * PUBLISHER_LOOK_EVERY publications for the rest. Looking costs a walk of the free
+         * heap (mallinfo2), a tenth of a round's CPU at 2 devices: not every round. */
         snapshot_unref(old);
-        malloc_give_back();
+        {
+                uint64_t freed = atomic_load_explicit(&snapshots_freed, memory_order_relaxed);
+                bool others = freed - p->freed_seen > 1;
+
+                p->freed_seen = freed;
+                if (others || ++p->unlooked >= PUBLISHER_LOOK_EVERY) {
+                        p->unlooked = 0;
+                        p->looks++;
+                        malloc_give_back();
+                }
+        }
+}
+
+uint64_t publisher_heap_looks(const struct publisher *p)
+{
+        return p->looks;
 }
 
 int publisher_prepare(struct publisher *p, usec_t now, usec_t next)

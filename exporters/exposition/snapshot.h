@@ -65,8 +65,13 @@ const struct summary *snapshot_summary(struct snapshot *s);
 struct publisher *publisher_new(void);
 struct publisher *publisher_free(struct publisher *p);
 /* Replaces the current snapshot (takes over the caller's reference; the publisher must outlive
- * every request for it); memory freed with the old one goes back to the system. Main thread. */
+ * every request for it); the free heap goes back to the system when much of it is free
+ * (malloc_give_back), looked at when snapshots besides the old one were freed. Main thread. */
 void publisher_publish(struct publisher *p, struct snapshot *s);
+/* Publications between looks at the free heap when no snapshot but the replaced one was freed. */
+#define PUBLISHER_LOOK_EVERY 16
+/* Looks at the free heap (malloc_give_back) publications have made. Main thread. */
+uint64_t publisher_heap_looks(const struct publisher *p);
 /* Renders ahead what a steady scraper will ask for: a form (format and coding) whose first
  * requests on the last two snapshots came at an interval of at least two snapshots, and whose next
  * request is due between now and next (when the snapshot after the current one comes), is made

@@ -350,6 +350,37 @@ static void test_on_demand(void **state)
         publisher_free(p);
 }
 
+/* The free heap is looked at when snapshots that readers held are let go, else every
+ * PUBLISHER_LOOK_EVERY publications: never at every round. */
+static void test_heap_looked_at_when_held_snapshots_go(void **state)
+{
+        struct publisher *p = publisher_new();
+        struct snapshot *held[5];
+        uint64_t looks;
+
+        (void)state;
+        publisher_publish(p, make(3)); /* the first looks at what went before */
+        looks = publisher_heap_looks(p);
+        for (int i = 0; i < 2 * PUBLISHER_LOOK_EVERY; i++)
+                publisher_publish(p, make(3));
+        /* one snapshot freed per publication */
+        assert_int_equal(publisher_heap_looks(p), looks + 2);
+        looks = publisher_heap_looks(p);
+        for (size_t i = 0; i < ARRAY_SIZE(held); i++) {
+                publisher_publish(p, make(3));
+                held[i] = publisher_get(p); /* a slow reader's */
+        }
+        publisher_publish(p, make(3));
+        assert_int_equal(publisher_heap_looks(p), looks); /* held: nothing freed but the old */
+        for (size_t i = 0; i < ARRAY_SIZE(held); i++)
+                snapshot_unref(held[i]);
+        publisher_publish(p, make(3));
+        assert_int_equal(publisher_heap_looks(p), looks + 1);
+        publisher_publish(p, make(3));
+        assert_int_equal(publisher_heap_looks(p), looks + 1);
+        publisher_free(p);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -359,6 +390,7 @@ int main(void)
             cmocka_unit_test(test_stream_holds_the_snapshot),
             cmocka_unit_test(test_steady_scraper_finds_its_page_made),
             cmocka_unit_test(test_on_demand),
+            cmocka_unit_test(test_heap_looked_at_when_held_snapshots_go),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
