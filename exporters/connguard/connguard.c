@@ -35,6 +35,7 @@
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "connguard_internal.h"
 #include "log.h"
@@ -74,6 +75,7 @@ struct connguard *connguard_new(const struct connguard_config *cfg)
         copy_config(g, cfg);
         g->epfd = g->stopfd = g->hupfd = g->wakefd = -1;
         g->idle_due = USEC_INFINITY;
+        g->shared_cpu = -1;
         {
                 uint64_t seed;
                 if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed)
@@ -163,6 +165,7 @@ static void handle_new(struct connguard *g, int fd, const struct sockaddr *sa, s
         case ADMIT:
                 g->st.accepted++;
                 connguard_watch_hangup(g, c);
+                connguard_release_cpu(g);
                 break;
         case REFUSE_NETWORK:
                 g->st.refused_network++;
@@ -366,6 +369,9 @@ static void *guard_main(void *arg)
 {
         struct connguard *g = arg;
 
+        pthread_mutex_lock(&g->lock);
+        g->guard_tid = gettid();
+        pthread_mutex_unlock(&g->lock);
         for (;;) {
                 struct epoll_event ev[16];
                 usec_t now = now_monotonic();

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "addrmap.h"
 #include "connguard.h"
@@ -61,6 +62,9 @@
 #define THROTTLE_MAX   (100 * USEC_PER_MSEC)
 /* Connections at most in the waiting room (see enum verdict); beyond, refused at once. */
 #define WAITING_MAX 16
+/* While at most this many connections are open, libmicrohttpd's thread and the guard's share one
+ * CPU (see connguard_cpu.c): a scraper or two, a pair of Prometheus servers, someone's curl. */
+#define SHARE_CPU_MAX 4
 /* Summary of refusals and closes in the log, at most this often. */
 #define LOG_INTERVAL (60 * USEC_PER_SEC)
 
@@ -136,6 +140,10 @@ struct connguard {
         bool busy;       /* a connection needs sweeps every SWEEP_INTERVAL (see there) */
         usec_t idle_due; /* else the next sweep is due then (the earliest idle deadline) */
 
+        pid_t guard_tid, mhd_tid; /* the two threads (mhd_tid: once they share a CPU) */
+        int shared_cpu;           /* the CPU they share, or -1 (see connguard_cpu.c) */
+        bool cpu_refused;         /* the system does not let them: not asked again */
+
         struct connguard_stats st;
         struct connguard_stats logged;
         usec_t last_log;
@@ -174,6 +182,14 @@ void connguard_shut(struct connguard *g, struct gconn *c, uint64_t *counter);
 /* Caller holds the lock. The connection to close to make room, or NULL (see connguard_table.c). */
 struct gconn *connguard_pick_victim(struct connguard *g, usec_t now, usec_t min_age,
                                     const struct addrkey *key, uint32_t above);
+
+/* ---- connguard_cpu.c: one CPU for both threads while the load is light ---- */
+/* Caller holds the lock; libmicrohttpd's thread. Puts both threads on this thread's CPU if at
+ * most SHARE_CPU_MAX connections are open and they are not there yet. */
+void connguard_share_cpu(struct connguard *g);
+/* Caller holds the lock. Gives both threads the process's CPUs again if more than SHARE_CPU_MAX
+ * connections are open and they share one. */
+void connguard_release_cpu(struct connguard *g);
 
 /* ---- connguard_hangup.c: the hang-up watch ---- */
 

@@ -126,6 +126,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
         if (!c->closing)
                 connguard_arm(g, c, true);
         connguard_busy(g);
+        connguard_share_cpu(g);
         pthread_mutex_unlock(&g->lock);
 }
 
