@@ -430,3 +430,22 @@ def fill_filesystem(path, name="filler"):
 def unfill_filesystem(path):
     for p in glob.glob(os.path.join(path, "filler*")):
         os.unlink(p)
+
+
+def thread_cpus(pid):
+    """{tid: (name, CPUs it may run on)} of pid's threads."""
+    out = {}
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            name = open("/proc/%d/task/%s/comm" % (pid, t)).read().strip()
+            status = open("/proc/%d/task/%s/status" % (pid, t)).read()
+        except OSError:
+            continue
+        cpus = re.search(r"^Cpus_allowed_list:\s*(\S+)", status, re.M).group(1)
+        out[int(t)] = (name, cpus)
+    return out
+
+
+def shared_cpu_threads(pid):
+    """The threads of pid that may run on one CPU only: [(name, cpu)]."""
+    return sorted((name, cpus) for name, cpus in thread_cpus(pid).values() if cpus.isdigit())

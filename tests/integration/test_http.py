@@ -4,7 +4,6 @@ bodies and sizes, keep-alive, the connection limits and allow-list, the deadline
 scrapes, IPv6 and several listen addresses, socket activation, sd_notify, SIGTERM."""
 import gzip
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -397,25 +396,6 @@ def idle_keep_alive():
                  "none closed for a deadline")
 
 
-def thread_cpus(pid):
-    """{tid: (name, CPUs it may run on)} of pid's threads."""
-    out = {}
-    for t in os.listdir("/proc/%d/task" % pid):
-        try:
-            name = open("/proc/%d/task/%s/comm" % (pid, t)).read().strip()
-            status = open("/proc/%d/task/%s/status" % (pid, t)).read()
-        except OSError:
-            continue
-        cpus = re.search(r"^Cpus_allowed_list:\s*(\S+)", status, re.M).group(1)
-        out[int(t)] = (name, cpus)
-    return out
-
-
-def shared_cpu_threads(pid):
-    """The threads of pid that may run on one CPU only: [(name, cpu)]."""
-    return sorted((name, cpus) for name, cpus in thread_cpus(pid).values() if cpus.isdigit())
-
-
 def threads_share_a_cpu():
     """While at most 4 connections are open, libmicrohttpd's thread and the guard's are kept on
     one CPU (a scrape wakes both: one CPU woken instead of two); a fifth connection gives them
@@ -430,12 +410,12 @@ def threads_share_a_cpu():
         c.request("GET", "/metrics")
         dp.check(c.getresponse().read().startswith(b"#"), "a first scrape")
         pid = d.proc.pid
-        pinned = dp.wait_until(lambda: [p for p in [shared_cpu_threads(pid)] if len(p) == 2], 3)
-        pinned = pinned[0] if pinned else shared_cpu_threads(pid)
+        pinned = dp.wait_until(lambda: [p for p in [dp.shared_cpu_threads(pid)] if len(p) == 2], 3)
+        pinned = pinned[0] if pinned else dp.shared_cpu_threads(pid)
         names = [n for n, _ in pinned]
         dp.check(len(pinned) == 2 and "MHD-single" in names and len(set(c for _, c in pinned)) == 1,
                  "after a scrape, libmicrohttpd's thread and one other share one CPU: %s" % pinned)
-        main = thread_cpus(d.proc.pid).get(d.proc.pid)
+        main = dp.thread_cpus(d.proc.pid).get(d.proc.pid)
         dp.check(main is not None and not main[1].isdigit(),
                  "the main thread keeps every CPU (%s)" % (main and main[1]))
         others = [connect(d.port) for _ in range(5)]
@@ -443,16 +423,16 @@ def threads_share_a_cpu():
             s.sendall(GET)
         for s in others:
             flood.read_response(s, time.monotonic() + 5)
-        released = dp.wait_until(lambda: not shared_cpu_threads(d.proc.pid), 3)
+        released = dp.wait_until(lambda: not dp.shared_cpu_threads(d.proc.pid), 3)
         dp.check(released, "with 6 connections open no thread is kept on one CPU: %s"
-                 % shared_cpu_threads(d.proc.pid))
+                 % dp.shared_cpu_threads(d.proc.pid))
         for s in others:
             s.close()
         dp.wait_until(lambda: (counter(d, "diskpulse_http_connections") or 0) <= 2, 5)
         c.request("GET", "/metrics")
         dp.check(c.getresponse().read().startswith(b"#"), "a scrape once they are closed")
-        again = dp.wait_until(lambda: len(shared_cpu_threads(d.proc.pid)) == 2, 3)
-        dp.check(again, "then the two share one CPU again: %s" % shared_cpu_threads(d.proc.pid))
+        again = dp.wait_until(lambda: len(dp.shared_cpu_threads(d.proc.pid)) == 2, 3)
+        dp.check(again, "then the two share one CPU again: %s" % dp.shared_cpu_threads(d.proc.pid))
         c.close()
 
 

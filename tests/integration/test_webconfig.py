@@ -267,6 +267,14 @@ def basic_auth():
         st, h, _ = d.get(ctx, "/nothing", headers=basic("bob", "bob's " + PASSWORD))
         dp.check(st == 404 and h.get("x-frame-options") == "deny",
                  "bob (a mkpasswd hash) passes; a 404 has the headers too (%s)" % st)
+        # The password checks' thread is started from libmicrohttpd's, which is kept on one CPU
+        # with the guard's while few connections are open; the checks are not.
+        if len(os.sched_getaffinity(0)) > 1:
+            one = dp.shared_cpu_threads(d.proc.pid)
+            dp.check(len(one) <= 2 and all(n == "MHD-single" or n == "diskpulse" for n, _ in one) and
+                     len(dp.thread_cpus(d.proc.pid)) >= 5,
+                     "only libmicrohttpd's thread and the guard's are kept on one CPU, not the password "
+                     "checks' (%s of %d threads)" % (one, len(dp.thread_cpus(d.proc.pid))))
         counters(d, ctx)
         timing(d, ctx)
         no_starvation(d, ctx)
