@@ -3,11 +3,14 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <errno.h>
 #include <malloc.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 static usec_t clock_usec(clockid_t id)
 {
@@ -274,6 +277,16 @@ void malloc_give_back(void)
 
         if (mi.fordblks > MALLOC_GIVE_BACK_SLACK && mi.fordblks > mi.uordblks)
                 (void)malloc_trim(0);
+}
+
+int cpus_of_main_thread(pid_t tid)
+{
+        cpu_set_t all;
+
+        if (sched_getaffinity(getpid(), sizeof all, &all) < 0 ||
+            sched_setaffinity(tid, sizeof all, &all) < 0)
+                return -errno;
+        return 0;
 }
 
 void malloc_setup(void)

@@ -1,6 +1,8 @@
 /* Small helpers shared by every floor: cleanup attributes, time in microseconds, parsing. */
 #pragma once
 
+#include <sys/types.h>
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -119,6 +121,10 @@ void malloc_setup(void);
 /* Hands the free heap back (malloc_trim) when it is more than MALLOC_GIVE_BACK_SLACK and more
  * than the heap in use; otherwise leaves it for the next round, which would fault it in again. */
 void malloc_give_back(void);
+
+/* Lets thread tid (0: the calling one) of this process run on every CPU the main thread may (what
+ * CPUAffinity= or a cpuset allows now), undoing a pin to one CPU. 0 or -errno. */
+int cpus_of_main_thread(pid_t tid);
 
 /* Returns a malloc'd copy or aborts on out-of-memory (the daemon cannot go on without it). */
 char *xstrdup(const char *s);

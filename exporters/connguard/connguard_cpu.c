@@ -46,9 +46,7 @@ void connguard_share_cpu(struct connguard *g)
         }
         if (sched_setaffinity(g->guard_tid, sizeof one, &one) < 0) {
                 int e = errno;
-                cpu_set_t all;
-                if (sched_getaffinity(getpid(), sizeof all, &all) == 0)
-                        (void)sched_setaffinity(0, sizeof all, &all);
+                (void)cpus_of_main_thread(0);
                 give_up(g, e);
                 return;
         }
@@ -59,13 +57,9 @@ void connguard_share_cpu(struct connguard *g)
 /* Caller holds the lock. Any thread. */
 void connguard_release_cpu(struct connguard *g)
 {
-        cpu_set_t all;
-
         if (g->shared_cpu < 0 || g->live <= SHARE_CPU_MAX)
                 return;
         g->shared_cpu = -1;
-        if (sched_getaffinity(getpid(), sizeof all, &all) < 0)
-                return;
-        (void)sched_setaffinity(g->mhd_tid, sizeof all, &all);
-        (void)sched_setaffinity(g->guard_tid, sizeof all, &all);
+        (void)cpus_of_main_thread(g->mhd_tid);
+        (void)cpus_of_main_thread(g->guard_tid);
 }

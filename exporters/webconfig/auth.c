@@ -7,13 +7,11 @@
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
-#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -255,14 +253,12 @@ static void job_free(struct job *j)
 static void *worker(void *arg)
 {
         struct crypt_data *cd = xmalloc(sizeof(*cd));
-        cpu_set_t all;
 
         (void)arg;
         /* Started from libmicrohttpd's thread, which may be kept on one CPU while the load is
          * light (connguard_cpu.c), and the thread would keep that: the checks may run on every
          * CPU the process may use (the main thread's). */
-        if (sched_getaffinity(getpid(), sizeof all, &all) == 0)
-                (void)sched_setaffinity(0, sizeof all, &all);
+        (void)cpus_of_main_thread(0);
         pthread_mutex_lock(&w.lock);
         for (;;) {
                 struct job *j;
