@@ -253,7 +253,7 @@ int daemon_open_roots(struct daemon *d, const struct dp_options *o)
         return 0;
 }
 
-void daemon_setup_collectors(struct daemon *d)
+int daemon_setup_collectors(struct daemon *d)
 {
         bool live = strcmp(d->opts.sysfs, "/sys") == 0 &&
                     strcmp(d->opts.udev_data, "/run/udev/data") == 0 && !d->opts.once;
@@ -262,6 +262,8 @@ void daemon_setup_collectors(struct daemon *d)
         if (!d->devsrc)
                 d->devsrc = devsrc_files_new(d->sysfs_fd, d->udev_fd);
         daemon_collectors_apply(d, false);
+        /* Two writers of one state directory would overwrite each other's records. */
+        return d->state_busy != 0 && !d->opts.once ? -EBUSY : 0;
 }
 
 /* A daemon that never select()s can use every descriptor the hard limit allows; the soft limit

@@ -45,7 +45,8 @@ struct daemon {
         struct devio *io;   /* the privileged helper */
         struct round round; /* every collector, by registry id */
         struct diskid_src diskid;
-        int state_fd; /* the state directory, -1 when it cannot be opened */
+        int state_fd;   /* the state directory, locked; -1 when it cannot be opened or locked */
+        int state_busy; /* the pid (-1: unknown) of another process that holds it, else 0 */
         int *listen_fds;
         size_t n_listen_fds;
         struct publisher *pub;
@@ -74,7 +75,9 @@ int daemon_listen_fds(struct daemon *d, int **fds, size_t *n);
 int daemon_start_helper(struct daemon *d);
 int daemon_open_roots(struct daemon *d, const struct dp_options *o);
 int daemon_load_web_config(struct daemon *d);
-void daemon_setup_collectors(struct daemon *d);
+/* -EBUSY (logged) when another process holds the state directory (not for --once, which goes
+ * on without it). */
+int daemon_setup_collectors(struct daemon *d);
 int daemon_run_once(struct daemon *d);
 int daemon_run(struct daemon *d);
 void daemon_done(struct daemon *d);
@@ -85,6 +88,12 @@ void daemon_tick_soon(struct daemon *d, usec_t delay);
 void daemon_apply_sampling(struct daemon *d);
 
 /* settings.c */
+/* A device's identity facts, udev's WWN and serial ("" when unknown), read below the roots
+ * sysfs_fd and udev_fd (-1: none). 0, or -ENOENT for a device sysfs does not know. Any thread. */
+int daemon_disk_facts(int sysfs_fd, int udev_fd, const char *device, char *wwn, size_t wwnsz,
+                      char *serial, size_t serialsz);
+/* Logs that another process holds the state directory (d->state_busy). */
+void daemon_log_state_busy(const struct daemon *d, enum log_level level);
 /* The HTTP limits of the options, the connection limit within what the open-file limit allows.
  * Returns the allow-list for lim->allow (the caller frees it). */
 struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_config *lim);

@@ -52,10 +52,10 @@ int main(int argc, char **argv)
                 daemon_done(&d);
                 return 2;
         }
-        if (r >= 0) {
-                daemon_setup_collectors(&d);
+        if (r >= 0)
+                r = daemon_setup_collectors(&d);
+        if (r >= 0)
                 r = d.opts.once ? daemon_run_once(&d) : daemon_run(&d);
-        }
         daemon_done(&d);
         return r < 0 ? 1 : r;
 }

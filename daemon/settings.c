@@ -14,6 +14,7 @@
 #include "fsroot.h"
 #include "log.h"
 #include "privsep.h"
+#include "statefile.h"
 
 static void ensure_state_dir(const char *dir)
 {
@@ -33,17 +34,58 @@ static void ensure_state_dir(const char *dir)
                           NULL);
 }
 
-/* The state directory (baselines), created if missing; once. */
+/* The state directory (persisted state), created if missing and locked: one writer at a time
+ * (statefile_lock()). Once opened it stays open, and locked, until the daemon exits. Another
+ * process's lock is noted in d->state_busy (main() refuses to start over it; --once and a
+ * collector enabled by a reload go on without the state directory). */
 static void open_state_dir(struct daemon *d)
 {
+        int fd, r;
+
         if (d->state_fd >= 0)
                 return;
         ensure_state_dir(d->opts.state_dir);
-        d->state_fd = open(d->opts.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (d->state_fd < 0)
+        fd = open(d->opts.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) {
                 log_errno(LOG_LEVEL_WARN, errno,
-                          "cannot open the state directory; canary baselines are not kept", "path",
+                          "cannot open the state directory; persisted state is not kept", "path",
                           d->opts.state_dir, NULL);
+                return;
+        }
+        r = statefile_lock(fd);
+        if (r == -EBUSY) {
+                d->state_busy = statefile_lock_holder(fd);
+                if (d->state_busy <= 0)
+                        d->state_busy = -1;
+                close(fd);
+                daemon_log_state_busy(d, d->opts.once ? LOG_LEVEL_WARN : LOG_LEVEL_ERROR);
+                return;
+        }
+        if (r < 0)
+                /* no lock to be had here (a filesystem without flock): the directory is used */
+                log_errno(LOG_LEVEL_WARN, r,
+                          "cannot lock the state directory; another diskpulse using it would "
+                          "not be refused",
+                          "path", d->opts.state_dir, NULL);
+        d->state_busy = 0;
+        d->state_fd = fd;
+}
+
+void daemon_log_state_busy(const struct daemon *d, enum log_level level)
+{
+        char pid[16] = "unknown";
+
+        if (d->state_busy > 0)
+                snprintf(pid, sizeof pid, "%d", d->state_busy);
+        log_msg(level,
+                d->opts.once ? "the state directory is in use by another process (a running "
+                               "diskpulse, or a reset); --once measures without its state and "
+                               "writes nothing there"
+                             : "the state directory is in use by another process (a running "
+                               "diskpulse, a diskpulse --once or a reset): two writers would "
+                               "overwrite each other's records; give each diskpulse its own "
+                               "--state.directory",
+                "path", d->opts.state_dir, "pid", pid, NULL);
 }
 
 /* host->disk_ids: udev's record and sysfs, read through the duplicated descriptors. */
@@ -51,16 +93,23 @@ static int disk_ids_lookup(const struct collector_disk_ids *self, const char *de
                            size_t wwnsz, char *serial, size_t serialsz)
 {
         const struct diskid_src *s = (const struct diskid_src *)self;
+
+        return daemon_disk_facts(s->sysfs_fd, s->udev_fd, device, wwn, wwnsz, serial, serialsz);
+}
+
+int daemon_disk_facts(int sysfs_fd, int udev_fd, const char *device, char *wwn, size_t wwnsz,
+                      char *serial, size_t serialsz)
+{
         struct device_info info;
         struct devsrc *src;
         char path[96], dev[32];
         unsigned maj, min;
 
         snprintf(path, sizeof path, "block/%s/dev", device);
-        if (read_attr_at(s->sysfs_fd, path, dev, sizeof dev) <= 0 ||
+        if (read_attr_at(sysfs_fd, path, dev, sizeof dev) <= 0 ||
             sscanf(dev, "%u:%u", &maj, &min) != 2)
                 return -ENOENT;
-        src = devsrc_files_new(s->sysfs_fd, s->udev_fd);
+        src = devsrc_files_new(sysfs_fd, udev_fd);
         (void)src->ops->lookup(src, device, maj, min, &info);
         devsrc_free(src);
         (void)strscpy(wwn, info.wwn, wwnsz);

@@ -10,11 +10,14 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "util.h"
 
 #define TMP_TAG       ".tmp-"
@@ -327,6 +330,171 @@ static int keep_aside(int dir, const char *name, const char *aside)
         return e < 0 ? e : statefile_write_atomic(dir, aside, buf, len);
 }
 
+/* Whether entry is an aside name of name: "NAME.TAG-YYYYMMDDTHHMMSSZ" with an optional "-N".
+ * Fills *ret_key with what orders them: the stamp's 15 characters, then N (1 without). */
+struct aside_key {
+        char stamp[16];
+        unsigned long n;
+};
+
+static bool parse_aside(const char *entry, const char *name, struct aside_key *ret_key)
+{
+        size_t nl = strlen(name), tl = 0;
+        const char *p = entry;
+        char *end;
+
+        if (strncmp(p, name, nl) != 0 || p[nl] != '.')
+                return false;
+        p += nl + 1;
+        while (p[tl] >= 'a' && p[tl] <= 'z')
+                tl++;
+        if (tl == 0 || tl > ASIDE_TAG_MAX || p[tl] != '-')
+                return false;
+        p += tl + 1;
+        for (int i = 0; i < 15; i++)
+                if (i == 8 ? p[i] != 'T' : !(p[i] >= '0' && p[i] <= '9'))
+                        return false;
+        if (p[15] != 'Z')
+                return false;
+        memcpy(ret_key->stamp, p, 15);
+        ret_key->stamp[15] = 0;
+        p += 16;
+        ret_key->n = 1;
+        if (*p == 0)
+                return true;
+        if (*p != '-' || !(p[1] >= '1' && p[1] <= '9'))
+                return false;
+        errno = 0;
+        ret_key->n = strtoul(p + 1, &end, 10);
+        return errno == 0 && *end == 0;
+}
+
+struct aside_entry {
+        struct aside_key key;
+        char *name;
+};
+
+static int cmp_aside(const void *a, const void *b)
+{
+        const struct aside_entry *x = a, *y = b;
+        int c = strcmp(x->key.stamp, y->key.stamp);
+
+        if (c != 0)
+                return c;
+        if (x->key.n != y->key.n)
+                return x->key.n < y->key.n ? -1 : 1;
+        return strcmp(x->name, y->name);
+}
+
+/* The aside names of name in dir, oldest first, into *ret (malloc'd). Returns how many or
+ * -errno. */
+static int list_aside(int dir, const char *name, struct aside_entry **ret)
+{
+        struct aside_entry *v = NULL;
+        size_t n = 0, cap = 0;
+        struct dirent *e;
+        DIR *d;
+        int fd = opendir_at(dir, &d);
+
+        if (fd < 0)
+                return fd;
+        while ((e = readdir(d))) {
+                struct aside_key k;
+
+                if (!parse_aside(e->d_name, name, &k))
+                        continue;
+                GROW(v, cap, n + 1);
+                v[n++] = (struct aside_entry){.key = k, .name = xstrdup(e->d_name)};
+        }
+        closedir(d);
+        if (n > 1)
+                qsort(v, n, sizeof(v[0]), cmp_aside);
+        *ret = v;
+        return (int)n;
+}
+
+static void free_aside(struct aside_entry *v, int n)
+{
+        for (int i = 0; i < n; i++)
+                free(v[i].name);
+        free(v);
+}
+
+int statefile_list_aside(int dirfd, const char *name, char ***ret)
+{
+        struct aside_entry *v = NULL;
+        char **names;
+        int n;
+
+        if (!name_valid(name))
+                return -EINVAL;
+        n = list_aside(dirfd, name, &v);
+        if (n < 0)
+                return n;
+        names = n > 0 ? xcalloc((size_t)n, sizeof(*names)) : NULL;
+        for (int i = 0; i < n; i++)
+                names[i] = v[i].name; /* handed over */
+        free(v);
+        *ret = names;
+        return n;
+}
+
+/* An aside name of name that already is a hard link to it (a copy made before, the file not
+ * replaced since): copied into aside. Returns whether there is one. */
+static bool already_kept(int dir, const char *name, char aside[NAME_MAX + 1])
+{
+        struct aside_entry *v = NULL;
+        struct stat st, a;
+        bool found = false;
+        int n;
+
+        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+            st.st_nlink < 2)
+                return false;
+        n = list_aside(dir, name, &v);
+        for (int i = n - 1; i >= 0 && !found; i--)
+                if (fstatat(dir, v[i].name, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    a.st_dev == st.st_dev && a.st_ino == st.st_ino) {
+                        (void)strscpy(aside, v[i].name, NAME_MAX + 1);
+                        found = true;
+                }
+        free_aside(v, n);
+        return found;
+}
+
+/* The number after the highest of the aside names of name made in the second stamp, 1 when
+ * there is none. */
+static unsigned next_number(int dir, const char *name, const char *stamp)
+{
+        struct aside_entry *v = NULL;
+        int n = list_aside(dir, name, &v);
+        unsigned long next = 1;
+
+        for (int i = 0; i < n; i++)
+                if (strncmp(v[i].key.stamp, stamp, 15) == 0 && v[i].key.n >= next)
+                        next = v[i].key.n + 1;
+        free_aside(v, n);
+        return next < ASIDE_ATTEMPTS * 1000UL ? (unsigned)next : 1;
+}
+
+/* Removes the oldest aside names of name beyond STATEFILE_ASIDE_MAX, never keep. Best effort. */
+static void prune_aside(int dir, const char *name, const char *keep)
+{
+        struct aside_entry *v = NULL;
+        int n = list_aside(dir, name, &v), extra = n - STATEFILE_ASIDE_MAX;
+
+        for (int i = 0; i < n && extra > 0; i++) {
+                if (strcmp(v[i].name, keep) == 0)
+                        continue;
+                if (unlinkat(dir, v[i].name, 0) == 0 ||
+                    (errno == EISDIR && unlinkat(dir, v[i].name, AT_REMOVEDIR) == 0))
+                        extra--;
+                else
+                        log_debug("cannot remove an old aside copy", "name", v[i].name);
+        }
+        free_aside(v, n);
+}
+
 int statefile_set_aside(int dirfd, const char *name, const char *tag, unsigned flags,
                         char *ret_name, size_t size)
 {
@@ -343,7 +511,12 @@ int statefile_set_aside(int dirfd, const char *name, const char *tag, unsigned f
                 return -errno;
         if (!gmtime_r(&now, &tm) || strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm) == 0)
                 return -EOVERFLOW;
-        for (unsigned n = 1; n <= ASIDE_ATTEMPTS && r == -EEXIST; n++) {
+        if ((flags & STATEFILE_ASIDE_KEEP) && already_kept(dir, name, aside))
+                r = 0;
+        /* after every aside name of this second, so that the names sort as they were made
+         * (one removed by prune_aside() is not made again as the oldest) */
+        for (unsigned n = next_number(dir, name, stamp), tries = 0;
+             tries < ASIDE_ATTEMPTS && r == -EEXIST; n++, tries++) {
                 if (n == 1)
                         snprintf(aside, sizeof aside, "%s.%s-%s", name, tag, stamp);
                 else
@@ -353,9 +526,47 @@ int statefile_set_aside(int dirfd, const char *name, const char *tag, unsigned f
         }
         if (r < 0)
                 return r;
+        prune_aside(dir, name, aside);
         if (fsync(dir) < 0)
                 return -errno;
         if (ret_name && size > 0)
                 (void)strscpy(ret_name, aside, size);
         return 0;
+}
+
+int statefile_lock(int dirfd)
+{
+        if (flock(dirfd, LOCK_EX | LOCK_NB) == 0)
+                return 0;
+        return errno == EWOULDBLOCK ? -EBUSY : -errno;
+}
+
+int statefile_lock_holder(int fd)
+{
+        char line[256];
+        FILE *f;
+        struct stat st;
+        int pid = 0;
+
+        if (fstat(fd, &st) < 0 || !(f = fopen("/proc/locks", "re")))
+                return 0;
+        /* "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF" (fs/locks.c, lock_get_status():
+         * major and minor in hex, the inode in decimal); waiters' lines have "->" after the
+         * number. */
+        while (pid == 0 && fgets(line, sizeof line, f)) {
+                unsigned maj, min;
+                unsigned long long ino;
+                char kind[16], arrow[4];
+                int p;
+
+                if (sscanf(line, "%*d: %2s", arrow) == 1 && strcmp(arrow, "->") == 0)
+                        continue;
+                if (sscanf(line, "%*d: %15s %*s %*s %d %x:%x:%llu", kind, &p, &maj, &min, &ino) ==
+                        5 &&
+                    strcmp(kind, "FLOCK") == 0 && p > 0 && maj == major(st.st_dev) &&
+                    min == minor(st.st_dev) && ino == (unsigned long long)st.st_ino)
+                        pid = p;
+        }
+        fclose(f);
+        return pid;
 }

@@ -62,14 +62,38 @@ enum {
         STATEFILE_ASIDE_KEEP = 1u << 0,
 };
 
+/* Aside copies of one name kept at most, all tags together: statefile_set_aside() removes the
+ * oldest beyond it. */
+#define STATEFILE_ASIDE_MAX 10
+
 /* Sets the file name in dirfd aside for a human to look at: renames it (whatever it is: a bad
  * file, a directory, a symlink) to "NAME.TAG-YYYYMMDDTHHMMSSZ" (UTC now; "-2", "-3", ... appended
  * when that name is taken, never replacing anything), or with STATEFILE_ASIDE_KEEP leaves name in
  * place and makes the aside name a hard link to it (a copy where the filesystem has no hard
- * links, mode STATEFILE_MODE). Then fsyncs the directory. tag is 1 to 16 lowercase letters
+ * links, mode STATEFILE_MODE); when an aside name of any tag already is a hard link to name, that
+ * one is the copy and nothing new is made. Then the oldest aside names of name beyond
+ * STATEFILE_ASIDE_MAX (all tags counted together, by their time, then their number) are removed,
+ * never the one just made, and the directory is fsync'ed. tag is 1 to 16 lowercase letters
  * ("corrupt"). Writes the aside name into ret_name (size bytes; may be NULL). Returns 0, or
  * -errno: -EINVAL for a bad name or tag, -ENOENT when name does not exist, -EEXIST when 100
  * aside names of this second are taken, else the failing call's error (-EROFS, -EACCES, -ENOSPC
  * for a copy, -EIO). Any thread; not while another thread writes name. */
 int statefile_set_aside(int dirfd, const char *name, const char *tag, unsigned flags,
                         char *ret_name, size_t size);
+
+/* Lists the aside names of name in dirfd, oldest first, into a malloc'd array of malloc'd
+ * strings (the caller frees each and the array). Returns how many (0: *ret NULL), or -errno. */
+int statefile_list_aside(int dirfd, const char *name, char ***ret);
+
+/* The lock of a state directory: one writer at a time. Takes an exclusive flock(2) on dirfd (a
+ * descriptor of the directory itself, O_RDONLY), without waiting. It is the open file
+ * description's: held until the last descriptor of it is closed, dropped by the kernel when the
+ * process dies, never inherited by a process started with exec (O_CLOEXEC), but shared with a
+ * child forked while it is open. Returns 0, -EBUSY when another open file description holds it
+ * (another process), or -errno (-EBADF, -ENOLCK). */
+int statefile_lock(int dirfd);
+
+/* The process that holds a flock(2) lock on the file of fd, from /proc/locks (in this process's
+ * PID namespace): its pid, 0 when none is listed or it cannot be told (a pid outside the
+ * namespace, no /proc). For messages only: the answer may be stale at once. */
+int statefile_lock_holder(int fd);

@@ -186,14 +186,6 @@ static struct collector *cc_setup(const struct collector_host *h, const void *op
         int state_fd = cur ? -1 : h->state_dir(h); /* ignored by a reconfigure */
         int r;
 
-        /* Held while the daemon runs (until the directory is closed): --canary.reset-reference
-         * refuses to edit under it. */
-        if (state_fd >= 0 && (r = canary_state_dir_lock(state_fd)) < 0)
-                log_errno(LOG_LEVEL_WARN, r,
-                          "cannot lock the state directory; a reset of a reference while "
-                          "diskpulse runs would not be refused",
-                          "path", h->state_dir_path, NULL);
-
         for (size_t i = 0; i < o->n_paths; i++)
                 t[i] = (struct canary_target_config){.path = o->paths[i].path,
                                                      .mode = o->paths[i].mode};

@@ -210,11 +210,16 @@ void canary_load_records(struct canary *c)
                 (void)statefile_restrict_mode(c->state_dir_fd, CANARY_STATE_FILE);
                 if (c->records.version < CANARY_STATE_VERSION &&
                     statefile_set_aside(c->state_dir_fd, CANARY_STATE_FILE, "oldversion",
-                                        STATEFILE_ASIDE_KEEP, aside, sizeof aside) == 0)
-                        /* a downgrade reads the copy; every write from now on is the new version */
+                                        STATEFILE_ASIDE_KEEP, aside, sizeof aside) == 0) {
+                        /* a downgrade reads the copy; the file is the new version from now on,
+                         * written at once so that the next start does not migrate it again */
                         log_info("canary baselines of an older version migrated: each baseline is "
                                  "its disk's reference; the old file is kept aside",
                                  "file", CANARY_STATE_FILE, "set_aside", aside);
+                        pthread_mutex_lock(&c->state_lock);
+                        (void)canary_write_records(c);
+                        pthread_mutex_unlock(&c->state_lock);
+                }
                 return;
         }
         if (r < 0 && !state_corrupt(r)) {

@@ -236,6 +236,25 @@ static char *get_file(int dfd, const char *name)
         return buf;
 }
 
+/* The aside copies of the state file in fd: how many, and the name of the one tagged tag. */
+static int asides(int fd, const char *tag, char *ret, size_t size)
+{
+        char **names = NULL, prefix[64];
+        int n = statefile_list_aside(fd, CANARY_STATE_FILE, &names);
+
+        assert_true(n >= 0);
+        snprintf(prefix, sizeof prefix, "%s.%s-", CANARY_STATE_FILE, tag);
+        if (ret)
+                ret[0] = 0;
+        for (int i = 0; i < n; i++) {
+                if (ret && strncmp(names[i], prefix, strlen(prefix)) == 0)
+                        snprintf(ret, size, "%s", names[i]);
+                free(names[i]);
+        }
+        free(names);
+        return n;
+}
+
 /* The one name in the directory that starts with prefix (fails unless exactly one), or NULL
  * for none when none is allowed. */
 static char *aside_file(int dfd, const char *prefix, bool must)
@@ -354,7 +373,14 @@ static void test_version2_migrated(void **state)
         name = aside_file(d.fd, CANARY_STATE_FILE ".oldversion-", true);
         kept = get_file(d.fd, name);
         assert_string_equal(kept, v2);
+        /* written as version 3 at once: a start before the first save makes no second copy */
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_has(back, "diskpulse-canary-baselines 3\n", true);
+        free(back);
         finish(c);
+        c = start(d.fd, "wwn:0x5000aaaa", 1);
+        finish(c);
+        assert_int_equal(asides(d.fd, "oldversion", NULL, 0), 1);
         back = get_file(d.fd, CANARY_STATE_FILE);
         assert_has(back, "diskpulse-canary-baselines 3\n", true);
         assert_has(back, " reference=0.004 refdays=final ", true);
@@ -630,8 +656,9 @@ static void test_full_and_readonly_filesystem(void **state)
         sdir_free(&d);
 }
 
-/* --canary.reset-reference=PATH: every record of PATH reset, the others untouched, refused
- * while a daemon holds the directory, an unknown path changes nothing. */
+/* --canary.reset-reference=PATH: every record of PATH reset, the others untouched, the previous
+ * file kept beside it, refused while another process holds the directory, "PATH/" is PATH, an
+ * unknown path changes nothing and lists the known ones. */
 static void test_reset_reference(void **state)
 {
         static const char text[] =
@@ -643,7 +670,7 @@ static void test_reset_reference(void **state)
             "updated=5 warmup=- reference=0.0005 refdays=final dayobs=- days=-\n"
             "disk=wwn:0x5000bbbb mode=fdatasync path=/logs regime=idle baseline=0.003 "
             "updates=900 updated=5 warmup=- reference=0.001 refdays=final dayobs=- days=-\n";
-        char err[256], *out = NULL, *back;
+        char err[1024], *out = NULL, *back, aside[NAME_MAX + 1];
         size_t outlen = 0;
         struct sdir d;
         FILE *f;
@@ -653,28 +680,38 @@ static void test_reset_reference(void **state)
         sdir_new(&d, "/tmp");
         put_file(d.fd, CANARY_STATE_FILE, text, 0600);
 
-        /* a running daemon's lock: refused, the file unchanged */
+        /* another process's lock (a running daemon's): refused, the file unchanged, no copy */
         lockfd = open(d.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_true(lockfd >= 0);
-        assert_int_equal(canary_state_dir_lock(lockfd), 0);
+        assert_int_equal(statefile_lock(lockfd), 0);
         assert_int_equal(canary_reset_reference(d.fd, "/data", stdout, err, sizeof err), -EBUSY);
-        assert_non_null(strstr(err, "stop it, reset, start it again"));
+        assert_non_null(strstr(err, "systemctl stop diskpulse.socket diskpulse"));
         back = get_file(d.fd, CANARY_STATE_FILE);
         assert_string_equal(back, text);
         free(back);
+        assert_int_equal(asides(d.fd, "reset", NULL, 0), 0);
         close(lockfd);
 
-        /* an unknown path: 0, nothing written */
+        /* an unknown path: 0, nothing written, the known paths listed */
         assert_int_equal(canary_reset_reference(d.fd, "/nowhere", stdout, err, sizeof err), 0);
         assert_non_null(strstr(err, "no record of the path /nowhere"));
+        assert_non_null(strstr(err, "the paths it knows: /data, /logs"));
+        assert_int_equal(asides(d.fd, "reset", NULL, 0), 0);
 
         f = open_memstream(&out, &outlen);
         assert_non_null(f);
-        assert_int_equal(canary_reset_reference(d.fd, "/data", f, err, sizeof err), 2);
+        /* "/data/" is "/data" */
+        assert_int_equal(canary_reset_reference(d.fd, "/data//", f, err, sizeof err), 2);
         fclose(f);
         assert_non_null(strstr(out, "reset: disk=wwn:0x5000aaaa mode=fdatasync path=/data "
                                     "regime=idle (reference was 0.002s;"));
+        /* the previous file, days and all, kept beside it */
+        assert_int_equal(asides(d.fd, "reset", aside, sizeof aside), 1);
+        assert_non_null(strstr(out, aside));
         free(out);
+        back = get_file(d.fd, aside);
+        assert_string_equal(back, text);
+        free(back);
         back = get_file(d.fd, CANARY_STATE_FILE);
         /* the baseline is the provisional reference, days forgotten, 7 new days to come */
         assert_non_null(strstr(back, "path=/data regime=idle baseline=0.004 updates=900 updated=5 "
@@ -685,10 +722,109 @@ static void test_reset_reference(void **state)
                                      "warmup=- reference=0.001 refdays=final dayobs=- days=-\n"));
         free(back);
 
+        /* resets without end keep at most STATEFILE_ASIDE_MAX copies, the newest */
+        for (int i = 0; i < STATEFILE_ASIDE_MAX + 3; i++)
+                assert_int_equal(canary_reset_reference(d.fd, "/logs", stdout, err, sizeof err), 1);
+        assert_int_equal(asides(d.fd, "reset", NULL, 0), STATEFILE_ASIDE_MAX);
+        /* the first copy (the only one with the days of /data) went first */
+        assert_int_equal(faccessat(d.fd, aside, F_OK, 0), -1);
+
+        /* a file with a bad line is not edited (the line would be lost) */
+        put_file(d.fd, CANARY_STATE_FILE, "diskpulse-canary-baselines 3\nnonsense\n", 0600);
+        assert_int_equal(canary_reset_reference(d.fd, "/data", stdout, err, sizeof err), -EBADMSG);
+
         /* no state file */
         assert_int_equal(unlinkat(d.fd, CANARY_STATE_FILE, 0), 0);
         assert_int_equal(canary_reset_reference(d.fd, "/data", stdout, err, sizeof err), -ENOENT);
         sdir_free(&d);
+}
+
+static bool only_aaaa(void *ud, const char *disk)
+{
+        (void)ud;
+        return strcmp(disk, "wwn:0x5000aaaa") == 0;
+}
+
+/* One disk's records exported from one state directory and imported into another: the disk
+ * checked, the path moved, the other records kept, the previous file kept beside it. */
+static void test_export_import(void **state)
+{
+        static const char text[] =
+            "diskpulse-canary-baselines 3\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=idle baseline=0.004 updates=900 "
+            "updated=5 warmup=- reference=0.002 refdays=final dayobs=0.004 "
+            "days=1717000000:0.0039,1717086400:0.004\n"
+            "disk=wwn:0x5000bbbb mode=fdatasync path=/logs regime=idle baseline=0.003 "
+            "updates=900 updated=5 warmup=- reference=0.001 refdays=final dayobs=- days=-\n";
+        static const char there[] =
+            "diskpulse-canary-baselines 3\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/srv/pg regime=idle baseline=0 "
+            "updates=3 updated=7 warmup=0.009,0.009,0.009 reference=0 refdays=- dayobs=- "
+            "days=-\n"
+            "disk=wwn:0x5000cccc mode=fdatasync path=/srv/wal regime=idle baseline=0.003 "
+            "updates=900 updated=5 warmup=- reference=0.001 refdays=final dayobs=- days=-\n";
+        char err[1024], *out = NULL, *back, aside[NAME_MAX + 1];
+        size_t outlen = 0;
+        struct sdir a, b;
+        FILE *f;
+        (void)state;
+
+        sdir_new(&a, "/tmp");
+        sdir_new(&b, "/tmp");
+        put_file(a.fd, CANARY_STATE_FILE, text, 0600);
+        put_file(b.fd, CANARY_STATE_FILE, there, 0600);
+
+        assert_int_equal(canary_export_records(a.fd, "wwn:0x5000ffff", stdout, err, sizeof err), 0);
+        assert_non_null(strstr(err, "the disks it knows: wwn:0x5000aaaa, wwn:0x5000bbbb"));
+        f = open_memstream(&out, &outlen);
+        assert_int_equal(canary_export_records(a.fd, "wwn:0x5000aaaa", f, err, sizeof err), 1);
+        fclose(f);
+        assert_non_null(strstr(out, "diskpulse-canary-baselines 3\n"));
+        assert_non_null(strstr(out, "days=1717000000:0.0039,1717086400:0.004"));
+        assert_null(strstr(out, "0x5000bbbb"));
+
+        /* a disk this host does not have: refused, nothing written */
+        assert_int_equal(canary_import_records(b.fd, text, strlen(text), NULL, only_aaaa, NULL,
+                                               stdout, err, sizeof err),
+                         -EINVAL); /* two disks */
+        assert_int_equal(
+            canary_import_records(b.fd, out, outlen, NULL, NULL, NULL, stdout, err, sizeof err), 1);
+        back = get_file(b.fd, CANARY_STATE_FILE);
+        assert_non_null(strstr(back, "path=/data regime=idle baseline=0.004"));
+        free(back);
+        assert_int_equal(asides(b.fd, "import", aside, sizeof aside), 1);
+        back = get_file(b.fd, aside);
+        assert_string_equal(back, there);
+        free(back);
+        put_file(b.fd, CANARY_STATE_FILE, there, 0600);
+        assert_int_equal(canary_import_records(b.fd, out, outlen, "/srv/pg/", only_aaaa, NULL,
+                                               stdout, err, sizeof err),
+                         1);
+        back = get_file(b.fd, CANARY_STATE_FILE);
+        /* this host's fresh warm-up of the disk is replaced by its history, the other disk
+         * kept */
+        assert_non_null(strstr(back, "path=/srv/pg regime=idle baseline=0.004 updates=900"));
+        assert_non_null(strstr(back, "days=1717000000:0.0039,1717086400:0.004"));
+        assert_null(strstr(back, "warmup=0.009"));
+        assert_non_null(strstr(back, "disk=wwn:0x5000cccc"));
+        free(back);
+        free(out);
+
+        /* identity checked */
+        out = NULL;
+        f = open_memstream(&out, &outlen);
+        assert_int_equal(canary_export_records(a.fd, "wwn:0x5000bbbb", f, err, sizeof err), 1);
+        fclose(f);
+        assert_int_equal(canary_import_records(b.fd, out, outlen, NULL, only_aaaa, NULL, stdout,
+                                               err, sizeof err),
+                         -ENODEV);
+        assert_non_null(strstr(err, "no disk with the identity wwn:0x5000bbbb on this host"));
+        assert_int_equal(
+            canary_import_records(b.fd, "junk\n", 5, NULL, NULL, NULL, stdout, err, sizeof err),
+            -EBADMSG);
+        free(out);
+        sdir_free(&a);
+        sdir_free(&b);
 }
 
 int main(void)
@@ -701,6 +837,7 @@ int main(void)
             cmocka_unit_test(test_unreadable_file_never_replaced),
             cmocka_unit_test(test_full_and_readonly_filesystem),
             cmocka_unit_test(test_reset_reference),
+            cmocka_unit_test(test_export_import),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

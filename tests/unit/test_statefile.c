@@ -652,6 +652,73 @@ static void test_fsync_reaches_the_disk(void **state)
         close(fd);
 }
 
+/* Copies of all tags together are bounded (the oldest go, by time then number, never the new
+ * one), a kept file already linked aside is not copied again, and the list is oldest first. */
+static void test_aside_bounded(void **state)
+{
+        struct tmpdir *d = *state;
+        char a[NAME_MAX + 1], b[NAME_MAX + 1], first[NAME_MAX + 1], **names = NULL;
+        int n;
+
+        /* an old copy of another tag, made in an earlier second, and a stray look-alike */
+        assert_int_equal(statefile_write_atomic(d->fd, "state.corrupt-20200101T000000Z", "o", 1),
+                         0);
+        assert_int_equal(statefile_write_atomic(d->fd, "state.corrupt-2020", "x", 1), 0);
+        assert_int_equal(statefile_write_atomic(d->fd, "state", "v0", 2), 0);
+        assert_int_equal(
+            statefile_set_aside(d->fd, "state", "reset", STATEFILE_ASIDE_KEEP, first, sizeof first),
+            0);
+        /* unchanged since: the same copy, nothing new */
+        assert_int_equal(
+            statefile_set_aside(d->fd, "state", "other", STATEFILE_ASIDE_KEEP, a, sizeof a), 0);
+        assert_string_equal(a, first);
+        for (int i = 1; i <= STATEFILE_ASIDE_MAX + 2; i++) {
+                char v[16];
+                snprintf(v, sizeof v, "v%d", i);
+                assert_int_equal(statefile_write_atomic(d->fd, "state", v, strlen(v)), 0);
+                assert_int_equal(
+                    statefile_set_aside(d->fd, "state", "reset", STATEFILE_ASIDE_KEEP, b, sizeof b),
+                    0);
+                assert_content(d->fd, b, v); /* the new copy always survives */
+        }
+        n = statefile_list_aside(d->fd, "state", &names);
+        assert_int_equal(n, STATEFILE_ASIDE_MAX);
+        /* the 2020 copy and the first three of this second went; the newest is last */
+        assert_string_equal(names[n - 1], b);
+        for (int i = 0; i < n; i++) {
+                char v[16];
+                snprintf(v, sizeof v, "v%d", i + 3);
+                assert_content(d->fd, names[i], v);
+                assert_true(strncmp(names[i], "state.reset-", 12) == 0);
+                free(names[i]);
+        }
+        free(names);
+        assert_content(d->fd, "state.corrupt-2020", "x"); /* not an aside name: left alone */
+        assert_int_equal(faccessat(d->fd, first, F_OK, 0), -1);
+        assert_int_equal(statefile_list_aside(d->fd, "../x", &names), -EINVAL);
+}
+
+/* The lock: one open file description at a time, its holder found in /proc/locks, released
+ * when its descriptor is closed. */
+static void test_lock(void **state)
+{
+        struct tmpdir *d = *state;
+        int a = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int b = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        assert_true(a >= 0 && b >= 0);
+        assert_int_equal(statefile_lock_holder(b), 0);
+        assert_int_equal(statefile_lock(a), 0);
+        assert_int_equal(statefile_lock(a), 0); /* the same description: already its own */
+        assert_int_equal(statefile_lock(b), -EBUSY);
+        if (access("/proc/locks", R_OK) == 0)
+                assert_int_equal(statefile_lock_holder(b), getpid());
+        close(a);
+        assert_int_equal(statefile_lock(b), 0);
+        close(b);
+        assert_int_equal(statefile_lock(-1), -EBADF);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -659,6 +726,8 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_mode_regardless_of_umask, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_restrict_mode, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_set_aside, setup_dir, teardown_dir),
+            cmocka_unit_test_setup_teardown(test_aside_bounded, setup_dir, teardown_dir),
+            cmocka_unit_test_setup_teardown(test_lock, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_write_through_other_fds, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_bad_arguments, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_rename_failure_keeps_old, setup_dir, teardown_dir),
