@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pkg
@@ -250,6 +251,80 @@ def check_serving(c, label):
     return body
 
 
+RESET_PATH = "/srv/db"
+RESET_RECORD = ("disk=serial:DPTEST-RESET mode=fdatasync path=%s regime=idle baseline=0.004 updates=900 "
+                "updated=5 warmup=- reference=0.002 refdays=final dayobs=- "
+                "days=1717000000:0.0039,1717086400:0.004" % RESET_PATH)
+RESET_DONE = ("path=%s regime=idle baseline=0.004 updates=900 updated=5 warmup=- reference=0.004 "
+              "refdays=- dayobs=- days=-" % RESET_PATH)
+
+
+def check_reset_recipe(c):
+    """The runbook's reset of one target's reference under systemd, with diskpulse.socket active
+    and a scraper knocking all along: the reset refuses while the service runs; the recipe
+    (stop the socket and the service, reset as the service user, start both) applies it and the
+    daemon started after keeps it; a daemon the socket starts while another process holds the
+    state directory refuses (exit 1) and systemd's restart brings it back once the lock is gone."""
+    state = "/var/lib/diskpulse/canary-baselines"
+    c.sh("systemctl stop diskpulse.socket diskpulse.service")
+    c.sh("echo '%s' >> %s" % (RESET_RECORD, state))
+    c.sh("systemctl start diskpulse.socket diskpulse.service")
+    check_serving(c, "with a record of another path")
+    svc = c.show("diskpulse.service", "MainPID")
+    rc, out, err = c.sh("runuser -u diskpulse -- diskpulse --state.directory=/var/lib/diskpulse "
+                        "--canary.reset-reference=%s" % RESET_PATH)
+    pkg.check(rc == 1 and ("(pid %s)" % svc.get("MainPID")) in err,
+              "the reset refuses while the service runs, naming its pid: %d %s" % (rc, err.strip()))
+
+    # a scraper knocking every 0.2 s while the recipe runs, as Prometheus would
+    knocks = []
+    stop = threading.Event()
+
+    def knock():
+        while not stop.is_set():
+            knocks.append(c.http("127.0.0.1", timeout=2)[0])
+            time.sleep(0.2)
+    t = threading.Thread(target=knock)
+    t.start()
+    try:
+        time.sleep(1)
+        rc1, _, err1 = c.sh("systemctl stop diskpulse.socket diskpulse")
+        rc2, out2, err2 = c.sh("runuser -u diskpulse -- diskpulse --state.directory=/var/lib/diskpulse "
+                               "--canary.reset-reference=%s" % RESET_PATH)
+        time.sleep(1)  # scrapes knock on a closed port meanwhile
+        rc3, _, err3 = c.sh("systemctl start diskpulse.socket diskpulse")
+        time.sleep(2)
+    finally:
+        stop.set()
+        t.join()
+    pkg.check(rc1 == 0 and rc2 == 0 and rc3 == 0 and "kept: the previous file as canary-baselines.reset-" in out2,
+              "the runbook's recipe ran: stop %d, reset %d (%s), start %d" % (rc1, rc2, (out2 + err2).strip()[-300:], rc3))
+    pkg.check("200" in knocks and any(k.startswith("ERROR") for k in knocks),
+              "the scraper knocked before, during and after (%d knocks, %d answered)"
+              % (len(knocks), knocks.count("200")))
+    text = c.out("cat %s" % state)
+    pkg.check(RESET_DONE in text, "the reset is in the state file")
+    check_serving(c, "after the reset")
+    c.sh("systemctl stop diskpulse.socket diskpulse.service")
+    text = c.out("cat %s" % state)
+    pkg.check(RESET_DONE in text and c.out("ls /var/lib/diskpulse | grep -c '^canary-baselines.reset-'") == "1",
+              "the daemon run after the reset kept it; one copy of the previous file beside it")
+
+    # A holder of the state directory's lock (a reset in progress): the socket-started service
+    # refuses, and the restart brings it back once the lock is released.
+    # (the starts above count against the unit's start limit, 5 in 10 s: forget them)
+    c.sh("systemctl reset-failed diskpulse.service diskpulse.socket")
+    c.sh("(flock -x /var/lib/diskpulse sleep 2 >/dev/null 2>&1 &) ; sleep 0.5")
+    c.sh("systemctl start diskpulse.socket")
+    c.http("127.0.0.1", timeout=3)  # starts the service while the lock is held
+    refused = [e.get("MESSAGE", "") for e in c.journal("diskpulse.service")
+               if "in use by another process" in e.get("MESSAGE", "")]
+    pkg.check(bool(refused), "a service the socket starts while the lock is held refuses: %s" % refused[-1:])
+    back = wait("restart after the lock", lambda: c.http("127.0.0.1")[0] == "200", 30)
+    pkg.check(back, "systemd's restart brings it back once the lock is gone (%s)"
+              % c.show("diskpulse.service", "ActiveState", "NRestarts", "Result"))
+
+
 def main():
     build = sys.argv[1]
     # ctest's timeout sends SIGTERM: unwind, so that the container is powered off.
@@ -456,6 +531,8 @@ def main():
         act = c.show("diskpulse.service", "ActiveState", "MainPID")
         pkg.check(act.get("ActiveState") == "active" and act.get("MainPID") not in ("0", main_pid),
                   "the first connection started diskpulse.service (MainPID %s)" % act.get("MainPID"))
+
+        check_reset_recipe(c)
 
         # The example allow-list on the socket: 192.0.2.10 is let in, 192.0.2.20 is not.
         c.net("ip", "addr", "add", "192.0.2.10/32", "dev", "lo")
