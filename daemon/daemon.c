@@ -22,6 +22,7 @@
 #include "privsep.h"
 #include "privsep_metrics.h"
 #include "process.h"
+#include "statefile.h"
 #include "watchdog.h"
 #include "websec.h"
 
@@ -530,8 +531,14 @@ void daemon_done(struct daemon *d)
         /* Every collector, its threads stopped (a canary probe blocked in the kernel is
          * abandoned after a few hundred ms). */
         round_free(&d->round);
-        if (d->state_fd >= 0)
+        if (d->state_fd >= 0) {
+                /* Nothing writes the state any more. The lock goes now, not when the last
+                 * descriptor of the directory closes: a canary prober abandoned in a hung
+                 * fdatasync() keeps one, and the process with it, until the kernel lets go, and
+                 * the diskpulse started after this one must not wait for that. */
+                (void)statefile_unlock(d->state_fd);
                 close(d->state_fd);
+        }
         /* the zygote's eventfd belongs to io */
         d->zygote_lost = sd_event_source_unref(d->zygote_lost);
         d->zygote_grace = sd_event_source_unref(d->zygote_grace);

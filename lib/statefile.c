@@ -541,6 +541,11 @@ int statefile_lock(int dirfd)
         return errno == EWOULDBLOCK ? -EBUSY : -errno;
 }
 
+int statefile_unlock(int dirfd)
+{
+        return flock(dirfd, LOCK_UN) < 0 ? -errno : 0;
+}
+
 int statefile_lock_holder(int fd)
 {
         char line[256];

@@ -93,6 +93,11 @@ int statefile_list_aside(int dirfd, const char *name, char ***ret);
  * (another process), or -errno (-EBADF, -ENOLCK). */
 int statefile_lock(int dirfd);
 
+/* Releases the lock statefile_lock() took through dirfd's open file description, even while
+ * other descriptors of it stay open (a thread abandoned in a hung system call may keep one, and
+ * with it the lock, long after the process meant to exit). Returns 0 or -errno. */
+int statefile_unlock(int dirfd);
+
 /* The process that holds a flock(2) lock on the file of fd, from /proc/locks (in this process's
  * PID namespace): its pid, 0 when none is listed or it cannot be told (a pid outside the
  * namespace, no /proc). For messages only: the answer may be stale at once. */

@@ -715,6 +715,15 @@ static void test_lock(void **state)
                 assert_int_equal(statefile_lock_holder(b), getpid());
         close(a);
         assert_int_equal(statefile_lock(b), 0);
+        /* released through one descriptor while a duplicate stays open (a thread's) */
+        a = fcntl(b, F_DUPFD_CLOEXEC, 3);
+        assert_true(a >= 0);
+        assert_int_equal(statefile_unlock(b), 0);
+        close(b);
+        b = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_int_equal(statefile_lock(b), 0);
+        assert_int_equal(statefile_lock(a), -EBUSY);
+        close(a);
         close(b);
         assert_int_equal(statefile_lock(-1), -EBADF);
 }
