@@ -12,7 +12,8 @@
  * 10 s (19 bounds, neighbours at most x2.5 apart) plus +Inf; "le" formatted like the Prometheus
  * client libraries ("1e-05", "2.5e-05", "0.0001", ..., "10", "+Inf"); cumulative since start.
  *
- * Recent window (diskpulse_sync_recent_seconds, default 5 min): the samples whose monotonic
+ * Recent window (diskpulse_sync_recent_seconds, default 5 min; with a shorter baseline period
+ * for tests, 5 min x period / 1 h: canary_recent_window_for()): the samples whose monotonic
  * time t satisfies now - window < t, and at least the newest CANARY_RECENT_MIN_SAMPLES (10)
  * however old (at a probe every 3 minutes a 5-minute window holds one or two: a median of one
  * probe and a p99 that is its value; ten probes make a median and a p90 of some meaning, the
