@@ -27,7 +27,7 @@ static struct ctarget *target_new(struct canary *c, const struct canary_target_c
         pthread_cond_init(&t->wake, &ca);
         pthread_condattr_destroy(&ca);
         for (int g = 0; g < _CANARY_REGIME_MAX; g++)
-                if (canary_stats_init(&t->stats[g], CANARY_RECENT_WINDOW,
+                if (canary_stats_init(&t->stats[g], canary_recent_window_for(c->baseline_period),
                                       CANARY_RECENT_MAX_SAMPLES) < 0)
                         abort(); /* constant arguments */
                 else

@@ -349,8 +349,8 @@ static const struct opt_def canary_options_def[] = {
      .max = 3600 * USEC_PER_SEC,
      .arg = "DUR",
      .help = "for tests and evaluation only: the baseline's hour lasts DUR (1s to 1h), so its "
-             "day is 24 of them and the reference and trend come that much sooner; read at "
-             "start"},
+             "day is 24 of them and the reference and trend come that much sooner; the recent "
+             "window behind the ratios is scaled with it (5m x DUR/1h); read at start"},
 };
 
 /* No --canary.path given: the state directory, where the baselines live too. */

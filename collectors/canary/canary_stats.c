@@ -269,6 +269,20 @@ void canary_baseline_set_period(struct canary_baseline *b, usec_t period)
         trend_update(b);
 }
 
+usec_t canary_recent_window_for(usec_t period)
+{
+        double w;
+
+        if (period == 0)
+                return CANARY_RECENT_WINDOW;
+        w = (double)CANARY_RECENT_WINDOW * ((double)period / (double)CANARY_BASELINE_PERIOD);
+        if (w < 1)
+                return 1;
+        if (w >= (double)UINT64_MAX)
+                return UINT64_MAX;
+        return (usec_t)w;
+}
+
 bool canary_baseline_value_ok(double v)
 {
         return isfinite(v) && v >= CANARY_BASELINE_FLOOR && v <= CANARY_MAX_SECONDS;
@@ -509,13 +523,37 @@ static double period_median(const struct canary_baseline *b)
         return canary_quantile_sorted(v, b->period_kept, 0.5);
 }
 
-static void period_open(struct canary_baseline *b, usec_t mono)
+static void period_open(struct canary_baseline *b, usec_t start)
 {
         b->period_open = true;
-        b->period_start = mono;
+        b->period_start = start;
+        b->period_end = start + b->period_len;
+        b->period_hours = 1;
         b->period_n = 0;
         b->period_stride = 1;
         b->period_kept = 0;
+}
+
+/* The start of the hour of the grid from `from` on that holds mono (>= from). */
+static usec_t grid_floor(const struct canary_baseline *b, usec_t from, usec_t mono)
+{
+        return from + (mono - from) / b->period_len * b->period_len;
+}
+
+/* Applies the ended period: its median once per hour of it that held a probe, each stamped with
+ * the wall clock at that hour's end (real was read at mono, past the period's end). */
+static int period_apply(struct canary_baseline *b, usec_t mono, usec_t real)
+{
+        double m = period_median(b);
+
+        for (unsigned i = 0; i < b->period_hours; i++) {
+                usec_t back =
+                    mono - b->period_end + (usec_t)(b->period_hours - 1 - i) * b->period_len;
+                int r = canary_baseline_observe(b, m, real > back ? real - back : real);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 /* Keeps every period_stride-th probe; when full, every other kept one goes and the stride
@@ -546,14 +584,19 @@ int canary_baseline_add(struct canary_baseline *b, double seconds, usec_t mono, 
         if (!b->period_open) {
                 period_open(b, mono);
         } else if (mono < b->period_start) {
-                b->period_start = mono; /* a clock that went back: the hour starts again */
-        } else if (mono - b->period_start >= b->period_len &&
-                   b->period_n >= CANARY_BASELINE_MIN_SAMPLES) {
-                r = canary_baseline_observe(b, period_median(b), real);
+                /* a clock that went back: the hour starts again, and the grid with it */
+                b->period_start = mono;
+                b->period_end = mono + b->period_len;
+        } else if (mono >= b->period_end && b->period_n >= CANARY_BASELINE_MIN_SAMPLES) {
+                r = period_apply(b, mono, real);
                 if (r < 0)
                         return r;
                 applied = 1;
-                period_open(b, mono);
+                period_open(b, grid_floor(b, b->period_end, mono));
+        } else if (mono >= b->period_end) {
+                /* too few probes: the period runs on to the end of the hour that holds mono */
+                b->period_end = grid_floor(b, b->period_end, mono) + b->period_len;
+                b->period_hours++;
         }
         period_keep(b, seconds);
         return applied;

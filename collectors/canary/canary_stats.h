@@ -12,7 +12,8 @@
  * 10 s (19 bounds, neighbours at most x2.5 apart) plus +Inf; "le" formatted like the Prometheus
  * client libraries ("1e-05", "2.5e-05", "0.0001", ..., "10", "+Inf"); cumulative since start.
  *
- * Recent window (diskpulse_sync_recent_seconds, default 5 min): the samples whose monotonic
+ * Recent window (diskpulse_sync_recent_seconds, default 5 min; with a shorter baseline period
+ * for tests, 5 min x period / 1 h: canary_recent_window_for()): the samples whose monotonic
  * time t satisfies now - window < t, and at least the newest CANARY_RECENT_MIN_SAMPLES (10)
  * however old (at a probe every 3 minutes a 5-minute window holds one or two: a median of one
  * probe and a p99 that is its value; ten probes make a median and a p90 of some meaning, the
@@ -30,13 +31,21 @@
  * count would fall and rate() would read that as a reset); they equal the histogram's.
  *
  * Baseline (diskpulse_sync_baseline_seconds), the long-term reference latency:
- *  - Observations: the probes are grouped in periods of one hour of monotonic time; a period
- *    ends at the first probe that comes when it has lasted 1 h and holds >= 6 probes (sparse
- *    probes make a longer period). Its observation m is the median of the period's probes as
- *    defined above, exact while a period holds at most 1024 probes (intervals >= 3.6 s); with
+ *  - Observations: the probes are grouped in periods of one hour of monotonic time that lie on
+ *    a grid: the first probe opens a period at its time, and every period starts where the one
+ *    before it ended or a whole number of hours later (after time without probes), so the
+ *    hours end by time, never at the probe that happens to come after them, and N hours of
+ *    probing last N hours whatever the spacing of the probes. A period is applied (its
+ *    observation m: the median of its probes as defined above) at the first probe at or after
+ *    its end, stamped with the CLOCK_REALTIME of its end. A period that holds fewer than 6
+ *    probes when it ends is not applied alone: it runs on over the next hour of the grid (and
+ *    the next, until it holds 6), and its median then counts as one observation for each hour
+ *    of it that held a probe (an hour without any, time without probes, counts for nothing).
+ *    The median is exact while a period holds at most 1024 probes (intervals >= 3.6 s); with
  *    faster probing every 2nd, 4th, ... probe is kept, so that at most 1024 remain, spread
  *    evenly over the hour (8 KiB per target). Probes are floored at 1 us. The running period
- *    is not persisted: a restart loses at most its last hour.
+ *    is not persisted: a restart loses at most its last hour (the first probe after it starts
+ *    a new grid).
  *  - Warm-up: the first 6 observations (6 hours of probing) are collected; then the baseline is
  *    their median (mean of the 3rd and 4th), so up to 2 bad hours among them do not matter.
  *    Until then the baseline and the degradation ratio are absent from the exposition.
@@ -233,7 +242,9 @@ struct canary_baseline {
         bool has_trend;      /* from st.days, recomputed when a day closes or on restore */
         double trend_factor; /* growth of the daily median per CANARY_TREND_HORIZON days */
         bool period_open;
-        usec_t period_start;    /* monotonic */
+        usec_t period_start;    /* monotonic, on the grid */
+        usec_t period_end;      /* period_start + period_len x hours (more with sparse probes) */
+        unsigned period_hours;  /* hours of the grid in the period that held a probe */
         uint64_t period_n;      /* probes in the period */
         uint64_t period_stride; /* every period_stride-th of them is kept (a power of 2) */
         size_t period_kept;
@@ -243,8 +254,13 @@ struct canary_baseline {
 /* Starts a baseline in warm-up with no period open. */
 void canary_baseline_init(struct canary_baseline *b);
 /* For tests and evaluation only (--canary.baseline-period): the baseline's "hour", and so its
- * day (24 of them) and the trend's time scale, lasts period (> 0) instead. Kept by restore. */
+ * day (24 of them) and the trend's time scale, lasts period (> 0) instead. Kept by restore.
+ * The recent window behind the ratios is scaled with it: canary_recent_window_for(). */
 void canary_baseline_set_period(struct canary_baseline *b, usec_t period);
+/* The recent window for a baseline period (0: CANARY_BASELINE_PERIOD): CANARY_RECENT_WINDOW
+ * scaled by period / 1 h (5 min at 1 h, 83.333 ms at 1 s), at least 1 us; so that the
+ * degradation and drift ratios see the same share of a day at any period. */
+usec_t canary_recent_window_for(usec_t period);
 /* Replaces b's persisted part with st (from the state file) and drops the running period.
  * Returns 0, or -EINVAL when st is inconsistent (b then starts afresh as after init). */
 int canary_baseline_restore(struct canary_baseline *b, const struct canary_baseline_state *st);

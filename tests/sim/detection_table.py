@@ -133,7 +133,7 @@ def fmt(sec, unit):
     if sec < 0:
         return "before the change (%.1f h)" % (sec / 3600)
     if unit == "d":
-        return f"day {sec / 86400:.0f}"
+        return f"day {sec / 86400:.1f}"
     return f"{sec / 3600:.1f} h"
 
 

@@ -332,6 +332,31 @@ static void test_probes_feed_stats(void **state)
         assert_int_equal(fk.closes, 1);
 }
 
+/* --canary.baseline-period scales the recent window behind the ratios: at 1 s it is 83 ms, so
+ * of 20 probes 10 ms apart the window holds its minimum of the newest 10 (all 20 at 1 h). */
+static void test_recent_window_follows_period(void **state)
+{
+        (void)state;
+        for (int k = 0; k < 2; k++) {
+                struct canary_config cfg = config(one_target, 1, -1);
+                struct canary *c;
+                char *t;
+
+                fake_reset();
+                fk.clk.limit = 20;
+                cfg.interval = 10 * USEC_PER_MSEC;
+                cfg.baseline_period = k ? USEC_PER_SEC : 0;
+                c = canary_new(&cfg);
+                assert_int_equal(canary_start(c), 0);
+                WAIT_FOR(fk.clk.sleeps >= 20);
+                t = render(c);
+                assert_line(t, k ? "diskpulse_sync_recent_samples{" LI "} 10"
+                                 : "diskpulse_sync_recent_samples{" LI "} 20");
+                free(t);
+                finish(c);
+        }
+}
+
 /* The directory is checked before each probe on an open file: gone counts its errno and closes
  * the file (no probe on it), replaced reopens without an error. */
 static void test_directory_gone_or_replaced(void **state)
@@ -1020,6 +1045,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_probes_feed_stats),
+            cmocka_unit_test(test_recent_window_follows_period),
             cmocka_unit_test(test_directory_gone_or_replaced),
             cmocka_unit_test(test_hang_is_stuck_not_blocking),
             cmocka_unit_test(test_burst_feeds_busy),

@@ -592,14 +592,16 @@ static void test_baseline_periods(void **state)
         int applied = 0;
         (void)state;
 
-        /* sparse probes, every 20 min: a period needs 6 probes, so it lasts 2 h */
+        /* sparse probes, every 20 min: a period needs 6 probes, so it runs on over a second hour
+         * and its median counts for both hours, each stamped with its hour's end */
         canary_baseline_init(&b);
         for (int i = 0; i < 6; i++)
                 assert_int_equal(canary_baseline_add(&b, 0.002, (usec_t)i * 1200 * SEC, REAL0), 0);
-        assert_int_equal(canary_baseline_add(&b, 0.002, 6 * 1200 * SEC, REAL0 + 1), 1);
-        assert_int_equal(b.st.n_warmup, 1);
-        assert_true(b.st.warmup[0] == 0.002);
-        assert_true(b.st.updated == REAL0 + 1);
+        assert_int_equal(canary_baseline_add(&b, 0.002, 6 * 1200 * SEC, REAL0 + HOUR), 1);
+        assert_int_equal(b.st.n_warmup, 2);
+        assert_true(b.st.warmup[0] == 0.002 && b.st.warmup[1] == 0.002);
+        assert_true(b.st.updates == 2 && b.st.updated == REAL0 + HOUR);
+        assert_true(b.period_start == 2 * HOUR && b.period_end == 3 * HOUR);
 
         /* 100 ms probes: 36000 in an hour, at most 1024 kept, evenly: median of the kept ones
          * (every 64th of i = 0..35999, values 1 ms + (i mod 1000) us) */
@@ -1166,6 +1168,101 @@ static void test_short_period(void **state)
         canary_stats_done(&s);
 }
 
+/* Probes every `spacing` from mono `first` (+-10 % jitter when jitter) until at least `obs`
+ * observations were applied; fails unless the probe that applied them came at most one spacing
+ * after `first` + that many periods (N periods last N x period). */
+static void check_observations(usec_t period, usec_t first, usec_t spacing, bool jitter,
+                               uint64_t obs)
+{
+        struct canary_baseline b;
+        usec_t t = first, end;
+        uint64_t rng = 12345;
+
+        canary_baseline_init(&b);
+        canary_baseline_set_period(&b, period);
+        for (;;) {
+                assert_true(canary_baseline_add(&b, 0.002, t, REAL0 + t) >= 0);
+                if (b.st.updates >= obs)
+                        break;
+                t += jitter ? spacing * 9 / 10 + prng_next(&rng) % (spacing / 5) : spacing;
+        }
+        end = first + b.st.updates * period;
+        if (t < end || t >= end + (jitter ? spacing * 11 / 10 : spacing))
+                fail_msg("%llu periods of %llu us with a probe every %llu us ended at %llu us",
+                         (unsigned long long)b.st.updates, (unsigned long long)period,
+                         (unsigned long long)spacing, (unsigned long long)(t - first));
+}
+
+/* The hours lie on a grid: N of them last N hours whatever the spacing of the probes (they used
+ * to end at the first probe after them: 24 periods of 1 s with a probe every 0.15 s lasted
+ * 25.2 s, and with one every 0.4 s, 6 probes to a period, 57.6 s). */
+static void test_period_grid(void **state)
+{
+        static const usec_t spacing[] = {SEC / 10, 150 * USEC_PER_MSEC, 170 * USEC_PER_MSEC,
+                                         400 * USEC_PER_MSEC, 700 * USEC_PER_MSEC};
+        (void)state;
+
+        for (size_t i = 0; i < sizeof spacing / sizeof spacing[0]; i++) {
+                check_observations(SEC, 0, spacing[i], false, 24);
+                check_observations(SEC, 0, spacing[i], true, 24);
+        }
+        /* the default hour: probes every 3 minutes +-10 %, and every 10 minutes +-10 % (6 an
+         * hour or 5: then two hours make one period and count twice) */
+        check_observations(HOUR, 7 * SEC, 180 * SEC, true, 240);
+        check_observations(HOUR, 7 * SEC, 600 * SEC, true, 240);
+}
+
+/* Each period's observation is stamped with the wall clock at its end, so the days lie 24
+ * periods apart on the wall clock too; a gap without probes counts for nothing. */
+static void test_period_stamps(void **state)
+{
+        struct canary_baseline b;
+        usec_t t;
+        (void)state;
+
+        canary_baseline_init(&b);
+        canary_baseline_set_period(&b, SEC);
+        for (t = 0; b.st.updates < 3; t += 170 * USEC_PER_MSEC)
+                assert_true(canary_baseline_add(&b, 0.002, t, REAL0 + t) >= 0);
+        /* the 3rd ended at 3 s, applied by the probe at 3.06 s */
+        assert_true(t - 170 * USEC_PER_MSEC == 3060 * USEC_PER_MSEC);
+        assert_true(b.st.updated == REAL0 + 3 * SEC);
+        assert_true(b.period_start == 3 * SEC && b.period_end == 4 * SEC);
+        /* 10 s without probes: the next period starts on the grid, the gap is not an hour */
+        for (int i = 0; i < 5; i++)
+                assert_int_equal(
+                    canary_baseline_add(&b, 0.002,
+                                        3060 * USEC_PER_MSEC + (usec_t)i * 100 * USEC_PER_MSEC,
+                                        REAL0 + 3 * SEC),
+                    0);
+        assert_int_equal(canary_baseline_add(&b, 0.002, 13500 * USEC_PER_MSEC, REAL0 + 13 * SEC),
+                         1);
+        assert_true(b.st.updates == 4 && b.st.updated == REAL0 + 13 * SEC - 9500 * USEC_PER_MSEC);
+        assert_true(b.period_start == 13 * SEC && b.period_end == 14 * SEC);
+        /* 4 probes, a gap of 5 s, 2 probes: one period of the two hours that held probes */
+        canary_baseline_init(&b);
+        canary_baseline_set_period(&b, SEC);
+        for (int i = 0; i < 4; i++)
+                assert_int_equal(
+                    canary_baseline_add(&b, 0.002, (usec_t)i * 200 * USEC_PER_MSEC, REAL0), 0);
+        assert_int_equal(canary_baseline_add(&b, 0.002, 6200 * USEC_PER_MSEC, REAL0), 0);
+        assert_true(b.period_end == 7 * SEC && b.period_hours == 2);
+        assert_int_equal(canary_baseline_add(&b, 0.002, 6500 * USEC_PER_MSEC, REAL0), 0);
+        assert_int_equal(canary_baseline_add(&b, 0.002, 7100 * USEC_PER_MSEC, REAL0 + 7 * SEC), 1);
+        assert_true(b.st.updates == 2);
+}
+
+/* --canary.baseline-period scales the recent window behind the ratios: 5 min x period / 1 h. */
+static void test_recent_window_scaled(void **state)
+{
+        (void)state;
+        assert_true(canary_recent_window_for(0) == CANARY_RECENT_WINDOW);
+        assert_true(canary_recent_window_for(HOUR) == 5 * 60 * SEC);
+        assert_true(canary_recent_window_for(SEC) == 5 * 60 * SEC / 3600); /* 83.333 ms */
+        assert_true(canary_recent_window_for(60 * SEC) == 5 * SEC);
+        assert_true(canary_recent_window_for(1) == 1);
+}
+
 /* Version 3 round trip of every field; a version 2 file's baseline becomes the final
  * reference; bad lists refuse the line. */
 static void test_records_reference(void **state)
@@ -1472,6 +1569,9 @@ int main(void)
             cmocka_unit_test(test_reference),
             cmocka_unit_test(test_trend),
             cmocka_unit_test(test_short_period),
+            cmocka_unit_test(test_period_grid),
+            cmocka_unit_test(test_period_stamps),
+            cmocka_unit_test(test_recent_window_scaled),
             cmocka_unit_test(test_records_reference),
             cmocka_unit_test(test_records_header_and_limits),
             cmocka_unit_test(test_records_keys),

@@ -1,4 +1,4 @@
-# The slow creep, black box: on ext4 over dm-delay with the baseline's hour shortened to 1 s (--canary.baseline-period=1s, so a day of probing is 24 s), the daemon learns the disk's as-new reference in its first "week" with the drift ratio near 1; then the delay is raised in small steps and the drift ratio climbs past the shipped alert lines (a day's median above 1.5: DiskpulseSyncLatencyDrift, above 2: DiskpulseSyncLatencyDoubled, their expression evaluated here on the scraped series with the day scaled) while the reference stays put and the learnt baseline follows; nothing crosses a line before the first step. A live Prometheus on the host scrapes the daemon with the shipped rules (the slow group's durations scaled like the daemon's day: 1 h is 1 s): nothing fires there before the first step, then the shipped DiskpulseSyncLatencyDrift and DiskpulseSyncLatencyDoubled fire for this target.
+# The slow creep, black box: on ext4 over dm-delay with the baseline's hour shortened to 1 s (--canary.baseline-period=1s, so a day of probing is 24 s), the daemon learns the disk's as-new reference in its first "week" with the drift ratio near 1; then the delay is raised in small steps and the drift ratio climbs past the shipped alert lines (a day's median above 1.5: DiskpulseSyncLatencyDrift, above 2: DiskpulseSyncLatencyDoubled, their expression evaluated here on the scraped series with the day scaled) while the reference stays put and the learnt baseline follows; nothing crosses a line before the first step. The scaled time is checked as a black box sees it: 8 days close 6 + 8 x 24 s after the start (the hours lie on a grid, not stretched by the probe after each), the recent window is scaled too (it holds only its minimum of 10 probes), and the lines are crossed within a scaled day and a half of the last step, not after the 5 minutes an unscaled window needs. A live Prometheus on the host scrapes the daemon with the shipped rules (the slow group's durations scaled like the daemon's day: 1 h is 1 s): nothing fires there before the first step, then the shipped DiskpulseSyncLatencyDrift and DiskpulseSyncLatencyDoubled fire for this target.
 # timeout: 1200
 # prometheus: 3600 diskpulse.alerts.slow
 need dmsetup
@@ -16,6 +16,7 @@ delay() {
 }
 daemon_start --no-collector.smart --canary.path=/mnt/creep --canary.interval=100ms \
 	--canary.burst=2 --canary.baseline-period=1s --diskstats.interval=1s || exit 1
+t0=$(now) # the first probe comes at about this time: the grid of hours starts there
 check "the host's Prometheus scrapes the daemon" wait_for 60 prom_has 'up{job="diskpulse"} == 1'
 
 SERIES=/tmp/drift.series # uptime and the idle drift ratio, one line per scrape
@@ -49,6 +50,17 @@ final_reference() { [ "$(canary /mnt/creep trend_days 'regime="idle"')" ] &&
 
 # 1. The first "week": 6 s of warm-up and 7 days of 24 s, then a day more.
 check "the reference is made (8 daily medians)" sample_until 600 final_reference
+# 6 hours of warm-up and 8 days of 24 hours of 1 s: 198 s after the first probe, seen at the next
+# scrape (a second apart). When an hour ended at the first probe after it, each lasted a probe
+# spacing more (about 9 probes a second here): 8 days took 207 s or more.
+t8=$(awk -v a="$(now)" -v b="$t0" 'BEGIN { print a - b }')
+note "8 daily medians $t8 s after the start (6 + 8 x 24 = 198 s of scaled time)"
+expect "8 days of probing last 8 x 24 s (hours on a grid)" "$t8" '<' 203
+expect "8 days of probing last 8 x 24 s (hours on a grid)" "$t8" '>' 194
+scrape
+n=$(canary /mnt/creep recent_samples 'regime="idle"')
+note "the idle recent window holds $n probes"
+expect "the recent window is scaled (83 ms: its minimum of 10 probes, not 5 minutes' worth)" "$n" '==' 10
 ref=$(canary /mnt/creep reference_seconds 'regime="idle"')
 base=$(canary /mnt/creep baseline_seconds 'regime="idle"')
 note "reference $ref s, baseline $base s after the first week"
@@ -71,10 +83,16 @@ for ms in 1 2 3; do
 	sample_until 36 false
 	note "delay $ms ms: day median of the drift ratio $(day_median)"
 done
-# 3. The recent window (5 minutes) fills with the slower probes: the lines are crossed.
+# 3. The recent window (scaled: its newest 10 probes, about a scaled hour) follows the slower
+# probes at once, so the day's median crosses the lines within a day and a half of the last step
+# (an unscaled 5-minute window, 12.5 scaled days, took minutes).
 over() { m=$(day_median) && num_cmp "$m" '>' "$1"; }
+t3=$(now)
 check "DiskpulseSyncLatencyDrift's line: a day's median over 1.5" sample_until 300 over 1.5
 check "DiskpulseSyncLatencyDoubled's line: a day's median over 2" sample_until 300 over 2
+t4=$(awk -v a="$(now)" -v b="$t3" 'BEGIN { print a - b }')
+note "both lines crossed $t4 s after the last step's day and a half"
+expect "the lines crossed within a scaled day and a half of the last step" "$t4" '<' 36
 T='path="/mnt/creep",regime="idle"'
 check "Prometheus: the shipped DiskpulseSyncLatencyDrift fires for this target" \
 	sample_until 120 firing DiskpulseSyncLatencyDrift "$T"
