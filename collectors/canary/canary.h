@@ -70,6 +70,9 @@ struct canary_ops {
         void (*close)(void *ud, struct canary_file *f);
         /* Monotonic time in microseconds (real: now_monotonic()). */
         usec_t (*now)(void *ud);
+        /* Wall-clock time in microseconds (real: now_realtime()): the daily medians' times,
+         * and what the state file's times are checked against when it is loaded. */
+        usec_t (*realtime)(void *ud);
         /* Sleeps for usec (real: a wait on the target's condition that canary_stop() and
          * canary_reconfigure() interrupt). A fake should return soon; the thread checks its
          * stop flag after every return. */

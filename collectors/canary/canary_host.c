@@ -40,6 +40,12 @@ static usec_t real_now(void *ud)
         return now_monotonic();
 }
 
+static usec_t real_realtime(void *ud)
+{
+        (void)ud;
+        return now_realtime();
+}
+
 static int real_flushes(void *ud, int sysfs_fd, const struct canary_backing *b, uint64_t *ret)
 {
         (void)ud;
@@ -64,6 +70,7 @@ void canary_ops_fill(struct canary_ops *ret, const struct canary_ops *o)
             .probe = o && o->probe ? o->probe : real_probe,
             .close = o && o->close ? o->close : real_close,
             .now = o && o->now ? o->now : real_now,
+            .realtime = o && o->realtime ? o->realtime : real_realtime,
             .sleep = o ? o->sleep : NULL,
             .flushes = o && o->flushes ? o->flushes : real_flushes,
             .resolve = o && o->resolve ? o->resolve : real_resolve,

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "canary_internal.h"
 #include "statefile.h"
@@ -187,6 +188,60 @@ static bool state_corrupt(int r)
                r == -ELOOP || r == -ENXIO;
 }
 
+/* ISO 8601 UTC of a CLOCK_REALTIME time in microseconds, for messages. */
+static const char *iso_time(usec_t t, char *buf, size_t size)
+{
+        time_t s = (time_t)(t / USEC_PER_SEC);
+        struct tm tm;
+
+        if (!gmtime_r(&s, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+                snprintf(buf, size, "@%llu", (unsigned long long)(t / USEC_PER_SEC));
+        return buf;
+}
+
+/* Times from a clock gone wrong (canary_baseline_state_clock()): the file kept aside as it was,
+ * the future or unordered days dropped from use (the next save writes the records without them),
+ * each record logged. Returns whether anything changed. Under no lock (start). */
+static bool clock_check(struct canary *c)
+{
+        usec_t now = c->ops.realtime(c->ops.ud);
+        char aside[NAME_MAX + 1] = "", latest[48], nowb[48], fb[16], ub[16];
+        bool any = false;
+
+        for (size_t i = 0; i < c->records.n; i++) {
+                struct canary_record *rec = &c->records.v[i];
+                struct canary_baseline_state st = rec->st;
+                struct canary_clock_fix fix;
+
+                if (!canary_baseline_state_clock(&st, now, CANARY_CLOCK_TOLERANCE, &fix))
+                        continue;
+                if (!any && statefile_set_aside(c->state_dir_fd, CANARY_STATE_FILE, "clock",
+                                                STATEFILE_ASIDE_KEEP, aside, sizeof aside) < 0) {
+                        /* no copy, no change: the days stay in the file and out of the trend's
+                         * way only as far as canary_trend_fit() keeps them */
+                        log_warn("canary baselines hold times from a wrong clock and cannot be "
+                                 "kept aside; the file is used as it is",
+                                 "file", CANARY_STATE_FILE);
+                        return false;
+                }
+                any = true;
+                rec->st = st;
+                snprintf(fb, sizeof fb, "%u", fix.future_days);
+                snprintf(ub, sizeof ub, "%u", fix.unordered_days);
+                log_warn("canary baselines: times ahead of the clock or out of order are not used "
+                         "(a clock that was wrong when they were written, or is wrong now); the "
+                         "reference is kept, the whole file is kept aside",
+                         "disk", rec->disk, "path", rec->path, "regime",
+                         canary_regime_to_string(rec->regime), "future_days", fb, "unordered_days",
+                         ub, "latest",
+                         fix.latest ? iso_time(fix.latest, latest, sizeof latest) : "-", "now",
+                         iso_time(now, nowb, sizeof nowb), "set_aside", aside);
+        }
+        if (any)
+                atomic_store(&c->file_stale, true);
+        return any;
+}
+
 /* Loads the records. Nothing is ever lost: a file that is bad as a whole is renamed aside
  * (learning starts afresh); one with bad lines keeps its good records in use and a copy of all
  * of it aside; one that cannot be read (EACCES, EIO) or set aside is left alone and not
@@ -208,6 +263,7 @@ void canary_load_records(struct canary *c)
                 r = canary_records_parse(buf, len, &c->records);
         if (r >= 0 && c->records.bad == 0) {
                 (void)statefile_restrict_mode(c->state_dir_fd, CANARY_STATE_FILE);
+                (void)clock_check(c);
                 if (c->records.version < CANARY_STATE_VERSION &&
                     statefile_set_aside(c->state_dir_fd, CANARY_STATE_FILE, "oldversion",
                                         STATEFILE_ASIDE_KEEP, aside, sizeof aside) == 0) {
@@ -250,5 +306,6 @@ void canary_load_records(struct canary *c)
                  "the whole file is kept aside",
                  "file", CANARY_STATE_FILE, "bad_lines", nb, "set_aside", aside);
         (void)statefile_restrict_mode(c->state_dir_fd, CANARY_STATE_FILE);
+        (void)clock_check(c);
         atomic_store(&c->file_stale, true);
 }

@@ -162,7 +162,7 @@ static int timed_probe(struct ctarget *t, struct canary_file *f, usec_t *ret_lat
 /* Accounts one sample of a regime (seconds). Under t->lock. */
 static void record_sample(struct ctarget *t, enum canary_regime g, double seconds, usec_t end)
 {
-        int s = canary_stats_add(&t->stats[g], seconds, end, now_realtime());
+        int s = canary_stats_add(&t->stats[g], seconds, end, t->c->ops.realtime(t->c->ops.ud));
         if (s > 0)
                 t->save_pending = true;
 }

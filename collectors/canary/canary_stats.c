@@ -314,6 +314,37 @@ int canary_baseline_state_check(const struct canary_baseline_state *st)
         return 0;
 }
 
+bool canary_baseline_state_clock(struct canary_baseline_state *st, usec_t now, usec_t tolerance,
+                                 struct canary_clock_fix *ret)
+{
+        usec_t limit = now > UINT64_MAX - tolerance ? UINT64_MAX : now + tolerance;
+        unsigned kept = 0;
+
+        *ret = (struct canary_clock_fix){0};
+        if (st->updated > limit) {
+                ret->future_updated = true;
+                ret->latest = st->updated;
+                st->updated = now;
+        }
+        for (unsigned i = 0; i < st->n_days; i++) {
+                const struct canary_day *day = &st->days[i];
+
+                if (day->t > limit) {
+                        ret->future_days++;
+                        if (day->t > ret->latest)
+                                ret->latest = day->t;
+                } else if (kept > 0 && day->t <= st->days[kept - 1].t) {
+                        ret->unordered_days++;
+                } else {
+                        st->days[kept++] = *day;
+                }
+        }
+        for (unsigned i = kept; i < st->n_days; i++)
+                st->days[i] = (struct canary_day){0};
+        st->n_days = kept;
+        return ret->future_updated || ret->future_days > 0 || ret->unordered_days > 0;
+}
+
 int canary_baseline_restore(struct canary_baseline *b, const struct canary_baseline_state *st)
 {
         int r = canary_baseline_state_check(st);
@@ -381,13 +412,19 @@ bool canary_trend_get(const struct canary_baseline *b, double *factor, unsigned 
         return true;
 }
 
-int canary_trend_fit(const struct canary_day *d, size_t n, usec_t day_len, double *ret)
+int canary_trend_fit(const struct canary_day *in, size_t n, usec_t day_len, double *ret)
 {
         double slopes[CANARY_DAYS_KEPT * (CANARY_DAYS_KEPT - 1) / 2], v;
-        size_t k = 0;
+        struct canary_day d[CANARY_DAYS_KEPT];
+        size_t k = 0, m = 0;
 
         if (n > CANARY_DAYS_KEPT)
                 n = CANARY_DAYS_KEPT;
+        /* only days in order: one not later than the day taken before it is left out */
+        for (size_t i = 0; i < n; i++)
+                if (m == 0 || in[i].t > d[m - 1].t)
+                        d[m++] = in[i];
+        n = m;
         for (size_t i = 0; i < n; i++)
                 for (size_t j = i + 1; j < n; j++) {
                         double dt = ((double)d[j].t - (double)d[i].t) / (double)day_len;
@@ -416,13 +453,18 @@ static void trend_update(struct canary_baseline *b)
 static void day_close(struct canary_baseline *b, double d, usec_t real)
 {
         struct canary_baseline_state *st = &b->st;
+        usec_t t;
 
         if (st->n_days == CANARY_DAYS_KEPT) {
                 memmove(st->days, st->days + 1, (CANARY_DAYS_KEPT - 1) * sizeof(st->days[0]));
                 st->n_days--;
         }
-        st->days[st->n_days++] =
-            (struct canary_day){.t = real / USEC_PER_SEC * USEC_PER_SEC, .v = d};
+        t = real / USEC_PER_SEC * USEC_PER_SEC;
+        /* A clock set back never puts a day before the last one: it comes a day after it. */
+        if (st->n_days > 0 && t <= st->days[st->n_days - 1].t)
+                t = (st->days[st->n_days - 1].t + b->period_len * CANARY_DAY_OBS) / USEC_PER_SEC *
+                    USEC_PER_SEC;
+        st->days[st->n_days++] = (struct canary_day){.t = t, .v = d};
         if (!st->ref_final) {
                 double v[CANARY_REF_DAYS];
 

@@ -215,7 +215,8 @@ void canary_recent_export(const struct canary_recent *w, struct mset *set, const
 #define CANARY_REF_REFRESH    1.5 /* a week this much faster than the reference replaces it */
 
 struct canary_day {
-        usec_t t; /* CLOCK_REALTIME of the day's last observation in us, whole seconds */
+        usec_t t; /* CLOCK_REALTIME of the day's last observation in us, whole seconds; each
+                   * day later than the one before (a clock set back: a day_len after it) */
         double v; /* the day's median, seconds */
 };
 
@@ -269,6 +270,27 @@ int canary_baseline_restore(struct canary_baseline *b, const struct canary_basel
 bool canary_baseline_value_ok(double v);
 /* Validates a persisted state: 0 or -EINVAL. */
 int canary_baseline_state_check(const struct canary_baseline_state *st);
+
+/* How far ahead of the wall clock a persisted time may be before it counts as written under a
+ * wrong clock (a boot with a bad hardware clock, corrected since): a day. */
+#define CANARY_CLOCK_TOLERANCE (24 * 3600 * USEC_PER_SEC)
+
+/* What canary_baseline_state_clock() changed. */
+struct canary_clock_fix {
+        unsigned future_days;    /* daily medians stamped after now + tolerance, dropped */
+        unsigned unordered_days; /* daily medians not after the one before them, dropped */
+        bool future_updated;     /* updated was after now + tolerance: now set to now */
+        usec_t latest;           /* the latest future time seen (CLOCK_REALTIME), 0: none */
+};
+
+/* Makes a persisted state safe from a clock gone wrong, at wall-clock time now: daily medians
+ * stamped more than tolerance after now, and any not later than the one kept before it (the
+ * trend needs them in order), are dropped; an updated time more than tolerance after now
+ * becomes now. The reference, the baseline and the first week's daily medians (refdays, which
+ * carry no time) stay: they are measurements whatever the clock said. Returns whether anything
+ * changed, with *ret filled. Pure. */
+bool canary_baseline_state_clock(struct canary_baseline_state *st, usec_t now, usec_t tolerance,
+                                 struct canary_clock_fix *ret);
 /* Accounts one probe at monotonic time mono; when it ends a period, applies the period's median
  * as an observation stamped real (CLOCK_REALTIME). Returns 1 when an observation was applied
  * (time to save the state file), 0 when not, -EINVAL / -ERANGE for a bad value (b unchanged). */
@@ -288,7 +310,8 @@ bool canary_reference_get(const struct canary_baseline *b, double *ret);
 bool canary_trend_get(const struct canary_baseline *b, double *factor, unsigned *days);
 /* The Theil-Sen slope of ln(v) against t in days of day_len microseconds (86400 s; shorter with
  * canary_baseline_set_period()) over n daily medians (pairs less than half a day apart
- * ignored), as a factor per CANARY_TREND_HORIZON days. Returns 0, or -ENODATA when no pair
+ * ignored; a day not later than the last one taken before it, out of order, is not fitted at
+ * all), as a factor per CANARY_TREND_HORIZON days. Returns 0, or -ENODATA when no pair
  * qualifies. */
 int canary_trend_fit(const struct canary_day *d, size_t n, usec_t day_len, double *ret);
 /* Forgets the reference, the days and the trend (an operator's request for one target): the

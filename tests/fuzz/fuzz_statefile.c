@@ -50,12 +50,33 @@ static bool same_record(const struct canary_record *a, const struct canary_recor
         return true;
 }
 
+/* A clock check at a fixed "now" leaves a valid state whose days are in order and not ahead,
+ * and a second check finds nothing. */
+static void clock_check(const struct canary_baseline_state *in)
+{
+        const usec_t now = UINT64_C(1764900000) * 1000000;
+        struct canary_baseline_state st = *in;
+        struct canary_clock_fix fix;
+
+        (void)canary_baseline_state_clock(&st, now, CANARY_CLOCK_TOLERANCE, &fix);
+        if (canary_baseline_state_check(&st) != 0 || st.n_days > in->n_days ||
+            st.n_days + fix.future_days + fix.unordered_days != in->n_days)
+                abort();
+        for (unsigned i = 0; i < st.n_days; i++)
+                if (st.days[i].t > now + CANARY_CLOCK_TOLERANCE ||
+                    (i > 0 && st.days[i].t <= st.days[i - 1].t))
+                        abort();
+        if (canary_baseline_state_clock(&st, now, CANARY_CLOCK_TOLERANCE, &fix))
+                abort();
+}
+
 /* The restored baseline takes observations and stays valid and finite. */
 static void exercise(const struct canary_baseline_state *st)
 {
         static struct canary_baseline b;
         double v;
 
+        clock_check(st);
         if (canary_baseline_restore(&b, st) != 0)
                 abort();
         for (int i = 0; i < 2 * CANARY_DAY_OBS; i++) { /* a day closes whatever was restored */

@@ -38,7 +38,14 @@
 static struct {
         struct fake_clock clk; /* the canary_ops' ud */
         const char *id;
+        usec_t real; /* the wall clock the canary sees; 0: the real one */
 } fk;
+
+static usec_t f_realtime(void *ud)
+{
+        (void)ud;
+        return fk.real ? fk.real : now_realtime();
+}
 
 static void fake_reset(const char *id, unsigned limit)
 {
@@ -104,6 +111,7 @@ static const struct canary_ops fake_ops = {
     .probe = f_probe,
     .close = f_close,
     .now = fake_clock_now,
+    .realtime = f_realtime,
     .sleep = fake_clock_sleep,
     .flushes = f_flushes,
     .resolve = f_resolve,
@@ -739,6 +747,47 @@ static void test_reset_reference(void **state)
         sdir_free(&d);
 }
 
+/* A file written under a clock a year ahead (a bad hardware clock at boot, corrected since):
+ * its future days are not used (the trend rests on the others), the reference is, the whole
+ * file is kept aside, and the next write leaves the future days out. */
+static void test_clock_ahead(void **state)
+{
+        /* now: 2025-12-05; two days a year ahead, updated in the year 5138 */
+        static const char text[] =
+            "diskpulse-canary-baselines 3\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=idle baseline=0.004 updates=900 "
+            "updated=100000000000000000 warmup=- reference=0.002 refdays=final dayobs=- "
+            "days=1764500000:0.0039,1764586400:0.004,1764672800:0.0041,1764759200:0.0042,"
+            "1796500000:0.009,1796586400:0.0095\n";
+        char *t, *name, *kept, *back;
+        struct sdir d;
+        struct canary *c;
+        (void)state;
+
+        sdir_new(&d, "/tmp");
+        put_file(d.fd, CANARY_STATE_FILE, text, 0600);
+        fk.real = 1764900000 * USEC_PER_SEC;
+        c = start(d.fd, "wwn:0x5000aaaa", 1);
+        t = render(c);
+        assert_has(t, "\ndiskpulse_sync_reference_seconds{" L ",regime=\"idle\"} 0.002\n", true);
+        assert_has(t, "\ndiskpulse_sync_trend_days{" L ",regime=\"idle\"} 4\n", true);
+        free(t);
+        name = aside_file(d.fd, CANARY_STATE_FILE ".clock-", true);
+        kept = get_file(d.fd, name);
+        assert_string_equal(kept, text);
+        finish(c);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_has(back, "1796500000", false);
+        assert_has(back, "updated=100000000000000000", false);
+        assert_has(back, "1764759200:0.0042", true);
+        assert_has(back, " reference=0.002 refdays=final ", true);
+        free(kept);
+        free(back);
+        free(name);
+        fk.real = 0;
+        sdir_free(&d);
+}
+
 static bool only_aaaa(void *ud, const char *disk)
 {
         (void)ud;
@@ -838,6 +887,7 @@ int main(void)
             cmocka_unit_test(test_full_and_readonly_filesystem),
             cmocka_unit_test(test_reset_reference),
             cmocka_unit_test(test_export_import),
+            cmocka_unit_test(test_clock_ahead),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1132,6 +1132,81 @@ static void test_trend(void **state)
         assert_true(f2 == f);
 }
 
+/* A clock gone wrong: days out of order are never fitted, a clock set back mid-run does not
+ * reorder the days, and a state from a clock that ran ahead loses only its future days. */
+static void test_trend_clock(void **state)
+{
+        struct canary_day d[CANARY_DAYS_KEPT], ordered[CANARY_DAYS_KEPT];
+        struct canary_baseline_state st;
+        struct canary_clock_fix fix;
+        struct canary_baseline b;
+        usec_t real = REAL0, back;
+        double f, g;
+        unsigned days, n = 0;
+        (void)state;
+
+        /* 12 days growing 2 % a day, with 3 hand-edited days out of order (a 100x value at an
+         * earlier time each): fitted as the 12 in order alone */
+        for (int i = 0; i < 15; i++) {
+                bool odd = i == 4 || i == 8 || i == 11;
+                d[i] = (struct canary_day){.t = REAL0 + (usec_t)(i + 1) * DAY_US,
+                                           .v = 0.001 * pow(1.02, i)};
+                if (odd)
+                        d[i] = (struct canary_day){.t = REAL0 + (usec_t)(i - 2) * DAY_US, .v = 0.1};
+                else
+                        ordered[n++] = d[i];
+        }
+        assert_int_equal(canary_trend_fit(d, 15, DAY_US, &f), 0);
+        assert_int_equal(canary_trend_fit(ordered, n, DAY_US, &g), 0);
+        assert_true(f == g);
+        assert_close(f, pow(1.02, 30), 1e-9);
+
+        /* a clock set back by 10 days after 5 days: the next days come after the last one, a
+         * day apart, and the trend goes on as before */
+        canary_baseline_init(&b);
+        days_of(&b, &real, 0.001, 1); /* warm-up (6 h) and 18 h */
+        for (int i = 1; i <= 5; i++)
+                days_of(&b, &real, 0.001 * pow(1.02, i), 1);
+        back = real - 10 * DAY_US;
+        for (int i = 6; i <= 10; i++)
+                days_of(&b, &back, 0.001 * pow(1.02, i), 1);
+        assert_int_equal(b.st.n_days, 10);
+        for (unsigned i = 1; i < b.st.n_days; i++)
+                assert_true(b.st.days[i].t > b.st.days[i - 1].t);
+        assert_true(b.st.days[9].t - b.st.days[8].t == DAY_US);
+        assert_true(canary_trend_get(&b, &f, &days));
+        assert_close(f, pow(1.02, 30), 0.02);
+
+        /* a state written a year ahead: its future days and updated go, the rest stays */
+        st = b.st;
+        st.updated = REAL0 + 400 * DAY_US;
+        for (unsigned i = 6; i < st.n_days; i++)
+                st.days[i].t += 365 * DAY_US;
+        real = REAL0 + 8 * DAY_US; /* the clock now: right */
+        assert_true(canary_baseline_state_clock(&st, real, CANARY_CLOCK_TOLERANCE, &fix));
+        assert_int_equal(fix.future_days, 4);
+        assert_int_equal(fix.unordered_days, 0);
+        assert_true(fix.future_updated);
+        assert_true(fix.latest == REAL0 + 400 * DAY_US);
+        assert_true(st.updated == real);
+        assert_int_equal(st.n_days, 6);
+        assert_true(st.reference == b.st.reference && st.value == b.st.value);
+        assert_int_equal(canary_baseline_state_check(&st), 0);
+        /* within the tolerance: nothing to do */
+        st = b.st;
+        assert_false(canary_baseline_state_clock(&st, st.days[st.n_days - 1].t - DAY_US / 2,
+                                                 CANARY_CLOCK_TOLERANCE, &fix));
+        assert_int_equal(st.n_days, b.st.n_days);
+        /* days out of order in a file: dropped, counted */
+        st = b.st;
+        st.days[3].t = st.days[1].t;
+        assert_true(
+            canary_baseline_state_clock(&st, real + 30 * DAY_US, CANARY_CLOCK_TOLERANCE, &fix));
+        assert_int_equal(fix.unordered_days, 1);
+        assert_int_equal(fix.future_days, 0);
+        assert_int_equal(st.n_days, b.st.n_days - 1);
+}
+
 /* --canary.baseline-period (tests and evaluation): an "hour" of 1 s makes a day of 24 s, and
  * the trend is per 30 such days; restore keeps the period. */
 static void test_short_period(void **state)
@@ -1568,6 +1643,7 @@ int main(void)
             cmocka_unit_test(test_median_and_busy_idle_ratio),
             cmocka_unit_test(test_reference),
             cmocka_unit_test(test_trend),
+            cmocka_unit_test(test_trend_clock),
             cmocka_unit_test(test_short_period),
             cmocka_unit_test(test_period_grid),
             cmocka_unit_test(test_period_stamps),
