@@ -33,7 +33,7 @@ SBIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_MODULES = ["crc32c_generic", "crct10dif_generic", "crc64_rocksoft_generic",
                 "nvme", "ahci", "sd_mod", "ext4"]
 # Shipped for scenarios to modprobe.
-EXTRA_MODULES = ["scsi_debug", "null_blk", "dm-mod", "dm-delay", "dm-flakey", "loop", "sg",
+EXTRA_MODULES = ["scsi_debug", "null_blk", "dm-mod", "dm-delay", "dm-flakey", "dm-log-writes", "loop", "sg",
                  "virtio_pci", "virtio_blk", "virtio_net", "md-mod", "raid1"]
 TOOLS = ["smartctl", "mkfs.ext4", "e2fsck", "dmsetup", "sdparm", "ioping"]
 UDEV_RULES = ["50-udev-default.rules", "60-block.rules", "60-persistent-storage.rules",
@@ -196,6 +196,25 @@ def add_udev(cpio):
     return True
 
 
+def add_logreplay(cpio):
+    """guest/logreplay.c, the replayer of dm-log-writes logs, built static with the host's C
+    compiler as /bin/logreplay; False (and a note) when there is no compiler or static libc."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        say("no C compiler: no logreplay in the guest")
+        return False
+    with tempfile.TemporaryDirectory() as d:
+        exe = os.path.join(d, "logreplay")
+        p = subprocess.run([cc, "-std=c17", "-O2", "-Wall", "-Wextra", "-Werror", "-static", "-o", exe,
+                            os.path.join(HERE, "guest", "logreplay.c")], capture_output=True, text=True)
+        if p.returncode != 0:
+            say("cannot build logreplay: " + p.stderr.strip()[-300:])
+            return False
+        with open(exe, "rb") as f:
+            cpio.add("/bin/logreplay", f.read(), 0o100755)
+    return True
+
+
 def build(out, daemon=None):
     kernel, kver = find_kernel()
     cpio = Cpio()
@@ -210,6 +229,9 @@ def build(out, daemon=None):
             add_elf(cpio, path, f"/usr/sbin/{tool}")
             tools.append(tool)
     udev = add_udev(cpio)
+    replay = add_logreplay(cpio)
+    if replay:
+        tools.append("logreplay")
     nmods = add_modules(cpio, kver)
     busybox = busybox_path()
     cpio.copy(busybox, "/bin/busybox")
