@@ -107,6 +107,20 @@ static int replace_file(int dirfd, const struct canary_records *recs, const char
         return 0;
 }
 
+/* path into out without trailing slashes ("DIR/" is "DIR", as --canary.path takes it). Returns
+ * false when it does not fit. */
+static bool clean_path(const char *path, char out[CANARY_PATH_MAX])
+{
+        size_t len;
+
+        if (!strscpy(out, path, CANARY_PATH_MAX))
+                return false;
+        len = strlen(out);
+        while (len > 1 && out[len - 1] == '/')
+                out[--len] = 0;
+        return true;
+}
+
 /* "/a, /b and /c" of the distinct values of recs' field (path or disk) into buf. */
 static void list_known(const struct canary_records *recs, bool paths, char *buf, size_t size)
 {
@@ -139,15 +153,10 @@ int canary_reset_reference(int dirfd, const char *path, FILE *out, char *err, si
         struct canary_records recs = {0};
         char want[CANARY_PATH_MAX], known[768];
         _cleanup_close_ int lock = -1;
-        size_t wl;
         int r, n = 0;
 
-        /* "DIR/" is "DIR", as --canary.path takes it */
-        if (!strscpy(want, path, sizeof want))
+        if (!clean_path(path, want))
                 return failf(err, errsz, -ENAMETOOLONG, "the path is too long");
-        wl = strlen(want);
-        while (wl > 1 && want[wl - 1] == '/')
-                want[--wl] = 0;
         r = lock_for_edit(dirfd, &lock, err, errsz);
         if (r < 0)
                 return r;
@@ -253,15 +262,11 @@ int canary_import_records(int dirfd, const char *text, size_t len, const char *p
                 return r;
         }
         if (path) {
-                size_t wl;
-                if (!strscpy(want, path, sizeof want) || want[0] != '/') {
+                if (!clean_path(path, want) || want[0] != '/') {
                         canary_records_free(&in);
                         return failf(err, errsz, -EINVAL,
                                      "the path of the imported records must be absolute");
                 }
-                wl = strlen(want);
-                while (wl > 1 && want[wl - 1] == '/')
-                        want[--wl] = 0;
         }
         r = lock_for_edit(dirfd, &lock, err, errsz);
         if (r == 0) {
