@@ -287,19 +287,23 @@ def check_reset_recipe(c):
     t = threading.Thread(target=knock)
     t.start()
     try:
-        time.sleep(1)
+        wait("a first answered knock", lambda: "200" in knocks, 15)
+        before = len(knocks)
         rc1, _, err1 = c.sh("systemctl stop diskpulse.socket diskpulse")
         rc2, out2, err2 = c.sh("runuser -u diskpulse -- diskpulse --state.directory=/var/lib/diskpulse "
                                "--canary.reset-reference=%s" % RESET_PATH)
-        time.sleep(1)  # scrapes knock on a closed port meanwhile
+        # scrapes knock on the closed port meanwhile
+        wait("a refused knock", lambda: any(k.startswith("ERROR") for k in knocks[before:]), 15)
         rc3, _, err3 = c.sh("systemctl start diskpulse.socket diskpulse")
-        time.sleep(2)
+        after = len(knocks)
+        wait("an answered knock after the start", lambda: "200" in knocks[after:], 15)
     finally:
         stop.set()
         t.join()
     pkg.check(rc1 == 0 and rc2 == 0 and rc3 == 0 and "kept: the previous file as canary-baselines.reset-" in out2,
               "the runbook's recipe ran: stop %d, reset %d (%s), start %d" % (rc1, rc2, (out2 + err2).strip()[-300:], rc3))
-    pkg.check("200" in knocks and any(k.startswith("ERROR") for k in knocks),
+    pkg.check("200" in knocks[:before] and any(k.startswith("ERROR") for k in knocks[before:after])
+              and "200" in knocks[after:],
               "the scraper knocked before, during and after (%d knocks, %d answered)"
               % (len(knocks), knocks.count("200")))
     text = c.out("cat %s" % state)
@@ -314,12 +318,15 @@ def check_reset_recipe(c):
     # refuses, and the restart brings it back once the lock is released.
     # (the starts above count against the unit's start limit, 5 in 10 s: forget them)
     c.sh("systemctl reset-failed diskpulse.service diskpulse.socket")
-    c.sh("(flock -x /var/lib/diskpulse sleep 2 >/dev/null 2>&1 &) ; sleep 0.5")
+    c.sh("(flock -x /var/lib/diskpulse sleep 5 >/dev/null 2>&1 &) ; sleep 0.5")
     c.sh("systemctl start diskpulse.socket")
     c.http("127.0.0.1", timeout=3)  # starts the service while the lock is held
-    refused = [e.get("MESSAGE", "") for e in c.journal("diskpulse.service")
-               if "in use by another process" in e.get("MESSAGE", "")]
-    pkg.check(bool(refused), "a service the socket starts while the lock is held refuses: %s" % refused[-1:])
+
+    def refused():
+        return [e.get("MESSAGE", "") for e in c.journal("diskpulse.service")
+                if "in use by another process" in e.get("MESSAGE", "")]
+    said = wait("the refusal in the journal", refused, 15)
+    pkg.check(bool(said), "a service the socket starts while the lock is held refuses: %s" % (said or [])[-1:])
     back = wait("restart after the lock", lambda: c.http("127.0.0.1")[0] == "200", 30)
     pkg.check(back, "systemd's restart brings it back once the lock is gone (%s)"
               % c.show("diskpulse.service", "ActiveState", "NRestarts", "Result"))
