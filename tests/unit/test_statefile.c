@@ -23,26 +23,11 @@
 #include "statefile.h"
 #include "util.h"
 
-struct tmpdir {
-        char path[256];
-        int fd; /* O_PATH, as the daemon opens its state directory */
-};
-
 static int setup_dir(void **state)
 {
         struct tmpdir *d = calloc(1, sizeof(*d));
-        const char *base = getenv("TMPDIR");
 
-        if (!d)
-                return -1;
-        snprintf(d->path, sizeof d->path, "%s/test_statefile.XXXXXX", base ? base : "/tmp");
-        if (!mkdtemp(d->path)) {
-                free(d);
-                return -1;
-        }
-        d->fd = root_open(d->path);
-        if (d->fd < 0) {
-                rmdir(d->path);
+        if (!d || test_tmpdir_new(d, "test_statefile") < 0) {
                 free(d);
                 return -1;
         }
@@ -53,12 +38,10 @@ static int setup_dir(void **state)
 static int teardown_dir(void **state)
 {
         struct tmpdir *d = *state;
+        int r = test_tmpdir_free(d);
 
-        close(d->fd);
-        if (test_remove_tree(d->path) < 0)
-                return -1;
         free(d);
-        return 0;
+        return r;
 }
 
 /* The names in the directory other than "." and "..", sorted, joined by spaces. */

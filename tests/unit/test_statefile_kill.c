@@ -34,11 +34,6 @@
 #define TMP_PFX  "." NAME ".tmp-"
 #define MAX_STOP 4096
 
-struct tmpdir {
-        char path[256];
-        int fd; /* O_PATH, as the daemon opens its state directory */
-};
-
 /* What one traced run did. */
 struct run {
         bool completed;   /* exited by itself (exit status in status) */
@@ -62,18 +57,8 @@ static void fill(char *buf, size_t len, int version)
 static int setup_dir(void **state)
 {
         struct tmpdir *d = calloc(1, sizeof(*d));
-        const char *base = getenv("TMPDIR");
 
-        if (!d)
-                return -1;
-        snprintf(d->path, sizeof d->path, "%s/test_statefile_kill.XXXXXX", base ? base : "/tmp");
-        if (!mkdtemp(d->path)) {
-                free(d);
-                return -1;
-        }
-        d->fd = root_open(d->path);
-        if (d->fd < 0) {
-                rmdir(d->path);
+        if (!d || test_tmpdir_new(d, "test_statefile_kill") < 0) {
                 free(d);
                 return -1;
         }
@@ -86,12 +71,10 @@ static int setup_dir(void **state)
 static int teardown_dir(void **state)
 {
         struct tmpdir *d = *state;
+        int r = test_tmpdir_free(d);
 
-        close(d->fd);
-        if (test_remove_tree(d->path) < 0)
-                return -1;
         free(d);
-        return 0;
+        return r;
 }
 
 static bool is_rename(long nr)

@@ -1,9 +1,11 @@
-/* Test support: throwing away the temporary trees the tests make. */
+/* Test support: the temporary trees the tests make, and throwing them away. */
 #include "tmptree.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 int test_remove_tree(const char *path)
 {
@@ -11,4 +13,25 @@ int test_remove_tree(const char *path)
 
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
         return system(cmd) == 0 ? 0 : -1;
+}
+
+int test_tmpdir_new(struct tmpdir *ret, const char *prefix)
+{
+        const char *base = getenv("TMPDIR");
+
+        snprintf(ret->path, sizeof ret->path, "%s/%s.XXXXXX", base ? base : "/tmp", prefix);
+        if (!mkdtemp(ret->path))
+                return -1;
+        ret->fd = open(ret->path, O_PATH | O_DIRECTORY | O_CLOEXEC); /* as root_open() */
+        if (ret->fd < 0) {
+                rmdir(ret->path);
+                return -1;
+        }
+        return 0;
+}
+
+int test_tmpdir_free(struct tmpdir *d)
+{
+        close(d->fd);
+        return test_remove_tree(d->path);
 }
