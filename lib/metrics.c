@@ -56,6 +56,7 @@ struct mset *mset_free(struct mset *s)
         }
         for (size_t i = 0; i < s->n; i++) {
                 free(s->fams[i].samples);
+                free(s->fams[i].natives);
                 mtable_unref(s->fams[i].table);
         }
         free(s->fams);
@@ -84,6 +85,21 @@ struct mfamily *mset_family(struct mset *s, const char *name, const char *help, 
         f->help = mset_strdup(s, help);
         f->type = type;
         return f;
+}
+
+void mfamily_add_native(struct mset *s, struct mfamily *f, const char *labels,
+                        const struct mnative *h)
+{
+        struct mnative_series *ns;
+        uint64_t *counts = h->n ? arena_alloc(s, h->n * sizeof(*counts)) : NULL;
+
+        if (h->n)
+                memcpy(counts, h->counts, h->n * sizeof(*counts));
+        GROW(f->natives, f->native_cap, f->nnative + 1);
+        ns = &f->natives[f->nnative++];
+        ns->labels = mset_strdup(s, labels);
+        ns->h = *h;
+        ns->h.counts = counts;
 }
 
 /* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */

@@ -78,6 +78,26 @@ static inline uint64_t mtable_cell(const struct mtable *t, size_t row, size_t co
         return t->cells[t->off[row] + (size_t)__builtin_popcount(nz & (bit - 1))];
 }
 
+/* A native (sparse, exponential) histogram: Prometheus' schema (-4..8; bucket i holds
+ * (base^(i-1), base^i], base = 2^(2^-schema)), a zero bucket [-zero_threshold, zero_threshold],
+ * and absolute counts of the buckets offset .. offset + n - 1 (zeros allowed anywhere). */
+struct mnative {
+        int32_t schema;
+        double zero_threshold;
+        uint64_t zero_count;
+        uint64_t count; /* all observations: zero_count + the buckets' */
+        double sum;
+        int32_t offset; /* the index of counts[0] */
+        size_t n;
+        const uint64_t *counts; /* copied by mfamily_add_native */
+};
+
+/* A native histogram attached to a histogram family's series. */
+struct mnative_series {
+        const char *labels; /* as the classic samples', without le */
+        struct mnative h;   /* counts in the set's arena */
+};
+
 struct mfamily {
         char *name; /* full name as in the text format 0.0.4 (counters end in _total) */
         char *help;
@@ -91,6 +111,8 @@ struct mfamily {
         enum mcell cell;
         uint32_t scale; /* MCELL_SCALED: the factor */
         uint32_t label_mask;
+        struct mnative_series *natives; /* a histogram family's native parts */
+        size_t nnative, native_cap;
 };
 
 struct mset {
@@ -121,6 +143,11 @@ void mfamily_add_u64(struct mset *s, struct mfamily *f, const char *suffix, uint
 void mfamily_add_raw(struct mset *s, struct mfamily *f, const char *suffix, const char *labels,
                      const char *extra_name, const char *extra_value, bool is_int, uint64_t u,
                      double d);
+
+/* Attaches a native histogram to histogram family f for the series whose labels (rendered and
+ * escaped as mset_labels makes them, without le) are labels; copied into the set. */
+void mfamily_add_native(struct mset *s, struct mfamily *f, const char *labels,
+                        const struct mnative *h);
 
 /* A table's rows. names: n static label names (n <= MROWS_MAX_LABELS). Never fails. The caller
  * owns the reference. */

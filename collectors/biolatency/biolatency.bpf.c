@@ -24,6 +24,9 @@
 const volatile uint32_t ncpu = 1;          /* possible CPUs */
 const volatile uint32_t max_devices = 1;   /* device slots, 1..BIOLAT_MAX_DEVICES */
 const volatile uint32_t inflight_mask = 0; /* in-flight sets - 1, sets a power of two */
+/* The bucket grid (biolatency_shared.h): nbounds strictly increasing upper bounds in ns. */
+const volatile uint32_t nbounds = 1;
+const volatile uint64_t bounds_ns[BIOLAT_MAX_BOUNDS] = {1};
 
 /* slot -> dev_t: struct biolat_devs (biolatency_shared.h), one element holding every slot. */
 struct {
@@ -64,24 +67,22 @@ struct {
         __type(value, struct biolat_set);
 } inflight SEC(".maps");
 
-static const u64 bounds_ns[BIOLAT_NBOUNDS] = BIOLAT_BOUNDS_NS;
-
-/* The bucket of a latency: the first bound >= ns (binary search), BIOLAT_NBOUNDS beyond the last. */
+/* The bucket of a latency: the first bound >= ns (binary search), nbounds beyond the last. */
 static __always_inline u32 bucket_of(u64 ns)
 {
-        u32 lo = 0, hi = BIOLAT_NBOUNDS;
+        u32 n = nbounds < BIOLAT_MAX_BOUNDS ? nbounds : BIOLAT_MAX_BOUNDS, lo = 0, hi = n;
 
-        for (int i = 0; i < 7 && lo < hi; i++) { /* 2^7 > BIOLAT_NBOUNDS + 1 */
+        for (int i = 0; i < 7 && lo < hi; i++) { /* 2^7 = BIOLAT_MAX_BOUNDS + 1 */
                 u32 mid = (lo + hi) / 2;
 
-                if (mid >= BIOLAT_NBOUNDS)
+                if (mid >= BIOLAT_MAX_BOUNDS)
                         break;
                 if (bounds_ns[mid] >= ns)
                         hi = mid;
                 else
                         lo = mid + 1;
         }
-        return lo < BIOLAT_NBOUNDS ? lo : BIOLAT_NBOUNDS;
+        return lo < n ? lo : n;
 }
 
 /* The kernel dev_t (MKDEV: major << 20 | minor) of the request's disk; 0: none. */

@@ -2,6 +2,7 @@
 #include "biolatency.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,10 @@ struct slot {
 };
 
 struct biolat_reader {
+        struct biolat_config cfg;
+        struct biolat_grid grid;
+        size_t classic_at[BIOLAT_MAX_CLASSIC]; /* the grid index of each classic bound */
+        int32_t native_of[BIOLAT_NBUCKETS];    /* the native index of each grid bucket */
         uint32_t max, ncpu;
         const uint8_t *devs, *rows;
         size_t devs_len, rows_len;
@@ -42,7 +47,7 @@ struct biolat_reader {
         struct raw_row *overflow; /* ncpu: row max of each CPU */
         struct totals overflow_t; /* what the overflow rows counted */
         uint64_t untracked;
-        char le[BIOLAT_NBUCKETS][BIOLAT_LE_MAX];
+        char le[BIOLAT_MAX_CLASSIC + 1][BIOLAT_LE_MAX]; /* the classic bounds', then +Inf */
 };
 
 #define DEVS_ELEM sizeof(uint32_t) /* struct biolat_devs: a uint32_t[] */
@@ -66,51 +71,76 @@ size_t biolatency_rows_size(uint32_t max_devices, uint32_t ncpu)
         return page_round((size_t)ncpu * ((size_t)max_devices + 1) * ROW_ELEM);
 }
 
-static bool params_ok(uint32_t max_devices, uint32_t ncpu)
+void biolatency_config_default(struct biolat_config *c, uint32_t max_devices, uint32_t ncpu)
 {
-        return max_devices >= 1 && max_devices <= BIOLAT_MAX_DEVICES && ncpu >= 1 &&
-               ncpu <= BIOLAT_MAX_CPUS;
+        char why[128];
+
+        memset(c, 0, sizeof(*c));
+        c->max_devices = max_devices;
+        c->ncpu = ncpu;
+        if (biolatency_parse_buckets(BIOLAT_DEFAULT_BUCKETS, c->classic_ns, &c->nclassic, why,
+                                     sizeof why) < 0)
+                abort(); /* a constant */
+        for (unsigned k = 0; k < BIOLAT_KINDS; k++)
+                c->ops[k] = (1u << BIOLAT_OPS) - 1;
 }
 
-static struct biolat_reader *reader_new(const void *devs, const void *rows, uint32_t max,
-                                        uint32_t ncpu)
+static bool config_ok(const struct biolat_config *c, struct biolat_grid *g)
+{
+        return c->max_devices >= 1 && c->max_devices <= BIOLAT_MAX_DEVICES && c->ncpu >= 1 &&
+               c->ncpu <= BIOLAT_MAX_CPUS && biolatency_grid(c->classic_ns, c->nclassic, g) == 0;
+}
+
+static struct biolat_reader *reader_new(const void *devs, const void *rows,
+                                        const struct biolat_config *cfg,
+                                        const struct biolat_grid *g)
 {
         struct biolat_reader *r = xcalloc(1, sizeof(*r));
 
-        r->max = max;
-        r->ncpu = ncpu;
+        r->cfg = *cfg;
+        r->grid = *g;
+        r->max = cfg->max_devices;
+        r->ncpu = cfg->ncpu;
         r->devs = devs;
         r->rows = rows;
-        r->devs_len = biolatency_devs_size(max);
-        r->rows_len = biolatency_rows_size(max, ncpu);
+        r->devs_len = biolatency_devs_size(r->max);
+        r->rows_len = biolatency_rows_size(r->max, r->ncpu);
         for (size_t i = 0; i < BIOLAT_NFDS; i++)
                 r->fds[i] = -1;
-        r->slots = xcalloc(max, sizeof(*r->slots));
-        r->overflow = xcalloc(ncpu, sizeof(*r->overflow));
-        for (size_t i = 0; i < BIOLAT_NBUCKETS; i++)
-                biolatency_le(i, r->le[i], sizeof r->le[i]);
+        r->slots = xcalloc(r->max, sizeof(*r->slots));
+        r->overflow = xcalloc(r->ncpu, sizeof(*r->overflow));
+        for (size_t i = 0; i < cfg->nclassic; i++) {
+                r->classic_at[i] = biolatency_grid_find(g, cfg->classic_ns[i]);
+                biolatency_le(cfg->classic_ns[i], r->le[i], sizeof r->le[i]);
+        }
+        biolatency_le(UINT64_MAX, r->le[cfg->nclassic], sizeof r->le[cfg->nclassic]);
+        for (size_t i = 0; i <= g->n; i++)
+                r->native_of[i] = biolatency_native_of(g, i);
         return r;
 }
 
 struct biolat_reader *biolatency_reader_init_mem(const void *devs, const void *rows,
-                                                 uint32_t max_devices, uint32_t ncpu)
+                                                 const struct biolat_config *cfg)
 {
-        if (!params_ok(max_devices, ncpu) || !devs || !rows)
+        struct biolat_grid g;
+
+        if (!config_ok(cfg, &g) || !devs || !rows)
                 return NULL;
-        return reader_new(devs, rows, max_devices, ncpu);
+        return reader_new(devs, rows, cfg, &g);
 }
 
-int biolatency_reader_open(const int fds[BIOLAT_NFDS], uint32_t max_devices, uint32_t ncpu,
+int biolatency_reader_open(const int fds[BIOLAT_NFDS], const struct biolat_config *cfg,
                            struct biolat_reader **ret)
 {
+        struct biolat_grid g;
         size_t dlen, rlen;
         void *devs, *rows;
         int r;
 
-        if (!params_ok(max_devices, ncpu))
+        if (!config_ok(cfg, &g))
                 return -EINVAL;
-        dlen = biolatency_devs_size(max_devices);
-        rlen = biolatency_rows_size(max_devices, ncpu);
+        dlen = biolatency_devs_size(cfg->max_devices);
+        rlen = biolatency_rows_size(cfg->max_devices, cfg->ncpu);
         devs = mmap(NULL, dlen, PROT_READ, MAP_SHARED, fds[BIOLAT_FD_DEVS], 0);
         if (devs == MAP_FAILED)
                 return -errno;
@@ -120,10 +150,15 @@ int biolatency_reader_open(const int fds[BIOLAT_NFDS], uint32_t max_devices, uin
                 (void)munmap(devs, dlen);
                 return r;
         }
-        *ret = reader_new(devs, rows, max_devices, ncpu);
+        *ret = reader_new(devs, rows, cfg, &g);
         (*ret)->mapped = true;
         memcpy((*ret)->fds, fds, sizeof((*ret)->fds));
         return 0;
+}
+
+const struct biolat_grid *biolatency_reader_grid(const struct biolat_reader *r)
+{
+        return &r->grid;
 }
 
 struct biolat_reader *biolatency_reader_free(struct biolat_reader *r)
@@ -169,7 +204,7 @@ static void add_row(struct biolat_reader *r, struct totals *t, struct raw_row *p
         for (unsigned op = 0; op < BIOLAT_OPS; op++)
                 for (unsigned k = 0; k < BIOLAT_KINDS; k++) {
                         const struct biolat_cell *c = &cur->cell[op][k];
-                        for (size_t b = 0; b < BIOLAT_NBUCKETS; b++)
+                        for (size_t b = 0; b <= r->grid.n; b++)
                                 biolatency_add_u32(&t->counts[op][k][b], &prev->buckets[op][k][b],
                                                    load32(&c->buckets[b]));
                         biolatency_add_u64(&t->sum_ns[op][k], &prev->sum_ns[op][k],
@@ -290,7 +325,7 @@ uint64_t biolatency_reader_unslotted(const struct biolat_reader *r)
         uint64_t n = 0;
 
         for (unsigned op = 0; op < BIOLAT_OPS; op++)
-                for (size_t b = 0; b < BIOLAT_NBUCKETS; b++)
+                for (size_t b = 0; b <= r->grid.n; b++)
                         n += r->overflow_t.counts[op][BIOLAT_KIND_DEVICE][b];
         return n;
 }
@@ -318,6 +353,44 @@ static int cmp_slot(const void *a, const void *b, void *ud)
         return (x > y) - (x < y);
 }
 
+/* The native histogram of one series' grid counts: the zero bucket, and the native buckets from
+ * the first to the last that counted anything. */
+static void export_native(const struct biolat_reader *r, struct mset *out, struct mfamily *f,
+                          const char *labels, const uint64_t *cnt, uint64_t total, double sum)
+{
+        enum { SPAN = BIOLAT_NATIVE_MAX + 1 - BIOLAT_NATIVE_MIN }; /* indices MIN+1 .. MAX+1 */
+        uint64_t nat[SPAN] = {0}, zero = 0;
+        size_t first = SPAN, last = 0;
+
+        for (size_t b = 0; b <= r->grid.n; b++) {
+                int32_t i = r->native_of[b];
+
+                if (cnt[b] == 0)
+                        continue;
+                if (i == BIOLAT_NATIVE_ZERO) {
+                        zero += cnt[b];
+                        continue;
+                }
+                size_t k = (size_t)(i - (BIOLAT_NATIVE_MIN + 1));
+                nat[k] += cnt[b];
+                if (k < first)
+                        first = k;
+                if (k > last)
+                        last = k;
+        }
+        struct mnative h = {
+            .schema = BIOLAT_NATIVE_SCHEMA,
+            .zero_threshold = ldexp(1.0, BIOLAT_NATIVE_MIN / 4),
+            .zero_count = zero,
+            .count = total,
+            .sum = sum,
+            .offset = first < SPAN ? (int32_t)first + BIOLAT_NATIVE_MIN + 1 : 0,
+            .n = first < SPAN ? last - first + 1 : 0,
+            .counts = first < SPAN ? nat + first : NULL,
+        };
+        mfamily_add_native(out, f, labels, &h);
+}
+
 static void export_hist(const struct biolat_reader *r, struct mset *out, unsigned kind,
                         const uint32_t *order, size_t n)
 {
@@ -329,29 +402,39 @@ static void export_hist(const struct biolat_reader *r, struct mset *out, unsigne
                                   "operation.",
             [BIOLAT_KIND_DEVICE] = "Time block-layer requests took from being issued to the "
                                    "driver to completion (the device), by device and operation."};
-        struct mfamily *f = mset_family(out, names[kind], helps[kind], MT_HISTOGRAM);
+        struct mfamily *f;
 
+        if (!r->cfg.ops[kind])
+                return;
+        f = mset_family(out, names[kind], helps[kind], MT_HISTOGRAM);
         for (size_t i = 0; i < n; i++) {
                 const struct slot *sl = &r->slots[order[i]];
                 for (unsigned op = 0; op < BIOLAT_OPS; op++) {
                         const uint64_t *cnt = sl->t.counts[op][kind];
                         uint64_t cum = 0, total = 0;
+                        double sum = (double)sl->t.sum_ns[op][kind] / 1e9;
                         const char *labels;
+                        size_t b = 0;
 
-                        for (size_t b = 0; b < BIOLAT_NBUCKETS; b++)
-                                total += cnt[b];
+                        if (!(r->cfg.ops[kind] & (1u << op)))
+                                continue;
+                        for (size_t k = 0; k <= r->grid.n; k++)
+                                total += cnt[k];
                         if (total == 0)
                                 continue;
                         labels = mset_labels(out, "device", sl->name, "op", op_names[op], NULL);
-                        for (size_t b = 0; b < BIOLAT_NBUCKETS; b++) {
-                                cum += cnt[b];
-                                mfamily_add_raw(out, f, "_bucket", labels, "le", r->le[b], true,
+                        for (size_t c = 0; c < r->cfg.nclassic; c++) {
+                                for (; b <= r->classic_at[c]; b++)
+                                        cum += cnt[b];
+                                mfamily_add_raw(out, f, "_bucket", labels, "le", r->le[c], true,
                                                 cum, (double)cum);
                         }
-                        mfamily_add_raw(out, f, "_sum", labels, NULL, NULL, false, 0,
-                                        (double)sl->t.sum_ns[op][kind] / 1e9);
+                        mfamily_add_raw(out, f, "_bucket", labels, "le", r->le[r->cfg.nclassic],
+                                        true, total, (double)total);
+                        mfamily_add_raw(out, f, "_sum", labels, NULL, NULL, false, 0, sum);
                         mfamily_add_raw(out, f, "_count", labels, NULL, NULL, true, total,
                                         (double)total);
+                        export_native(r, out, f, labels, cnt, total, sum);
                 }
         }
 }

@@ -26,6 +26,17 @@
 
 struct biolat_reader;
 
+/* What a reader reads and exports: the maps' size (as the loader made them), the classic bounds
+ * (the grid is made from them, as the loader made it), and the operations exported per kind. */
+struct biolat_config {
+        uint32_t max_devices, ncpu;
+        size_t nclassic;
+        uint64_t classic_ns[BIOLAT_MAX_CLASSIC]; /* strictly increasing, > 0 */
+        unsigned ops[BIOLAT_KINDS];              /* per kind, bit 1 << BIOLAT_OP_*: exported */
+};
+/* All operations of both kinds, the default classic bounds; max_devices and ncpu as given. */
+void biolatency_config_default(struct biolat_config *c, uint32_t max_devices, uint32_t ncpu);
+
 /* The name of kernel device dev (major << 20 | minor) into name (size bytes): 0 or -errno. */
 typedef int (*biolat_name_fn)(void *ud, uint32_t dev, char *name, size_t size);
 
@@ -37,15 +48,17 @@ size_t biolatency_rows_size(uint32_t max_devices, uint32_t ncpu);
 /* A reader of the loader's descriptors (BIOLAT_FD_* order): maps devs and rows read-only
  * (PROT_READ, MAP_SHARED) and keeps the two link descriptors open, which keeps the programs
  * attached. On 0 *ret owns fds (biolatency_reader_free closes them); on -errno (-EINVAL for
- * max_devices or ncpu out of range, mmap's error: a map smaller than this layout) fds are still
- * the caller's. */
-int biolatency_reader_open(const int fds[BIOLAT_NFDS], uint32_t max_devices, uint32_t ncpu,
+ * max_devices, ncpu or classic bounds out of range, mmap's error: a map smaller than this layout)
+ * fds are still the caller's. */
+int biolatency_reader_open(const int fds[BIOLAT_NFDS], const struct biolat_config *cfg,
                            struct biolat_reader **ret);
 /* A reader of plain memory laid out as the maps are (tests, fuzzing): devs of
  * biolatency_devs_size() bytes and rows of biolatency_rows_size() bytes, borrowed, outliving the
- * reader. NULL when max_devices or ncpu is out of range. */
+ * reader. NULL when cfg is out of range. */
 struct biolat_reader *biolatency_reader_init_mem(const void *devs, const void *rows,
-                                                 uint32_t max_devices, uint32_t ncpu);
+                                                 const struct biolat_config *cfg);
+/* The reader's grid (the program's buckets). */
+const struct biolat_grid *biolatency_reader_grid(const struct biolat_reader *r);
 /* Unmaps, closes, frees (NULL accepted); returns NULL. */
 struct biolat_reader *biolatency_reader_free(struct biolat_reader *r);
 
@@ -72,7 +85,7 @@ void biolatency_reader_forget(struct biolat_reader *r, const char *device);
 /* The devices exported now (named and passing the filter); 0 for NULL. */
 size_t biolatency_reader_devices(const struct biolat_reader *r);
 
-/* The totals of one exported (device, op, kind): counts (BIOLAT_NBUCKETS, not cumulative) and
+/* The totals of one exported (device, op, kind): counts (grid n + 1, not cumulative) and
  * the sum in nanoseconds. NULL when no device of that name is exported. */
 const uint64_t *biolatency_reader_counts(const struct biolat_reader *r, const char *device,
                                          unsigned op, unsigned kind, uint64_t *ret_sum_ns);
@@ -82,7 +95,8 @@ uint64_t biolatency_reader_untracked(const struct biolat_reader *r);
 uint64_t biolatency_reader_unslotted(const struct biolat_reader *r);
 
 /* Fills out: diskpulse_io_latency_up (1 with a reader, 0 for NULL); with a reader the two
- * histogram families (labels device and op, devices in name order, a (device, op) with no count
- * left out; cumulative _bucket with le in seconds, _sum in seconds, _count) and the untracked and
- * unslotted counters. */
+ * histogram families (labels device and op, devices in name order, the operations the config
+ * exports of each kind, a (device, op) with no count left out; cumulative _bucket at the classic
+ * bounds with le in seconds, _sum in seconds, _count; and each series' native histogram, schema
+ * BIOLAT_NATIVE_SCHEMA, for the protobuf exposition) and the untracked and unslotted counters. */
 void biolatency_export(const struct biolat_reader *r, struct mset *out);

@@ -28,7 +28,7 @@ struct bl_collector {
         struct devio *io;
         int sysfs_fd;
         const struct namefilter *filter;
-        uint32_t max_devices;
+        struct biolat_config cfg; /* read at start (max_devices, ncpu set at each attach) */
         usec_t last_try;
         bool permanent;   /* not attached, and no retry can help before the next setup */
         char logged[256]; /* the reason last logged as a warning ("" none) */
@@ -74,13 +74,16 @@ static void bl_failed(struct bl_collector *b, int err, bool permanent, const cha
  * maps. */
 static void bl_attach(struct bl_collector *b, usec_t now, usec_t timeout)
 {
-        struct biolat_params p = {.max_devices = b->max_devices,
-                                  .ncpu = possible_cpus(b->sysfs_fd)};
+        struct biolat_params p = {.max_devices = b->cfg.max_devices,
+                                  .ncpu = possible_cpus(b->sysfs_fd),
+                                  .nclassic = (uint32_t)b->cfg.nclassic};
         int fds[DEVIO_MAX_FDS];
         size_t n = 0;
         char err[200] = "";
         int r;
 
+        memcpy(p.classic_ns, b->cfg.classic_ns, b->cfg.nclassic * sizeof(p.classic_ns[0]));
+        b->cfg.ncpu = p.ncpu;
         b->last_try = now;
         if (!b->io || !b->io->ops->privileged) {
 #ifdef DISKPULSE_HAVE_BPF
@@ -101,7 +104,7 @@ static void bl_attach(struct bl_collector *b, usec_t now, usec_t timeout)
                 r = -EPROTO;
         }
         if (r >= 0) {
-                r = biolatency_reader_open(fds, p.max_devices, p.ncpu, &b->r);
+                r = biolatency_reader_open(fds, &b->cfg, &b->r);
                 if (r < 0)
                         snprintf(err, sizeof err, "cannot map the BPF maps: %s", strerror(-r));
         }
@@ -178,8 +181,21 @@ static struct collector *bl_setup(const struct collector_host *h, const void *op
         struct bl_collector *b = cur ? bl_of(cur) : xcalloc(1, sizeof(*b));
 
         if (!cur) {
+                char why[256];
+                unsigned ops[BIOLAT_KINDS] = {0};
+
                 b->base.ops = &bl_ops;
-                b->max_devices = o->max_devices; /* read at start: the maps' size */
+                /* read at start: the maps' size and buckets; checked by the options' checks */
+                biolatency_config_default(&b->cfg, o->max_devices, 1);
+                if ((o->buckets &&
+                     biolatency_parse_buckets(o->buckets, b->cfg.classic_ns, &b->cfg.nclassic, why,
+                                              sizeof why) < 0) ||
+                    biolatency_parse_ops(o->ops ? o->ops : BIOLAT_DEFAULT_OPS,
+                                         &ops[BIOLAT_KIND_DEVICE], why, sizeof why) < 0 ||
+                    biolatency_parse_ops(o->queue_ops ? o->queue_ops : BIOLAT_DEFAULT_QUEUE_OPS,
+                                         &ops[BIOLAT_KIND_QUEUE], why, sizeof why) < 0)
+                        abort(); /* the options' checks refused these */
+                memcpy(b->cfg.ops, ops, sizeof ops);
         }
         b->io = h->io;
         b->sysfs_fd = h->sysfs_fd;
@@ -189,7 +205,54 @@ static struct collector *bl_setup(const struct collector_host *h, const void *op
         return &b->base;
 }
 
-/* Its flag, read at start (the maps are sized when the programs are loaded). */
+int biolatency_parse_ops(const char *text, unsigned *ret, char *why, size_t whysz)
+{
+        static const char *const names[BIOLAT_OPS] = {
+            [BIOLAT_OP_READ] = "read",
+            [BIOLAT_OP_WRITE] = "write",
+            [BIOLAT_OP_FLUSH] = "flush",
+            [BIOLAT_OP_DISCARD] = "discard",
+        };
+        unsigned mask = 0;
+
+        for (const char *p = text; *p;) {
+                size_t len = strcspn(p, ",");
+                unsigned op = 0;
+
+                while (op < BIOLAT_OPS && !(strlen(names[op]) == len && !memcmp(p, names[op], len)))
+                        op++;
+                if (op == BIOLAT_OPS) {
+                        snprintf(why, whysz, "\"%.*s\" (expected read, write, flush or discard)",
+                                 (int)len, p);
+                        return -EINVAL;
+                }
+                mask |= 1u << op;
+                p += len;
+                if (*p == ',' && *++p == '\0') {
+                        snprintf(why, whysz, "\"%s\" (expected no comma at the end)", text);
+                        return -EINVAL;
+                }
+        }
+        *ret = mask;
+        return 0;
+}
+
+static int check_buckets(const char *value, char *why, size_t whysz)
+{
+        uint64_t ns[BIOLAT_MAX_CLASSIC];
+        size_t n;
+
+        return biolatency_parse_buckets(value, ns, &n, why, whysz);
+}
+
+static int check_ops(const char *value, char *why, size_t whysz)
+{
+        unsigned mask;
+
+        return biolatency_parse_ops(value, &mask, why, whysz);
+}
+
+/* Its flags, read at start (the maps and the program's buckets are made when it is loaded). */
 static const struct opt_def bl_options_def[] = {
     {
         .name = "biolatency.max-devices",
@@ -200,6 +263,37 @@ static const struct opt_def bl_options_def[] = {
         .max = BIOLAT_MAX_DEVICES,
         .arg = "N",
         .help = "block devices kept apart (1 to 4096); the I/O of more is counted unslotted",
+    },
+    {
+        .name = "biolatency.buckets",
+        .type = OPT_STRING,
+        .offset = offsetof(struct biolatency_options, buckets),
+        .def_str = BIOLAT_DEFAULT_BUCKETS,
+        .check = check_buckets,
+        .arg = "SECONDS,...",
+        .help = "upper bounds of the text page's histogram buckets, increasing (1 to 18; the "
+                "native histograms keep their own, 1.19x apart)",
+    },
+    {
+        .name = "biolatency.ops",
+        .type = OPT_STRING,
+        .offset = offsetof(struct biolatency_options, ops),
+        .def_str = BIOLAT_DEFAULT_OPS,
+        .check = check_ops,
+        .allow_empty = true,
+        .arg = "OP,...",
+        .help = "operations of the device-time histogram (read, write, flush, discard; each "
+                "only where the device did one)",
+    },
+    {
+        .name = "biolatency.queue-ops",
+        .type = OPT_STRING,
+        .offset = offsetof(struct biolatency_options, queue_ops),
+        .def_str = BIOLAT_DEFAULT_QUEUE_OPS,
+        .check = check_ops,
+        .allow_empty = true,
+        .arg = "OP,...",
+        .help = "operations of the queue-time histogram (\"\": none)",
     },
 };
 

@@ -10,7 +10,18 @@
 /* Its options, the --biolatency.* flags: the storage of its option entries. */
 struct biolatency_options {
         unsigned max_devices; /* device slots of the maps, 1 .. BIOLAT_MAX_DEVICES */
+        char *buckets;        /* classic bounds in seconds, comma-separated */
+        char *ops;            /* operations of the device-time histogram, comma-separated */
+        char *queue_ops;      /* operations of the queue-time histogram, comma-separated */
 };
+
+/* The default operations of each histogram (--biolatency.ops, --biolatency.queue-ops). */
+#define BIOLAT_DEFAULT_OPS       "read,write,flush,discard"
+#define BIOLAT_DEFAULT_QUEUE_OPS "read,write"
+
+/* Parses a list of operations ("read,write", "" none) into a mask of 1 << BIOLAT_OP_*. 0, or
+ * -EINVAL with why. */
+int biolatency_parse_ops(const char *text, unsigned *ret, char *why, size_t whysz);
 
 /* How often a failed attachment is tried again (an operator who fixed the cause need not
  * restart), and how long the helper may take to load the programs: at start (before the

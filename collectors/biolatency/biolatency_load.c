@@ -32,6 +32,8 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "biolatency_hist.h"
+
 /* Generated in the build directory (bpf.cmake), not a file of the tree. */
 #include <biolatency.skel.h>
 
@@ -135,6 +137,7 @@ static int biolat_fail(int r, const char *step, char *err, size_t errsz)
 int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err, size_t errsz)
 {
         struct biolat_params p;
+        struct biolat_grid grid;
         struct biolatency_bpf *skel = NULL;
         struct bpf_link *issue = NULL, *done = NULL;
         libbpf_print_fn_t prev;
@@ -149,6 +152,11 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
         if (p.max_devices < 1 || p.max_devices > BIOLAT_MAX_DEVICES) {
                 snprintf(err, errsz, "max_devices %u is not within 1..%d", p.max_devices,
                          BIOLAT_MAX_DEVICES);
+                return -EINVAL;
+        }
+        if (p.pad != 0 || biolatency_grid(p.classic_ns, p.nclassic, &grid) < 0) {
+                snprintf(err, errsz, "%u classic bounds that are not 1 to %d increasing ones",
+                         p.nclassic, BIOLAT_MAX_CLASSIC);
                 return -EINVAL;
         }
         possible = libbpf_num_possible_cpus();
@@ -185,6 +193,8 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
         skel->rodata->ncpu = p.ncpu;
         skel->rodata->max_devices = p.max_devices;
         skel->rodata->inflight_mask = BIOLAT_INFLIGHT_SETS - 1;
+        skel->rodata->nbounds = (uint32_t)grid.n;
+        memcpy((void *)skel->rodata->bounds_ns, grid.ns, grid.n * sizeof(grid.ns[0]));
         /* devs keeps its one element of BIOLAT_MAX_DEVICES slots (biolatency.bpf.c). */
         r = bpf_map__set_max_entries(skel->maps.rows, p.ncpu * (p.max_devices + 1));
         if (r == 0)

@@ -35,33 +35,26 @@
 #define BIOLAT_KIND_DEVICE 1
 #define BIOLAT_KINDS       2
 
-/* Upper bounds of the buckets ("le"), in nanoseconds: 1 us to 10 s, per decade 1, 1.2, 1.4, 1.6,
- * 1.8, 2.1, 2.5, 3, 3.5, 4.2, 5, 6, 7, 8.4. Adjacent bounds differ by at most 1.2x, so a quantile
- * read from the buckets is within 20 % of the true one; the canary's bounds (1-2.5-5 from 10 us to
- * 10 s) are all among them, so the two histograms can be read together. A latency falls in the
- * first bucket whose bound is >= it; beyond the last bound, in bucket BIOLAT_NBOUNDS (+Inf). */
-#define BIOLAT_NBOUNDS  99
-#define BIOLAT_NBUCKETS (BIOLAT_NBOUNDS + 1)
-#define BIOLAT_BOUNDS_NS                                                                           \
-        {                                                                                          \
-                1000ull, 1200ull, 1400ull, 1600ull, 1800ull, 2100ull, 2500ull, 3000ull, 3500ull,   \
-                    4200ull, 5000ull, 6000ull, 7000ull, 8400ull, 10000ull, 12000ull, 14000ull,     \
-                    16000ull, 18000ull, 21000ull, 25000ull, 30000ull, 35000ull, 42000ull,          \
-                    50000ull, 60000ull, 70000ull, 84000ull, 100000ull, 120000ull, 140000ull,       \
-                    160000ull, 180000ull, 210000ull, 250000ull, 300000ull, 350000ull, 420000ull,   \
-                    500000ull, 600000ull, 700000ull, 840000ull, 1000000ull, 1200000ull,            \
-                    1400000ull, 1600000ull, 1800000ull, 2100000ull, 2500000ull, 3000000ull,        \
-                    3500000ull, 4200000ull, 5000000ull, 6000000ull, 7000000ull, 8400000ull,        \
-                    10000000ull, 12000000ull, 14000000ull, 16000000ull, 18000000ull, 21000000ull,  \
-                    25000000ull, 30000000ull, 35000000ull, 42000000ull, 50000000ull, 60000000ull,  \
-                    70000000ull, 84000000ull, 100000000ull, 120000000ull, 140000000ull,            \
-                    160000000ull, 180000000ull, 210000000ull, 250000000ull, 300000000ull,          \
-                    350000000ull, 420000000ull, 500000000ull, 600000000ull, 700000000ull,          \
-                    840000000ull, 1000000000ull, 1200000000ull, 1400000000ull, 1600000000ull,      \
-                    1800000000ull, 2100000000ull, 2500000000ull, 3000000000ull, 3500000000ull,     \
-                    4200000000ull, 5000000000ull, 6000000000ull, 7000000000ull, 8400000000ull,     \
-                    10000000000ull,                                                                \
-        }
+/* The buckets: one grid of upper bounds in nanoseconds, strictly increasing, that holds both the
+ * bounds of the native (exponential) histogram and the classic bounds the operator chose
+ * (--collector.biolatency.buckets), so that both are sums of the grid's buckets and exact. The
+ * daemon and the loader make the grid with biolatency_grid() (biolatency_hist.h) from the classic
+ * bounds the loader is given (struct biolat_params); the program gets it as read-only data
+ * (bounds_ns, nbounds). A latency falls in the first bucket whose bound is >= it; beyond the
+ * last bound, in bucket nbounds.
+ *
+ * The native histogram (Prometheus' schema 2): bucket i holds (2^((i-1)/4), 2^(i/4)] seconds,
+ * neighbours 1.19x apart (at least as fine as the 1.2x of the earlier fixed grid); its bounds on
+ * the grid are floor(1e9 * 2^(i/4)) ns for i from BIOLAT_NATIVE_MIN to BIOLAT_NATIVE_MAX (an
+ * integer latency is <= the real bound exactly when it is <= its floor). What is at most
+ * 2^(BIOLAT_NATIVE_MIN/4) s (953 ns) counts in the zero bucket, of that threshold. */
+#define BIOLAT_NATIVE_SCHEMA 2
+#define BIOLAT_NATIVE_MIN    (-80) /* 2^-20 s = 953.67 ns: the zero bucket's threshold */
+#define BIOLAT_NATIVE_MAX    28    /* 2^7 s = 128 s */
+#define BIOLAT_NATIVE_BOUNDS (BIOLAT_NATIVE_MAX - BIOLAT_NATIVE_MIN + 1) /* 109 */
+#define BIOLAT_MAX_CLASSIC   18 /* classic bounds the operator may choose */
+#define BIOLAT_MAX_BOUNDS    (BIOLAT_NATIVE_BOUNDS + BIOLAT_MAX_CLASSIC) /* 127 */
+#define BIOLAT_NBUCKETS      (BIOLAT_MAX_BOUNDS + 1) /* a cell's buckets; the grid's nbounds + 1 used */
 
 #define BIOLAT_MAX_DEVICES 4096
 
@@ -70,7 +63,8 @@ struct biolat_devs {
 };
 
 struct biolat_cell {
-        uint32_t buckets[BIOLAT_NBUCKETS]; /* wrapping counts, not cumulative */
+        uint32_t buckets[BIOLAT_NBUCKETS]; /* wrapping counts, not cumulative; the grid's
+                                            * nbounds + 1 used */
         uint64_t sum_ns;                   /* wrapping */
 };
 
@@ -92,4 +86,7 @@ struct biolat_row {
 struct biolat_params {
         uint32_t max_devices; /* device slots, 1 to BIOLAT_MAX_DEVICES */
         uint32_t ncpu;        /* possible CPUs as the daemon counts them (the loader checks) */
+        uint32_t nclassic;    /* classic bounds, 1 to BIOLAT_MAX_CLASSIC */
+        uint32_t pad;         /* 0 */
+        uint64_t classic_ns[BIOLAT_MAX_CLASSIC]; /* strictly increasing, > 0; the rest 0 */
 };

@@ -19,9 +19,10 @@
 #include <bpf/libbpf.h>
 
 #include "biolatency_load.h"
+#include "biolatency.h"
 #include "biolatency_shared.h"
 
-static const uint64_t bounds[BIOLAT_NBOUNDS] = BIOLAT_BOUNDS_NS;
+static struct biolat_grid grid; /* the default buckets' grid, as the loader makes it */
 static const char *const op_names[BIOLAT_OPS] = {"read", "write", "flush", "discard"};
 static const char *const kind_names[BIOLAT_KINDS] = {"queue", "device"};
 
@@ -34,24 +35,11 @@ static void *map_ro(int fd, size_t size)
 }
 
 /* The q-quantile in ns, interpolated within its bucket as Prometheus' histogram_quantile. */
-static double quantile(const uint64_t *b, uint64_t total, double q)
+static double quantile(const uint64_t *b, double q)
 {
-        double rank = q * (double)total, cum = 0;
-
-        for (int i = 0; i < BIOLAT_NBUCKETS; i++) {
-                if (cum + (double)b[i] >= rank && b[i] > 0) {
-                        if (i == BIOLAT_NBOUNDS)
-                                return (double)bounds[BIOLAT_NBOUNDS - 1];
-                        double lo = i ? (double)bounds[i - 1] : 0, hi = (double)bounds[i];
-                        return lo + (hi - lo) * (rank - cum) / (double)b[i];
-                }
-                cum += (double)b[i];
-        }
-        return 0;
+        return biolatency_quantile(&grid, b, q) * 1e9;
 }
 
-/* biolatency_load() in a child that sends the descriptors (or its message) and exits, as the
- * helper's worker does: the program must stay attached through the descriptors alone. */
 static int load_in_child(const struct biolat_params *p, int fds[], size_t *nfds, char *err,
                          size_t errsz)
 {
@@ -103,10 +91,17 @@ int main(int argc, char **argv)
         unsigned secs = argc > 1 ? (unsigned)atoi(argv[1]) : 10;
         struct biolat_params p = {.max_devices = argc > 2 ? (uint32_t)atoi(argv[2]) : 64,
                                   .ncpu = (uint32_t)libbpf_num_possible_cpus()};
+        struct biolat_config cfg;
         int fds[BIOLAT_NFDS];
         size_t nfds = 0, nrows;
         char err[512] = "";
-        int r = load_in_child(&p, fds, &nfds, err, sizeof(err));
+        int r;
+
+        biolatency_config_default(&cfg, p.max_devices, p.ncpu);
+        p.nclassic = (uint32_t)cfg.nclassic;
+        memcpy(p.classic_ns, cfg.classic_ns, cfg.nclassic * sizeof(cfg.classic_ns[0]));
+        (void)biolatency_grid(cfg.classic_ns, cfg.nclassic, &grid);
+        r = load_in_child(&p, fds, &nfds, err, sizeof(err));
 
         if (r < 0) {
                 fprintf(stderr, "biolat_probe: %s (%s)\n", err, strerror(-r));
@@ -161,8 +156,8 @@ int main(int argc, char **argv)
                                 printf("  %-7s %-6s count %10llu  mean %10.1f us  p50 %10.1f us  "
                                        "p99 %10.1f us\n",
                                        op_names[op], kind_names[k], (unsigned long long)n,
-                                       (double)sum / (double)n / 1e3, quantile(b, n, 0.5) / 1e3,
-                                       quantile(b, n, 0.99) / 1e3);
+                                       (double)sum / (double)n / 1e3, quantile(b, 0.5) / 1e3,
+                                       quantile(b, 0.99) / 1e3);
                         }
                 }
                 if (untracked) {

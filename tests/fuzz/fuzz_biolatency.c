@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "biolatency.h"
+#include "biolatency_collector.h"
 #include "expo.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -146,13 +147,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     : pr != -EINVAL && pr != -ERANGE)
                 abort();
 
+        /* the same text as --biolatency.buckets and --biolatency.ops: a grid of what parses */
+        struct biolat_config cfg;
+        char why[256], *flag = strndup(t.p, t.len);
+        uint64_t ns[BIOLAT_MAX_CLASSIC];
+        size_t nb = 0;
+        unsigned ops = 0;
+
+        if (!flag)
+                abort();
+        biolatency_config_default(&cfg, max, ncpu);
+        if (biolatency_parse_buckets(flag, ns, &nb, why, sizeof why) == 0) {
+                struct biolat_grid g;
+                if (nb < 1 || nb > BIOLAT_MAX_CLASSIC || biolatency_grid(ns, nb, &g) != 0)
+                        abort();
+                cfg.nclassic = nb;
+                memcpy(cfg.classic_ns, ns, nb * sizeof(ns[0]));
+        } else if (!why[0]) {
+                abort();
+        }
+        if (biolatency_parse_ops(flag, &ops, why, sizeof why) == 0) {
+                if (ops >= 1u << BIOLAT_OPS)
+                        abort();
+                cfg.ops[BIOLAT_KIND_QUEUE] = ops;
+        }
+        free(flag);
+
         dl = biolatency_devs_size(max);
         rl = biolatency_rows_size(max, ncpu);
         devs = calloc(1, dl);
         rows = calloc(1, rl);
         if (!devs || !rows)
                 abort();
-        r = biolatency_reader_init_mem(devs, rows, max, ncpu);
+        r = biolatency_reader_init_mem(devs, rows, &cfg);
         if (!r)
                 abort();
         for (unsigned k = 0; k < rounds; k++) {

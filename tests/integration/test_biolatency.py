@@ -21,9 +21,12 @@ BIN = sys.argv[1]
 READS, WRITES = 1500, 700
 DEV_FAMILY = "diskpulse_io_device_latency_seconds"
 QUEUE_FAMILY = "diskpulse_io_queue_latency_seconds"
-# The canary's bucket bounds, which the collector's must include (as the same "le" text).
+# The canary's bucket bounds: the collector's default ones are among them (as the same "le" text).
 CANARY_LE = ["1e-05", "2.5e-05", "5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005",
              "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10"]
+# The collector's default classic bounds (--biolatency.buckets), 50 ms (the alert's) among them.
+DEFAULT_LE = ["5e-05", "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
+              "0.1", "0.25", "1", "+Inf"]
 
 
 def need():
@@ -87,13 +90,16 @@ def count(metrics, family, dev, op):
     return h[1] if h else 0
 
 
-def well_formed(h, what):
+def well_formed(h, what, les_wanted=None):
     buckets, cnt, total = h
     les = sorted(buckets, key=lambda x: float(x))
     vals = [buckets[le] for le in les]
     dp.check(les[-1] == "+Inf" and vals[-1] == cnt, "%s: +Inf bucket equals _count (%s)" % (what, cnt))
     dp.check(all(a <= b for a, b in zip(vals, vals[1:])), "%s: buckets are cumulative" % what)
-    dp.check(all(le in buckets for le in CANARY_LE), "%s: every canary bound is a bucket" % what)
+    les_wanted = les_wanted or DEFAULT_LE
+    dp.check(les == les_wanted, "%s: the buckets are %s (%s)" % (what, ",".join(les_wanted), ",".join(les)))
+    dp.check(all(le in CANARY_LE for le in les if le != "+Inf") or les_wanted != DEFAULT_LE,
+             "%s: every default bound is a canary bound" % what)
     dp.check(total is not None and total >= 0, "%s: _sum %s" % (what, total))
 
 
@@ -188,6 +194,47 @@ def privileged_run(loop, dev):
                  "diskpulse_collector_success{collector=\"biolatency\"} 1")
         page = d.scrape_text()
         dp.check(not dp.expocheck.check(page), "the page is valid exposition text")
+
+
+def custom_run(loop, dev):
+    """Settings other than the defaults: two classic bounds, writes alone, no queue histogram. The
+    write histogram still counts what /proc/diskstats counts, at exactly those buckets."""
+    flags = ["--collector.diskstats.device-include=^%s$" % dev, "--no-collector.smart", "--no-collector.canary",
+             "--diskstats.interval=100ms", "--biolatency.buckets=0.0002,0.3", "--biolatency.ops=write",
+             "--biolatency.queue-ops="]
+    with dp.Daemon(BIN, *flags) as d:
+        if not dp.wait_until(lambda: dp.value(d.scrape(), "diskpulse_io_latency_up") == 1, 60):
+            dp.check(False, "custom buckets: diskpulse_io_latency_up becomes 1 within 60 s (log:\n%s)" % d.output())
+            return
+        settle(dev)
+        before, before_k = d.scrape(), stat_fields(dev)
+        subprocess.run(["dd", "if=" + loop, "of=/dev/null", "bs=4k", "count=300", "iflag=direct"],
+                       check=True, capture_output=True)
+        subprocess.run(["dd", "if=/dev/zero", "of=" + loop, "bs=4k", "count=200", "seek=4096",
+                        "oflag=direct", "conv=notrunc"], check=True, capture_output=True)
+        settle(dev)
+
+        def agree():
+            n = kernel_count(before_k, stat_fields(dev), "write")
+            m = d.scrape()
+            return (m, n) if delta(before, m, DEV_FAMILY, dev, "write") == n else None
+
+        got = dp.wait_until(agree, 20)
+        after, n = got if got else (d.scrape(), kernel_count(before_k, stat_fields(dev), "write"))
+        dp.check(n >= 200, "custom buckets: /proc/diskstats counted the 200 writes at least (%d)" % n)
+        dp.check(delta(before, after, DEV_FAMILY, dev, "write") == n,
+                 "custom buckets: %s write counts %d, as /proc/diskstats (%d)"
+                 % (DEV_FAMILY, delta(before, after, DEV_FAMILY, dev, "write"), n))
+        h = hist(after, DEV_FAMILY, dev, "write")
+        if dp.check(h is not None, "custom buckets: the write histogram is on the page"):
+            well_formed(h, "custom buckets: %s write" % DEV_FAMILY, ["0.0002", "0.3", "+Inf"])
+        names = {n for n, _ in after}
+        dp.check(hist(after, DEV_FAMILY, dev, "read") is None, "--biolatency.ops=write: no read histogram")
+        dp.check(not any(n.startswith(QUEUE_FAMILY) for n in names),
+                 "--biolatency.queue-ops=: no queue histogram (%s)"
+                 % sorted(n for n in names if n.startswith(QUEUE_FAMILY)))
+        page = d.scrape_text()
+        dp.check(not dp.expocheck.check(page), "custom buckets: the page is valid exposition text")
 
 
 def not_attached(what, prefix, dev, says, success=None):
@@ -293,6 +340,7 @@ def main():
         dev = os.path.basename(loop)
         settle(dev)
         privileged_run(loop, dev)
+        custom_run(loop, dev)
         unprivileged_run(dev)
         nobtf_run(dev)
         disabled_run(dev)

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,64 +36,175 @@
 
 /* ---- Buckets and bounds ---- */
 
+/* The default grid, made once. */
+static struct biolat_grid default_grid(void)
+{
+        struct biolat_config c;
+        struct biolat_grid g;
+
+        biolatency_config_default(&c, 1, 1);
+        assert_int_equal(biolatency_grid(c.classic_ns, c.nclassic, &g), 0);
+        return g;
+}
+
+/* The native index of a latency of ns nanoseconds, from its definition: the i with
+ * 2^((i-1)/4) < s <= 2^(i/4), s = ns / 1e9 (the zero bucket: s <= 2^-20). */
+static int32_t native_index_of(uint64_t ns)
+{
+        double s = (double)ns / 1e9;
+        int32_t i = (int32_t)ceil(4 * log2(s));
+
+        /* log2 is not exact at the bounds: the definition decides */
+        while (i > INT32_MIN / 2 && pow(2, (i - 1) / 4.0) >= s)
+                i--;
+        while (pow(2, i / 4.0) < s)
+                i++;
+        if (i <= BIOLAT_NATIVE_MIN)
+                return BIOLAT_NATIVE_ZERO;
+        return i > BIOLAT_NATIVE_MAX ? BIOLAT_NATIVE_MAX + 1 : i;
+}
+
+static void test_grid(void **state)
+{
+        struct biolat_grid g = default_grid();
+        struct biolat_config c;
+        uint64_t cl[3] = {500, 1000000000ull, 200000000000ull}; /* 0.5 us, 1 s (native), 200 s */
+        (void)state;
+
+        biolatency_config_default(&c, 1, 1);
+        assert_int_equal(c.nclassic, 13);
+        /* 109 native bounds and the 13 classic ones, 1 s and 0.25 s being both */
+        assert_int_equal(g.n, BIOLAT_NATIVE_BOUNDS + 13 - 2);
+        assert_int_equal(g.ns[0], 953);                   /* floor(1e9 * 2^-20) */
+        assert_int_equal(g.ns[g.n - 1], 128000000000ull); /* 2^7 s */
+        for (size_t i = 1; i < g.n; i++) {
+                assert_true(g.ns[i] > g.ns[i - 1]);
+                /* 2^(1/4), and the floor's one nanosecond */
+                if (!((double)g.ns[i] <= (double)g.ns[i - 1] * 1.18921 + 1))
+                        fail_msg("bounds %" PRIu64 " and %" PRIu64 " more than 1.19x apart",
+                                 g.ns[i - 1], g.ns[i]);
+        }
+        for (size_t k = 0; k < c.nclassic; k++)
+                assert_true(biolatency_grid_find(&g, c.classic_ns[k]) < g.n);
+        for (int32_t i = BIOLAT_NATIVE_MIN; i <= BIOLAT_NATIVE_MAX; i++) {
+                uint64_t b = biolatency_native_bound_ns(i);
+                /* the floor of the real bound */
+                assert_true((double)b <= 1e9 * pow(2, i / 4.0) * (1 + 1e-15));
+                assert_true((double)(b + 1) > 1e9 * pow(2, i / 4.0));
+                assert_true(biolatency_grid_find(&g, b) < g.n);
+        }
+        assert_int_equal(biolatency_native_bound_ns(0), 1000000000ull);
+        assert_int_equal(biolatency_native_bound_ns(-4), 500000000ull);
+        assert_int_equal(biolatency_native_bound_ns(1), 1189207115ull);
+        assert_int_equal(biolatency_native_bound_ns(-1), 840896415ull);
+        /* classic bounds outside the native range are kept */
+        assert_int_equal(biolatency_grid(cl, 3, &g), 0);
+        assert_int_equal(g.n, BIOLAT_NATIVE_BOUNDS + 2);
+        assert_int_equal(g.ns[0], 500);
+        assert_int_equal(g.ns[g.n - 1], 200000000000ull);
+        /* refused: none, too many, not increasing, 0 */
+        assert_int_equal(biolatency_grid(cl, 0, &g), -EINVAL);
+        assert_int_equal(biolatency_grid(cl, BIOLAT_MAX_CLASSIC + 1, &g), -EINVAL);
+        cl[1] = 500;
+        assert_int_equal(biolatency_grid(cl, 2, &g), -EINVAL);
+        cl[0] = 0;
+        assert_int_equal(biolatency_grid(cl, 1, &g), -EINVAL);
+}
+
 static void test_bucket_boundaries(void **state)
 {
+        struct biolat_grid g = default_grid();
+        uint64_t seed = prng_seed(7);
         (void)state;
-        assert_int_equal(biolatency_bucket(0), 0);
-        assert_int_equal(biolatency_bucket(1), 0);
-        assert_int_equal(biolatency_bucket(1000), 0); /* exactly the first bound */
-        assert_int_equal(biolatency_bucket(1001), 1); /* bound + 1: the next bucket */
-        assert_int_equal(biolatency_bucket(1200), 1);
-        assert_int_equal(biolatency_bucket(1201), 2);
-        assert_int_equal(biolatency_bucket(100000), 28);                         /* 100 us */
-        assert_int_equal(biolatency_bucket(10000000000ull), BIOLAT_NBOUNDS - 1); /* 10 s */
-        assert_int_equal(biolatency_bucket(10000000001ull), BIOLAT_NBOUNDS);     /* +Inf */
-        assert_int_equal(biolatency_bucket(UINT64_MAX), BIOLAT_NBOUNDS);
-        for (size_t i = 0; i < BIOLAT_NBOUNDS; i++) {
-                assert_int_equal(biolatency_bucket(biolatency_bound_ns(i)), i);
-                assert_int_equal(biolatency_bucket(biolatency_bound_ns(i) + 1), i + 1);
-                assert_int_equal(
-                    biolatency_bucket(biolatency_bound_ns(i) - 1),
-                    i == 0
-                        ? 0
-                        : (biolatency_bound_ns(i - 1) == biolatency_bound_ns(i) - 1 ? i - 1 : i));
+
+        assert_int_equal(biolatency_bucket(&g, 0), 0);
+        assert_int_equal(biolatency_bucket(&g, 953), 0); /* exactly the first bound */
+        assert_int_equal(biolatency_bucket(&g, 954), 1); /* bound + 1: the next bucket */
+        assert_int_equal(biolatency_bucket(&g, 128000000000ull), g.n - 1);
+        assert_int_equal(biolatency_bucket(&g, 128000000001ull), g.n); /* +Inf */
+        assert_int_equal(biolatency_bucket(&g, UINT64_MAX), g.n);
+        for (size_t i = 0; i < g.n; i++) {
+                assert_int_equal(biolatency_bucket(&g, g.ns[i]), i);
+                assert_int_equal(biolatency_bucket(&g, g.ns[i] + 1), i + 1);
+        }
+        /* every grid bucket lies in one native bucket: the one its latencies have, at its
+         * edges and inside */
+        for (size_t i = 0; i <= g.n; i++) {
+                uint64_t lo = i ? g.ns[i - 1] + 1 : 1, hi = i < g.n ? g.ns[i] : lo * 4;
+                int32_t want = biolatency_native_of(&g, i);
+
+                assert_int_equal(native_index_of(lo), want);
+                assert_int_equal(native_index_of(hi), want);
+        }
+        for (int k = 0; k < 20000; k++) {
+                uint64_t ns = (uint64_t)(100.0 * exp(prng_unit(&seed) * log(1e12 / 100.0)));
+                assert_int_equal(biolatency_native_of(&g, biolatency_bucket(&g, ns)),
+                                 native_index_of(ns));
         }
 }
 
 static void test_bounds(void **state)
 {
-        char buf[BIOLAT_LE_MAX], canary[BIOLAT_LE_MAX];
+        char buf[BIOLAT_LE_MAX], canary[BIOLAT_LE_MAX], why[200];
+        struct biolat_config c;
+        uint64_t ns[BIOLAT_MAX_CLASSIC];
+        size_t n = 0;
         (void)state;
 
-        assert_string_equal(biolatency_le(0, buf, sizeof buf), "1e-06");
-        assert_string_equal(biolatency_le(1, buf, sizeof buf), "1.2e-06");
-        assert_string_equal(biolatency_le(28, buf, sizeof buf), "0.0001");
-        assert_string_equal(biolatency_le(BIOLAT_NBOUNDS - 1, buf, sizeof buf), "10");
-        assert_string_equal(biolatency_le(BIOLAT_NBOUNDS, buf, sizeof buf), "+Inf");
-        assert_true(isinf(biolatency_bound_seconds(BIOLAT_NBOUNDS)));
-        for (size_t i = 0; i < BIOLAT_NBOUNDS; i++) {
-                double b = biolatency_bound_seconds(i);
-                /* the text reads back as the bound */
-                assert_true(strtod(biolatency_le(i, buf, sizeof buf), NULL) == b);
-                if (i > 0) {
-                        double prev = biolatency_bound_seconds(i - 1);
-                        assert_true(b > prev);
-                        if (!(b / prev <= 1.2 * (1 + 1e-12)))
-                                fail_msg("bounds %g and %g are more than 1.2x apart", prev, b);
-                }
-        }
-        /* every canary bound is one of ours, the same double and the same text */
-        for (size_t k = 0; k < CANARY_HIST_NBOUNDS; k++) {
+        biolatency_config_default(&c, 1, 1);
+        assert_string_equal(biolatency_le(50000, buf, sizeof buf), "5e-05");
+        assert_string_equal(biolatency_le(250000, buf, sizeof buf), "0.00025");
+        assert_string_equal(biolatency_le(1000000000ull, buf, sizeof buf), "1");
+        assert_string_equal(biolatency_le(UINT64_MAX, buf, sizeof buf), "+Inf");
+        /* the default bounds are the canary's, with the same texts; 50 ms among them */
+        for (size_t i = 0; i < c.nclassic; i++) {
                 bool found = false;
-                (void)strscpy(canary, canary_hist_le(k), sizeof canary);
-                for (size_t i = 0; i < BIOLAT_NBOUNDS && !found; i++)
-                        if (biolatency_bound_seconds(i) == canary_hist_bound(k)) {
-                                assert_string_equal(biolatency_le(i, buf, sizeof buf), canary);
+                for (size_t k = 0; k < CANARY_HIST_NBOUNDS && !found; k++) {
+                        (void)strscpy(canary, canary_hist_le(k), sizeof canary);
+                        if ((double)c.classic_ns[i] / 1e9 == canary_hist_bound(k)) {
+                                assert_string_equal(biolatency_le(c.classic_ns[i], buf, sizeof buf),
+                                                    canary);
                                 found = true;
                         }
+                }
                 if (!found)
-                        fail_msg("canary bound %s is not a biolatency bound", canary);
+                        fail_msg("bound %" PRIu64 " ns is not a canary bound", c.classic_ns[i]);
         }
+        assert_int_equal(c.classic_ns[9], 50000000);
+        /* the flag's parser */
+        assert_int_equal(biolatency_parse_buckets("0.001,0.5,2", ns, &n, why, sizeof why), 0);
+        assert_int_equal(n, 3);
+        assert_int_equal(ns[0], 1000000);
+        assert_int_equal(ns[1], 500000000);
+        assert_int_equal(ns[2], 2000000000);
+        assert_int_equal(biolatency_parse_buckets("1e-6", ns, &n, why, sizeof why), 0);
+        assert_int_equal(ns[0], 1000);
+        static const char *const bad[] = {"",    "0.1,", ",0.1", "0.1,0.1",      "0.2,0.1",
+                                          "0",   "-1",   "abc",  "1e-10",        "0.1 ,1",
+                                          "2e6", "nan",  "inf",  "1.00000000001"};
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                why[0] = 0;
+                if (biolatency_parse_buckets(bad[i], ns, &n, why, sizeof why) != -EINVAL)
+                        fail_msg("\"%s\" was accepted", bad[i]);
+                assert_true(why[0] != 0);
+        }
+        assert_int_equal(biolatency_parse_buckets("1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18",
+                                                  ns, &n, why, sizeof why),
+                         0);
+        assert_int_equal(biolatency_parse_buckets("1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19",
+                                                  ns, &n, why, sizeof why),
+                         -EINVAL);
+        assert_non_null(strstr(why, "more than 18"));
+        /* the operations' parser */
+        unsigned m = 0;
+        assert_int_equal(biolatency_parse_ops("read,flush", &m, why, sizeof why), 0);
+        assert_int_equal(m, (1u << BIOLAT_OP_READ) | (1u << BIOLAT_OP_FLUSH));
+        assert_int_equal(biolatency_parse_ops("", &m, why, sizeof why), 0);
+        assert_int_equal(m, 0);
+        assert_int_equal(biolatency_parse_ops("read,", &m, why, sizeof why), -EINVAL);
+        assert_int_equal(biolatency_parse_ops("reads", &m, why, sizeof why), -EINVAL);
+        assert_non_null(strstr(why, "\"reads\""));
+        assert_int_equal(biolatency_parse_ops("read,,write", &m, why, sizeof why), -EINVAL);
 }
 
 static void test_wrap_safe(void **state)
@@ -126,6 +238,15 @@ static void fakemap_init(struct fakemap *m, uint32_t max, uint32_t ncpu)
         m->rows = calloc(1, biolatency_rows_size(max, ncpu));
         assert_non_null(m->devs);
         assert_non_null(m->rows);
+}
+
+/* A reader of the fake mapping with the default config. */
+static struct biolat_reader *reader_mem(struct fakemap *m, uint32_t max, uint32_t ncpu)
+{
+        struct biolat_config c;
+
+        biolatency_config_default(&c, max, ncpu);
+        return biolatency_reader_init_mem(m->devs, m->rows, &c);
 }
 
 static void fakemap_done(struct fakemap *m)
@@ -174,7 +295,7 @@ static void test_two_cpus_summed(void **state)
         (void)state;
 
         fakemap_init(&m, 4, 2);
-        r = biolatency_reader_init_mem(m.devs, m.rows, 4, 2);
+        r = reader_mem(&m, 4, 2);
         assert_non_null(r);
         set_dev(&m, 2, DEV(8, 0));
         row(&m, 0, 2)->cell[BIOLAT_OP_READ][BIOLAT_KIND_QUEUE].buckets[5] = 3;
@@ -220,6 +341,14 @@ static size_t count_of(const char *text, const char *needle)
         return n;
 }
 
+/* The default grid's bucket of a latency. */
+static size_t bucket_of(uint64_t ns)
+{
+        struct biolat_grid g = default_grid();
+
+        return biolatency_bucket(&g, ns);
+}
+
 #define ASSERT_LINE(text, line)                                                                    \
         do {                                                                                       \
                 if (!has_line(text, line))                                                         \
@@ -237,16 +366,16 @@ static void test_exposition(void **state)
         (void)state;
 
         fakemap_init(&m, 3, 1);
-        r = biolatency_reader_init_mem(m.devs, m.rows, 3, 1);
+        r = reader_mem(&m, 3, 1);
         set_dev(&m, 0, DEV(8, 16));
         set_dev(&m, 1, DEV(8, 0));
         /* sda writes: 2 of 100 us, 3 of 1 ms; device time sum 3.2 ms */
-        row(&m, 0, 1)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].buckets[28] = 2;
-        row(&m, 0, 1)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].buckets[42] = 3;
+        row(&m, 0, 1)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].buckets[bucket_of(100000)] = 2;
+        row(&m, 0, 1)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].buckets[bucket_of(1000000)] = 3;
         row(&m, 0, 1)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].sum_ns = 3200000;
-        /* sdb flushes queued beyond 10 s */
-        row(&m, 0, 0)->cell[BIOLAT_OP_FLUSH][BIOLAT_KIND_QUEUE].buckets[BIOLAT_NBOUNDS] = 1;
-        row(&m, 0, 0)->cell[BIOLAT_OP_FLUSH][BIOLAT_KIND_QUEUE].sum_ns = 12000000000ull;
+        /* sdb flushes queued beyond 128 s */
+        row(&m, 0, 0)->cell[BIOLAT_OP_FLUSH][BIOLAT_KIND_QUEUE].buckets[bucket_of(UINT64_MAX)] = 1;
+        row(&m, 0, 0)->cell[BIOLAT_OP_FLUSH][BIOLAT_KIND_QUEUE].sum_ns = 200000000000ull;
         row(&m, 0, 0)->untracked = 4;
         row(&m, 0, 3)->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[10] = 6; /* overflow */
         row(&m, 0, 3)->cell[BIOLAT_OP_READ][BIOLAT_KIND_QUEUE].buckets[10] = 6;
@@ -254,6 +383,28 @@ static void test_exposition(void **state)
         biolatency_reader_collect(r, names_fn, &nm, NULL, 1);
         set = mset_new();
         biolatency_export(r, set);
+        /* the native histograms: 100 us is native bucket -53 (2^(-54/4) < 1e-4 <= 2^(-53/4)), 1
+         * ms bucket -39; 2 and 3 counts, nothing between, the zero bucket empty */
+        const struct mfamily *f = mset_find(set, BIOLAT_FAMILY_DEVICE);
+        assert_non_null(f);
+        assert_int_equal(f->nnative, 1);
+        assert_string_equal(f->natives[0].labels, "device=\"sda\",op=\"write\"");
+        const struct mnative *h = &f->natives[0].h;
+        assert_int_equal(h->schema, 2);
+        assert_true(h->zero_threshold == ldexp(1, -20));
+        assert_int_equal(h->zero_count, 0);
+        assert_int_equal(h->count, 5);
+        assert_true(fabs(h->sum - 0.0032) < 1e-15);
+        assert_int_equal(h->offset, -53);
+        assert_int_equal(h->n, 15);
+        assert_int_equal(h->counts[0], 2);
+        assert_int_equal(h->counts[14], 3);
+        for (size_t i = 1; i < 14; i++)
+                assert_int_equal(h->counts[i], 0);
+        f = mset_find(set, BIOLAT_FAMILY_QUEUE);
+        assert_int_equal(f->nnative, 1);
+        assert_int_equal(f->natives[0].h.offset, BIOLAT_NATIVE_MAX + 1); /* beyond 128 s */
+        assert_int_equal(f->natives[0].h.n, 1);
         text = test_render_set(set);
         ASSERT_LINE(text, "diskpulse_io_latency_up 1");
         ASSERT_LINE(text, "# TYPE diskpulse_io_device_latency_seconds histogram");
@@ -264,45 +415,41 @@ static void test_exposition(void **state)
                           "waited from being made to being issued to the driver (queue and "
                           "scheduler), by device and operation.");
         ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
-                          "le=\"8.4e-05\"} 0");
+                          "le=\"5e-05\"} 0");
         ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
                           "le=\"0.0001\"} 2");
         ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
-                          "le=\"0.00084\"} 2");
+                          "le=\"0.0005\"} 2");
         ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
                           "le=\"0.001\"} 5");
+        ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
+                          "le=\"1\"} 5");
         ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
                           "le=\"+Inf\"} 5");
         ASSERT_LINE(text, "diskpulse_io_device_latency_seconds_sum{device=\"sda\",op=\"write\"} "
                           "0.0032");
         ASSERT_LINE(text,
                     "diskpulse_io_device_latency_seconds_count{device=\"sda\",op=\"write\"} 5");
+        /* the classic buckets alone: 13 bounds and +Inf */
+        assert_int_equal(count_of(text, "_bucket{device=\"sda\",op=\"write\""), 14);
         ASSERT_LINE(text, "diskpulse_io_queue_latency_seconds_bucket{device=\"sdb\",op=\"flush\","
-                          "le=\"10\"} 0");
+                          "le=\"1\"} 0");
         ASSERT_LINE(text, "diskpulse_io_queue_latency_seconds_bucket{device=\"sdb\",op=\"flush\","
                           "le=\"+Inf\"} 1");
-        ASSERT_LINE(text, "diskpulse_io_queue_latency_seconds_sum{device=\"sdb\",op=\"flush\"} 12");
+        ASSERT_LINE(text,
+                    "diskpulse_io_queue_latency_seconds_sum{device=\"sdb\",op=\"flush\"} 200");
         ASSERT_LINE(text, "diskpulse_io_latency_untracked_total 5");
         ASSERT_LINE(text, "diskpulse_io_latency_unslotted_total 6");
         /* a (device, op) with no count is left out; so is the overflow row */
         assert_null(strstr(text, "op=\"read\""));
         assert_null(strstr(text, "device_latency_seconds_count{device=\"sdb\""));
         assert_null(strstr(text, "device=\"\""));
-        /* 100 buckets per series, the canary's le texts among them */
-        for (size_t k = 0; k < CANARY_HIST_NBOUNDS; k++) {
-                char line[256];
-                snprintf(line, sizeof line,
-                         "diskpulse_io_device_latency_seconds_bucket{device=\"sda\",op=\"write\","
-                         "le=\"%s\"}",
-                         canary_hist_le(k));
-                assert_non_null(strstr(text, line));
-        }
         /* devices in name order */
         biolatency_reader_free(r);
         free(text);
         nm.name[0] = "sdb";
         row(&m, 0, 0)->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_DEVICE].buckets[0] = 1;
-        r = biolatency_reader_init_mem(m.devs, m.rows, 3, 1);
+        r = reader_mem(&m, 3, 1);
         biolatency_reader_collect(r, names_fn, &nm, NULL, 1);
         set = mset_new();
         biolatency_export(r, set);
@@ -351,7 +498,7 @@ static void test_filter(void **state)
 
         assert_int_equal(namefilter_new(NULL, "^sdb$", &f, err, sizeof err), 0);
         fakemap_init(&m, 2, 1);
-        r = biolatency_reader_init_mem(m.devs, m.rows, 2, 1);
+        r = reader_mem(&m, 2, 1);
         set_dev(&m, 0, DEV(8, 0));
         set_dev(&m, 1, DEV(8, 16));
         row(&m, 0, 0)->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[1] = 1;
@@ -410,7 +557,7 @@ static void test_sysfs_names(void **state)
         assert_int_equal(biolatency_sysfs_name(fd, DEV(8, 1), name, sizeof name), -ENOENT);
 
         fakemap_init(&m, 2, 1);
-        r = biolatency_reader_init_mem(m.devs, m.rows, 2, 1);
+        r = reader_mem(&m, 2, 1);
         set_dev(&m, 1, DEV(259, 0));
         rw = row(&m, 0, 1);
         rw->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[7] = 2;
@@ -449,7 +596,7 @@ static void test_rename_restarts(void **state)
         (void)state;
 
         fakemap_init(&m, 1, 1);
-        r = biolatency_reader_init_mem(m.devs, m.rows, 1, 1);
+        r = reader_mem(&m, 1, 1);
         set_dev(&m, 0, DEV(8, 0));
         rw = row(&m, 0, 0);
         rw->cell[BIOLAT_OP_WRITE][BIOLAT_KIND_QUEUE].buckets[3] = 10;
@@ -490,33 +637,35 @@ static int cmp_u64(const void *a, const void *b)
 static void test_quantile(void **state)
 {
         static const double qs[] = {0.01, 0.1, 0.5, 0.9, 0.99};
+        struct biolat_grid g = default_grid();
         uint64_t counts[BIOLAT_NBUCKETS] = {0}, *lat;
         uint64_t seed = prng_seed(42);
         const size_t n = 20000;
+        size_t i1 = bucket_of(1000000000ull); /* (0.84 s, 1 s] */
         (void)state;
 
         /* one bucket: linear inside it */
-        counts[1] = 4; /* (1 us, 1.2 us] */
-        assert_true(fabs(biolatency_quantile(counts, 0.5) - 1.1e-6) < 1e-15);
-        assert_true(fabs(biolatency_quantile(counts, 1) - 1.2e-6) < 1e-15);
-        counts[BIOLAT_NBOUNDS] = 4; /* beyond: the last bound */
-        assert_true(biolatency_quantile(counts, 0.99) == 10);
-        assert_true(isnan(biolatency_quantile(counts, 1.5)));
+        counts[i1] = 4;
+        assert_true(fabs(biolatency_quantile(&g, counts, 0.5) - (0.840896415 + 1) / 2) < 1e-9);
+        assert_true(fabs(biolatency_quantile(&g, counts, 1) - 1) < 1e-15);
+        counts[g.n] = 4; /* beyond: the last bound */
+        assert_true(biolatency_quantile(&g, counts, 0.99) == 128);
+        assert_true(isnan(biolatency_quantile(&g, counts, 1.5)));
         memset(counts, 0, sizeof counts);
-        assert_true(isnan(biolatency_quantile(counts, 0.5)));
+        assert_true(isnan(biolatency_quantile(&g, counts, 0.5)));
 
-        /* log-uniform latencies from 5 us to 2 s: each quantile within 20 % */
+        /* log-uniform latencies from 5 us to 2 s: each quantile within 19 % */
         lat = malloc(n * sizeof(*lat));
         assert_non_null(lat);
         for (size_t i = 0; i < n; i++) {
                 lat[i] = (uint64_t)(5000.0 * exp(prng_unit(&seed) * log(2e9 / 5000.0)));
-                counts[biolatency_bucket(lat[i])]++;
+                counts[biolatency_bucket(&g, lat[i])]++;
         }
         qsort(lat, n, sizeof(*lat), cmp_u64);
         for (size_t k = 0; k < ARRAY_SIZE(qs); k++) {
                 double want = (double)lat[(size_t)(qs[k] * (double)(n - 1))] / 1e9;
-                double got = biolatency_quantile(counts, qs[k]);
-                if (!(fabs(got - want) <= 0.2 * want))
+                double got = biolatency_quantile(&g, counts, qs[k]);
+                if (!(fabs(got - want) <= 0.19 * want))
                         fail_msg("q %g: got %g, want %g", qs[k], got, want);
         }
         free(lat);
@@ -626,7 +775,11 @@ static void test_adapter(void **state)
 
         assert_string_equal(biolatency_collector_def.name, "biolatency");
         assert_true(biolatency_collector_def.default_enabled);
-        assert_int_equal(biolatency_collector_def.n_options, 1);
+        assert_int_equal(biolatency_collector_def.n_options, 4);
+        assert_string_equal(biolatency_collector_def.options[1].name, "biolatency.buckets");
+        assert_string_equal(biolatency_collector_def.options[1].def_str, BIOLAT_DEFAULT_BUCKETS);
+        assert_string_equal(biolatency_collector_def.options[2].def_str, BIOLAT_DEFAULT_OPS);
+        assert_string_equal(biolatency_collector_def.options[3].def_str, BIOLAT_DEFAULT_QUEUE_OPS);
         assert_string_equal(biolatency_collector_def.options[0].name, "biolatency.max-devices");
         assert_int_equal(biolatency_collector_def.options[0].def, 64);
         assert_int_equal(biolatency_collector_def.options[0].max, BIOLAT_MAX_DEVICES);
@@ -710,12 +863,21 @@ static void test_reader_open(void **state)
         assert_int_equal(ftruncate(fds[0], (off_t)dl), 0);
         assert_int_equal(ftruncate(fds[1], (off_t)rl), 0);
         /* out of range: refused, the descriptors stay the caller's */
-        assert_int_equal(biolatency_reader_open(fds, 0, 2, &r), -EINVAL);
-        assert_int_equal(biolatency_reader_open(fds, BIOLAT_MAX_DEVICES + 1, 2, &r), -EINVAL);
-        assert_int_equal(biolatency_reader_open(fds, 2, 0, &r), -EINVAL);
+        struct biolat_config c;
+        biolatency_config_default(&c, 0, 2);
+        assert_int_equal(biolatency_reader_open(fds, &c, &r), -EINVAL);
+        c.max_devices = BIOLAT_MAX_DEVICES + 1;
+        assert_int_equal(biolatency_reader_open(fds, &c, &r), -EINVAL);
+        c.max_devices = 2;
+        c.ncpu = 0;
+        assert_int_equal(biolatency_reader_open(fds, &c, &r), -EINVAL);
+        c.ncpu = 2;
+        c.nclassic = 0;
+        assert_int_equal(biolatency_reader_open(fds, &c, &r), -EINVAL);
         assert_null(r);
         assert_int_equal(fcntl(fds[3], F_GETFD), FD_CLOEXEC);
-        assert_int_equal(biolatency_reader_open(fds, 2, 2, &r), 0);
+        biolatency_config_default(&c, 2, 2);
+        assert_int_equal(biolatency_reader_open(fds, &c, &r), 0);
         devs = mmap(NULL, dl, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
         rows = mmap(NULL, rl, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
         assert_true(devs != MAP_FAILED && rows != MAP_FAILED);
@@ -733,12 +895,19 @@ static void test_reader_open(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_bucket_boundaries), cmocka_unit_test(test_bounds),
-            cmocka_unit_test(test_wrap_safe),         cmocka_unit_test(test_two_cpus_summed),
-            cmocka_unit_test(test_exposition),        cmocka_unit_test(test_filter),
-            cmocka_unit_test(test_sysfs_names),       cmocka_unit_test(test_rename_restarts),
-            cmocka_unit_test(test_quantile),          cmocka_unit_test(test_parse_cpus),
-            cmocka_unit_test(test_parse_devname),     cmocka_unit_test(test_adapter),
+            cmocka_unit_test(test_grid),
+            cmocka_unit_test(test_bucket_boundaries),
+            cmocka_unit_test(test_bounds),
+            cmocka_unit_test(test_wrap_safe),
+            cmocka_unit_test(test_two_cpus_summed),
+            cmocka_unit_test(test_exposition),
+            cmocka_unit_test(test_filter),
+            cmocka_unit_test(test_sysfs_names),
+            cmocka_unit_test(test_rename_restarts),
+            cmocka_unit_test(test_quantile),
+            cmocka_unit_test(test_parse_cpus),
+            cmocka_unit_test(test_parse_devname),
+            cmocka_unit_test(test_adapter),
             cmocka_unit_test(test_reader_open),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

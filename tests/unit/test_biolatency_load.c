@@ -42,7 +42,8 @@ static void test_bad_params(void **state)
 {
         (void)state;
         char err[256];
-        struct biolat_params p = {.max_devices = 8, .ncpu = possible_cpus()};
+        struct biolat_params p = {
+            .max_devices = 8, .ncpu = possible_cpus(), .nclassic = 2, .classic_ns = {1000, 2000}};
 
         assert_int_equal(load(&p, sizeof(p) - 1, err, sizeof(err)), -EINVAL);
         assert_non_null(strstr(err, "parameters of"));
@@ -58,6 +59,17 @@ static void test_bad_params(void **state)
         assert_non_null(strstr(err, "possible CPUs"));
         p.ncpu = UINT32_MAX;
         assert_int_equal(load(&p, sizeof(p), err, sizeof(err)), -EINVAL);
+        /* classic bounds: none, too many, not increasing */
+        p.ncpu = possible_cpus();
+        p.nclassic = 0;
+        assert_int_equal(load(&p, sizeof(p), err, sizeof(err)), -EINVAL);
+        assert_non_null(strstr(err, "classic bounds"));
+        p.nclassic = BIOLAT_MAX_CLASSIC + 1;
+        assert_int_equal(load(&p, sizeof(p), err, sizeof(err)), -EINVAL);
+        p.nclassic = 2;
+        p.classic_ns[1] = 1000;
+        assert_int_equal(load(&p, sizeof(p), err, sizeof(err)), -EINVAL);
+        assert_non_null(strstr(err, "classic bounds"));
 }
 
 #else

@@ -823,10 +823,18 @@ static void sample_of(const struct opt_def *d, struct sample *s)
                 snprintf(v, sizeof v, "%s", d->def ? "false" : "true");
                 break;
         case OPT_STRING:
-                if (d->check)
+                if (d->check) {
+                        /* a regex, a list of latencies, a list of operations: the first the
+                         * check accepts */
+                        const char *const candidates[] = {"0.002,0.2", "write"};
                         snprintf(v, sizeof v, "^sample-%s$", d->name);
-                else
+                        for (size_t i = 0;
+                             i < ARRAY_SIZE(candidates) && d->check(v, why, sizeof why) != 0; i++)
+                                snprintf(v, sizeof v, "%s", candidates[i]);
+                        assert_int_equal(d->check(v, why, sizeof why), 0);
+                } else {
                         snprintf(v, sizeof v, "/sample/%s", d->name);
+                }
                 break;
         case OPT_LIST: {
                 static const char *const candidates[] = {"127.0.0.1:1", "10.0.0.0/8"};
