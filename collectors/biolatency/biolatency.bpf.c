@@ -37,7 +37,7 @@ struct {
         __type(value, struct biolat_devs);
 } devs SEC(".maps");
 
-/* CPU c's row for slot s at c * (max_devices + 1) + s (max_entries: ncpu * (max_devices + 1)). */
+/* CPU c's row for slot s at s * ncpu + c (max_entries: (max_devices + 1) * ncpu). */
 struct {
         __uint(type, BPF_MAP_TYPE_ARRAY);
         __uint(map_flags, BPF_F_MMAPABLE);
@@ -176,7 +176,7 @@ static __always_inline struct biolat_row *row_of(u32 dev, u32 *slot)
         if (dev == 0 || cpu >= ncpu)
                 return NULL;
         *slot = slot_of(dev);
-        idx = cpu * (max_devices + 1) + *slot;
+        idx = *slot * ncpu + cpu;
         return bpf_map_lookup_elem(&rows, &idx);
 }
 

@@ -23,8 +23,16 @@ struct totals {
         uint64_t sum_ns[BIOLAT_OPS][BIOLAT_KINDS];
 };
 
+/* The pages of the rows map that hold one slot's rows (the kernel maps every page of a mapping
+ * at once, and they count in the process's memory: only the slots in use are mapped). */
+struct slotmap {
+        const uint8_t *p; /* NULL: not mapped */
+        size_t off, len;  /* of the mapping in the map */
+};
+
 struct slot {
         uint32_t dev;               /* 0: no device seen in the slot yet */
+        struct slotmap map;         /* mapped: this slot's rows */
         struct raw_row *prev;       /* ncpu rows, made when the slot first has a device */
         struct totals t;            /* since the device got its name */
         char name[BIOLAT_NAME_MAX]; /* the last name read ("" none) */
@@ -39,8 +47,9 @@ struct biolat_reader {
         size_t classic_at[BIOLAT_MAX_CLASSIC]; /* the grid index of each classic bound */
         int32_t native_of[BIOLAT_NBUCKETS];    /* the native index of each grid bucket */
         uint32_t max, ncpu;
-        const uint8_t *devs, *rows;
-        size_t devs_len, rows_len;
+        const uint8_t *devs, *rows; /* rows: NULL when mapped (each slot maps its own) */
+        size_t devs_len, rows_len;  /* rows_len: the whole map's */
+        struct slotmap over;        /* mapped: the overflow slot's rows */
         bool mapped;
         int fds[BIOLAT_NFDS];
         struct slot *slots;       /* max */
@@ -53,12 +62,44 @@ struct biolat_reader {
 #define DEVS_ELEM sizeof(uint32_t) /* struct biolat_devs: a uint32_t[] */
 #define ROW_ELEM  ((sizeof(struct biolat_row) + 7) & ~(size_t)7)
 
-static size_t page_round(size_t n)
+static size_t page_size(void)
 {
         long p = sysconf(_SC_PAGESIZE);
-        size_t page = p > 0 ? (size_t)p : 4096;
+
+        return p > 0 ? (size_t)p : 4096;
+}
+
+static size_t page_round(size_t n)
+{
+        size_t page = page_size();
 
         return (n + page - 1) / page * page;
+}
+
+/* The bytes of the rows of the first n slots. */
+static size_t slots_bytes(uint32_t ncpu, size_t n)
+{
+        return n * ncpu * ROW_ELEM;
+}
+
+/* Maps the pages that hold slot s's rows. 0 or -errno. */
+static int slotmap_open(struct slotmap *m, int fd, uint32_t ncpu, size_t s)
+{
+        size_t page = page_size(), start = slots_bytes(ncpu, s) / page * page;
+        size_t end = page_round(slots_bytes(ncpu, s + 1));
+        void *p = mmap(NULL, end - start, PROT_READ, MAP_SHARED, fd, (off_t)start);
+
+        if (p == MAP_FAILED)
+                return -errno;
+        *m = (struct slotmap){.p = p, .off = start, .len = end - start};
+        return 0;
+}
+
+static void slotmap_close(struct slotmap *m)
+{
+        if (m->p)
+                (void)munmap((void *)m->p, m->len);
+        m->p = NULL;
 }
 
 size_t biolatency_devs_size(uint32_t max_devices)
@@ -68,7 +109,7 @@ size_t biolatency_devs_size(uint32_t max_devices)
 
 size_t biolatency_rows_size(uint32_t max_devices, uint32_t ncpu)
 {
-        return page_round((size_t)ncpu * ((size_t)max_devices + 1) * ROW_ELEM);
+        return page_round(slots_bytes(ncpu, (size_t)max_devices + 1));
 }
 
 void biolatency_config_default(struct biolat_config *c, uint32_t max_devices, uint32_t ncpu)
@@ -133,27 +174,40 @@ int biolatency_reader_open(const int fds[BIOLAT_NFDS], const struct biolat_confi
                            struct biolat_reader **ret)
 {
         struct biolat_grid g;
-        size_t dlen, rlen;
-        void *devs, *rows;
+        struct slotmap over;
+        size_t dlen;
+        void *devs;
         int r;
 
         if (!config_ok(cfg, &g))
                 return -EINVAL;
         dlen = biolatency_devs_size(cfg->max_devices);
-        rlen = biolatency_rows_size(cfg->max_devices, cfg->ncpu);
         devs = mmap(NULL, dlen, PROT_READ, MAP_SHARED, fds[BIOLAT_FD_DEVS], 0);
         if (devs == MAP_FAILED)
                 return -errno;
-        rows = mmap(NULL, rlen, PROT_READ, MAP_SHARED, fds[BIOLAT_FD_ROWS], 0);
-        if (rows == MAP_FAILED) {
-                r = -errno;
+        /* the overflow slot's rows, last in the map: the map is as large as this layout */
+        r = slotmap_open(&over, fds[BIOLAT_FD_ROWS], cfg->ncpu, cfg->max_devices);
+        if (r < 0) {
                 (void)munmap(devs, dlen);
                 return r;
         }
-        *ret = reader_new(devs, rows, cfg, &g);
+        *ret = reader_new(devs, NULL, cfg, &g);
         (*ret)->mapped = true;
+        (*ret)->over = over;
         memcpy((*ret)->fds, fds, sizeof((*ret)->fds));
         return 0;
+}
+
+size_t biolatency_reader_mapped(const struct biolat_reader *r)
+{
+        size_t n;
+
+        if (!r->mapped)
+                return 0;
+        n = r->devs_len + r->over.len;
+        for (uint32_t s = 0; s < r->max; s++)
+                n += r->slots[s].map.len;
+        return n;
 }
 
 const struct biolat_grid *biolatency_reader_grid(const struct biolat_reader *r)
@@ -167,7 +221,9 @@ struct biolat_reader *biolatency_reader_free(struct biolat_reader *r)
                 return NULL;
         if (r->mapped) {
                 (void)munmap((void *)r->devs, r->devs_len);
-                (void)munmap((void *)r->rows, r->rows_len);
+                slotmap_close(&r->over);
+                for (size_t i = 0; i < r->max; i++)
+                        slotmap_close(&r->slots[i].map);
         }
         for (size_t i = 0; i < BIOLAT_NFDS; i++)
                 if (r->fds[i] >= 0)
@@ -191,10 +247,15 @@ static uint64_t load64(const void *p)
         return __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
 }
 
+/* CPU cpu's row of slot s (max: the overflow slot); mapped, the slot's rows are. */
 static const struct biolat_row *row_at(const struct biolat_reader *r, uint32_t cpu, uint32_t s)
 {
-        return (const struct biolat_row *)(r->rows +
-                                           ((size_t)cpu * ((size_t)r->max + 1) + s) * ROW_ELEM);
+        size_t off = slots_bytes(r->ncpu, s) + (size_t)cpu * ROW_ELEM;
+        const struct slotmap *m = s == r->max ? &r->over : &r->slots[s].map;
+
+        if (r->mapped)
+                return (const struct biolat_row *)(m->p + (off - m->off));
+        return (const struct biolat_row *)(r->rows + off);
 }
 
 /* Adds what row cur gained since prev into t and the untracked total. */
@@ -248,6 +309,9 @@ void biolatency_reader_collect(struct biolat_reader *r, biolat_name_fn name_fn, 
                         sl->named = false;
                         sl->dev = dev;
                 }
+                if (r->mapped && !sl->map.p &&
+                    slotmap_open(&sl->map, r->fds[BIOLAT_FD_ROWS], r->ncpu, s) < 0)
+                        continue; /* tried again next time (the kernel's memory is short) */
                 if (!sl->prev)
                         sl->prev = xcalloc(r->ncpu, sizeof(*sl->prev));
                 for (uint32_t c = 0; c < r->ncpu; c++)

@@ -57,6 +57,10 @@ int biolatency_reader_open(const int fds[BIOLAT_NFDS], const struct biolat_confi
  * reader. NULL when cfg is out of range. */
 struct biolat_reader *biolatency_reader_init_mem(const void *devs, const void *rows,
                                                  const struct biolat_config *cfg);
+/* The bytes of the maps mapped now: the slots' table, the overflow slot's rows and the rows of
+ * each slot in use (the kernel maps a BPF map's pages when they are mapped, so they count in the
+ * process's memory: the slots not in use are not mapped). 0 for a reader of plain memory. */
+size_t biolatency_reader_mapped(const struct biolat_reader *r);
 /* The reader's grid (the program's buckets). */
 const struct biolat_grid *biolatency_reader_grid(const struct biolat_reader *r);
 /* Unmaps, closes, frees (NULL accepted); returns NULL. */

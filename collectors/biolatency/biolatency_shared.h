@@ -11,10 +11,10 @@
  *         apart, so one uint32_t element a slot would not map as a uint32_t[]). The program
  *         claims a slot for a new device with a compare-and-swap from a hash of dev_t, probing
  *         linearly; slots are never given back.
- *   rows: struct biolat_row[ncpu * (max_devices + 1)]: CPU c's row for slot s at
- *         c * (max_devices + 1) + s. Each CPU writes only its own rows (per-CPU state, no shared
- *         counter on the I/O path). Row max_devices of each CPU counts the I/O of devices that
- *         found no free slot.
+ *   rows: struct biolat_row[(max_devices + 1) * ncpu]: CPU c's row for slot s at s * ncpu + c,
+ *         so that a slot's rows are together and the daemon maps only the slots in use. Each
+ *         CPU writes only its own rows (per-CPU state, no shared counter on the I/O path). Slot
+ *         max_devices's rows count the I/O of devices that found no free slot.
  * Counts are 32-bit and wrap: the reader adds the difference modulo 2^32 from one read to the
  * next, which is exact while fewer than 2^32 events land in one bucket of one CPU between two
  * reads. Sums are 64-bit nanoseconds. */

@@ -129,7 +129,7 @@ int main(int argc, char **argv)
                 if (s < p.max_devices && dev == 0)
                         continue;
                 for (uint32_t c = 0; c < p.ncpu; c++) {
-                        size_t i = (size_t)c * (p.max_devices + 1) + s;
+                        size_t i = (size_t)s * p.ncpu + c;
                         untracked += rows[i].untracked - before[i].untracked;
                 }
                 for (int op = 0; op < BIOLAT_OPS; op++) {
@@ -137,7 +137,7 @@ int main(int argc, char **argv)
                                 uint64_t b[BIOLAT_NBUCKETS] = {0}, n = 0, sum = 0;
 
                                 for (uint32_t c = 0; c < p.ncpu; c++) {
-                                        size_t i = (size_t)c * (p.max_devices + 1) + s;
+                                        size_t i = (size_t)s * p.ncpu + c;
                                         const struct biolat_cell *now = &rows[i].cell[op][k];
                                         const struct biolat_cell *was = &before[i].cell[op][k];
 

@@ -262,7 +262,7 @@ static void set_dev(struct fakemap *m, uint32_t slot, uint32_t dev)
 
 static struct biolat_row *row(struct fakemap *m, uint32_t cpu, uint32_t slot)
 {
-        return (struct biolat_row *)(m->rows + ((size_t)cpu * (m->max + 1) + slot) * ROW_ELEM);
+        return (struct biolat_row *)(m->rows + ((size_t)slot * m->ncpu + cpu) * ROW_ELEM);
 }
 
 /* Names: a fixed table, changeable by the test. */
@@ -881,11 +881,20 @@ static void test_reader_open(void **state)
         devs = mmap(NULL, dl, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
         rows = mmap(NULL, rl, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
         assert_true(devs != MAP_FAILED && rows != MAP_FAILED);
+        /* nothing in use: the slots' table and the overflow slot's rows alone are mapped */
+        size_t page = (size_t)sysconf(_SC_PAGESIZE), idle = biolatency_reader_mapped(r);
+        assert_true(idle >= 2 * page && idle <= 4 * page);
         memcpy(devs + sizeof dev, &dev, sizeof dev);               /* slot 1 (struct biolat_devs) */
-        rw = (struct biolat_row *)(rows + (1 * 3 + 1) * ROW_ELEM); /* CPU 1, slot 1 */
+        rw = (struct biolat_row *)(rows + (1 * 2 + 1) * ROW_ELEM); /* slot 1, CPU 1 */
         rw->cell[BIOLAT_OP_DISCARD][BIOLAT_KIND_DEVICE].buckets[50] = 9;
+        rw = (struct biolat_row *)(rows + (2 * 2 + 0) * ROW_ELEM); /* the overflow slot, CPU 0 */
+        rw->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[3] = 4;
         biolatency_reader_collect(r, names_fn, &nm, NULL, 1);
         assert_int_equal(biolatency_reader_counts(r, "sda", BIOLAT_OP_DISCARD, 1, NULL)[50], 9);
+        assert_int_equal(biolatency_reader_unslotted(r), 4);
+        /* slot 1 in use: its rows mapped too, a few pages */
+        assert_true(biolatency_reader_mapped(r) > idle);
+        assert_true(biolatency_reader_mapped(r) <= idle + 4 * page);
         munmap(devs, dl);
         munmap(rows, rl);
         biolatency_reader_free(r); /* closes the four */
