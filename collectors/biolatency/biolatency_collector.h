@@ -15,9 +15,13 @@ struct biolatency_options {
         char *queue_ops;      /* operations of the queue-time histogram, comma-separated */
 };
 
-/* The default operations of each histogram (--biolatency.ops, --biolatency.queue-ops). */
+/* The default operations of each histogram (--biolatency.ops, --biolatency.queue-ops): the
+ * device time of every operation; the queue time of writes, which the kernel holds back (the I/O
+ * schedulers favour reads, writeback throttling delays writes), so that a disk costs no more
+ * series than node_exporter's diskstats and ebpf_exporter's biolatency together
+ * (docs/BENCHMARKS.md). */
 #define BIOLAT_DEFAULT_OPS       "read,write,flush,discard"
-#define BIOLAT_DEFAULT_QUEUE_OPS "read,write"
+#define BIOLAT_DEFAULT_QUEUE_OPS "write"
 
 /* Parses a list of operations ("read,write", "" none) into a mask of 1 << BIOLAT_OP_*. 0, or
  * -EINVAL with why. */

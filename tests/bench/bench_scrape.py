@@ -345,20 +345,37 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+HOST = 0  # the size that is this host itself
+
+
+def size_name(n):
+    return "this host, defaults" if n == HOST else "%d devices" % n
+
+
 def bench_size(n, a, binary, have_ne):
+    """One size: n devices of a synthetic tree, or HOST (0): this host itself, diskpulse with every
+    collector at its defaults (its own state directory) beside node_exporter's diskstats
+    collector, each with its own default device filter."""
     root = fixture.tempdir("diskpulse-bench-%d-" % n)
     res = {}
     exporters = []
     churn = None
     try:
-        devs = fixture.make_tree(root, n)
-        roots = tree_roots(root)
         dp_port = free_port()
-        dp = Exporter("diskpulse", diskpulse_argv(binary, dp_port, roots, root + "/state"), dp_port)
+        if n == HOST:
+            devs, roots = [], []
+            argv = [binary, "--web.listen-address=127.0.0.1:%d" % dp_port,
+                    "--state.directory=" + root + "/state", "--log.level=warn"]
+        else:
+            devs = fixture.make_tree(root, n)
+            roots = tree_roots(root)
+            argv = diskpulse_argv(binary, dp_port, roots, root + "/state")
+        dp = Exporter("diskpulse", argv, dp_port)
         exporters.append(dp)
         if have_ne:
             ne_port = free_port()
-            exporters.append(Exporter("node_exporter", node_exporter_argv(ne_port, roots), ne_port))
+            exporters.append(Exporter("node_exporter", node_exporter_argv(
+                ne_port, roots, None if n == HOST else fixture.DEVICE_EXCLUDE), ne_port))
         for ex in exporters:
             r = res[ex.name] = {"startup": ex.start(a.timeout)}
             if r["startup"] is None:
@@ -366,7 +383,7 @@ def bench_size(n, a, binary, have_ne):
         if a.churn:
             churn = Churn(root, devs)
         time.sleep(a.settle)
-        log("%d devices: idle %d s" % (n, a.idle))
+        log("%s: idle %d s" % (size_name(n), a.idle))
         c0 = {ex.name: ex.cpu() for ex in exporters}
         t0 = time.monotonic()
         time.sleep(a.idle)
@@ -391,7 +408,9 @@ def bench_size(n, a, binary, have_ne):
                      probe=dt, probe_cpu=cpu, composition=composition(body, len(devices)))
         if have_ne and facts["diskpulse"] != facts["node_exporter"]:
             only = sorted(facts["diskpulse"] ^ facts["node_exporter"])[:10]
-            raise RuntimeError("the exporters disagree on the devices: %s" % only)
+            if n != HOST:
+                raise RuntimeError("the exporters disagree on the devices: %s" % only)
+            log("this host: the default device filters differ on %s" % only)
         for ex in exporters:
             res[ex.name]["loads"] = {}
         for rnd in range(a.rounds):
@@ -410,8 +429,8 @@ def bench_size(n, a, binary, have_ne):
                             # a slow exporter gets long enough for each connection to finish
                             # a few scrapes
                             secs = max(a.duration, min(120, int(3 * r["probe"] * conns) + 1))
-                            log("%d devices: %s %s round %d (%d s)" % (n, ex.name, key, rnd + 1,
-                                                                      secs))
+                            log("%s: %s %s round %d (%d s)" % (size_name(n), ex.name, key, rnd + 1,
+                                                               secs))
                             w = loaded(ex, r["idle"], conns, secs, headers, a.timeout)
                         if w["errors"]:
                             log("%s: %d errors under %s" % (ex.name, w["errors"], key))
@@ -426,7 +445,7 @@ def bench_size(n, a, binary, have_ne):
                     dt, cpu, _ = single(ex, r["idle"], headers, a.timeout)
                     r["cold"][form] = ([dt], [cpu])
                 else:
-                    log("%d devices: %s cold %s" % (n, ex.name, form))
+                    log("%s: %s cold %s" % (size_name(n), ex.name, form))
                     r["cold"][form] = cold(ex, r["idle"], a.cold, headers, a.timeout,
                                            a.cold_every)
             r["mem"].append(ex.memory())
@@ -554,7 +573,7 @@ def table(n, res, a, first_size):
     idle_note = ("target ≤ 0.1%" if host else "target ≤ 0.05%" if n == 1000 else "")
     row("idle CPU over %d s (%% of a core)" % a.idle, "%.3f%%" % (dp["idle"] * 100),
         "%.3f%%" % (ne["idle"] * 100) if ne else "-", "", idle_note)
-    head = ["| %d devices | diskpulse | node_exporter | ratio | |" % n, "|---|---:|---:|---:|---|"]
+    head = ["| %s | diskpulse | node_exporter | ratio | |" % size_name(n), "|---|---:|---:|---:|---|"]
     return "\n".join(head + rows)
 
 
@@ -562,7 +581,7 @@ def composition_table(n, res):
     """Page bytes per device, family by family, at one size."""
     dp = res["diskpulse"]["composition"]
     ne = res.get("node_exporter", {}).get("composition", {})
-    rows = ["| %d devices: bytes per device | diskpulse | node_exporter |" % n, "|---|---:|---:|"]
+    rows = ["| %s: bytes per device | diskpulse | node_exporter |" % size_name(n), "|---|---:|---:|"]
     extra = sum(v for k, v in dp.items() if k.endswith(EXTRA))
     for k in sorted(dp, key=lambda k: -dp[k]):
         base = k[len("diskpulse_disk_"):] if k.startswith("diskpulse_disk_") else k
@@ -627,7 +646,9 @@ def release_binary():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary", help="a diskpulse binary (default: build a release one)")
-    ap.add_argument("--sizes", default="2,100,1000,10000")
+    ap.add_argument("--sizes", default="2,100,1000,10000",
+                    help="device counts of synthetic trees; \"host\": this host, every collector "
+                         "of diskpulse at its defaults")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds per size")
     ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     ap.add_argument("--connections", type=int, default=8)
@@ -653,7 +674,7 @@ def main():
     if not have_ne and not a.no_node_exporter:
         log("%s is not installed: diskpulse alone" % NODE_EXPORTER)
     binary = a.binary or release_binary()
-    sizes = [int(s) for s in a.sizes.split(",")]
+    sizes = [HOST if s == "host" else int(s) for s in a.sizes.split(",")]
     load0 = os.getloadavg()
     t0 = time.time()
     tables = []

@@ -826,7 +826,7 @@ static void sample_of(const struct opt_def *d, struct sample *s)
                 if (d->check) {
                         /* a regex, a list of latencies, a list of operations: the first the
                          * check accepts */
-                        const char *const candidates[] = {"0.002,0.2", "write"};
+                        const char *const candidates[] = {"0.002,0.2", "read,flush"};
                         snprintf(v, sizeof v, "^sample-%s$", d->name);
                         for (size_t i = 0;
                              i < ARRAY_SIZE(candidates) && d->check(v, why, sizeof why) != 0; i++)
