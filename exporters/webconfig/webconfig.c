@@ -9,6 +9,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "auth.h"
 #include "util.h"
 
 /* Go's tls.CipherSuites() (crypto/tls cipher_suites.go), the list the toolkit accepts. */
@@ -512,6 +513,7 @@ static int user_key(struct parser *p, const char *key, const yaml_node_t *k, con
 {
         struct webconfig *c = p->c;
         _cleanup_free_ char *hash = NULL;
+        char why[512];
         unsigned cost;
         int r;
 
@@ -539,6 +541,10 @@ static int user_key(struct parser *p, const char *key, const yaml_node_t *k, con
                             "or $2a$, a cost from 04 to 31 and 53 characters, as htpasswd -nBC 10 "
                             "prints)",
                             key);
+        /* libcrypt is loaded for the first user: a config without users never maps it. */
+        r = auth_load(why, sizeof why);
+        if (r < 0)
+                return fail(p, line_of(k), "basic_auth_users: %s", why);
         c->users = xrealloc(c->users, (c->n_users + 1) * sizeof(*c->users));
         c->users[c->n_users++] =
             (struct web_user){.name = xstrdup(key), .hash = hash, .cost = cost};
