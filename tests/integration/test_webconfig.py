@@ -244,9 +244,26 @@ def plain_to_tls(port):
              "plain HTTP to the TLS port gets no page (%d bytes: %r)" % (len(data), data[:16]))
 
 
+def mapped(pid, soname):
+    """Whether the process maps the library soname (its file name, "libcrypt.so.1")."""
+    with open("/proc/%d/maps" % pid) as f:
+        return any(line.split()[-1].rsplit("/", 1)[-1].startswith(soname.split(".so")[0] + ".so")
+                   for line in f if "/" in line)
+
+
+def optional_libraries():
+    """libcrypt is loaded only when a web config names users (lib/dynlib.h): without users, with
+    or without TLS, the daemon does not map it."""
+    for name, text in (("empty.yml", ""), ("nousers.yml", tls_config(users=False))):
+        with Daemon(write_config(name, text)) as d:
+            dp.check(not mapped(d.proc.pid, "libcrypt.so.1"),
+                     "%s: libcrypt is not mapped without users" % ("no web config" if not text else "TLS"))
+
+
 def basic_auth():
     cfg = write_config("web.yml", tls_config(auth=None))
     with Daemon(cfg) as d:
+        dp.check(mapped(d.proc.pid, "libcrypt.so.1"), "with users the daemon maps libcrypt")
         ctx = context()
         for url in ("/metrics", "/", "/-/healthy", "/nothing"):
             st, h, _ = d.get(ctx, url)
@@ -689,6 +706,7 @@ def main():
     dp.check(HASH_BOB.startswith("$2b$10$") and len(HASH_BOB) == 60, "mkpasswd -m bcrypt gives a $2b$ hash")
     try:
         client_certificates()
+        optional_libraries()
         basic_auth()
         stop_during_checks()
         deadlines()
