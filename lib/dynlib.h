@@ -17,7 +17,10 @@ struct dynlib_sym {
 };
 
 /* One entry of a symbol table: the pointer named sym_NAME gets the symbol NAME. */
-#define DYNLIB_SYM(f) {#f, &sym_##f}
+#define DYNLIB_SYM(f)                                                                              \
+        {                                                                                          \
+#f, &sym_##f                                                                       \
+        }
 
 struct dynlib {
         const char *soname;  /* what dlopen() is given: "libcrypt.so.1" */
@@ -29,14 +32,12 @@ struct dynlib {
         void *handle; /* NULL until loaded */
 };
 
-#define DYNLIB_INIT(so, pkg, feat, table)                                                        \
-        {.soname = (so),                                                                         \
-         .package = (pkg),                                                                       \
-         .feature = (feat),                                                                      \
-         .syms = (table),                                                                        \
-         .n_syms = sizeof(table) / sizeof((table)[0]),                                           \
-         .lock = PTHREAD_MUTEX_INITIALIZER,                                                      \
-         .handle = NULL}
+#define DYNLIB_INIT(so, pkg, feat, table)                                                          \
+        {                                                                                          \
+                .soname = (so), .package = (pkg), .feature = (feat), .syms = (table),              \
+                .n_syms = sizeof(table) / sizeof((table)[0]), .lock = PTHREAD_MUTEX_INITIALIZER,   \
+                .handle = NULL                                                                     \
+        }
 
 /* Loads the library and sets every pointer of its table, once; later calls return 0 at once.
  * Returns 0, or -ENOENT when the library cannot be opened and -ENOSYS when it lacks a symbol

@@ -252,12 +252,16 @@ def mapped(pid, soname):
 
 
 def optional_libraries():
-    """libcrypt is loaded only when a web config names users (lib/dynlib.h): without users, with
-    or without TLS, the daemon does not map it."""
+    """The web config's libraries are loaded only when configured (lib/dynlib.h): libyaml with a
+    web config file, libcrypt when it names users."""
+    with dp.Daemon(BIN, "--no-collector.smart", "--no-collector.canary") as d:
+        dp.check(not mapped(d.proc.pid, "libyaml-0.so.2") and not mapped(d.proc.pid, "libcrypt.so.1"),
+                 "without a web config neither libyaml nor libcrypt is mapped")
     for name, text in (("empty.yml", ""), ("nousers.yml", tls_config(users=False))):
         with Daemon(write_config(name, text)) as d:
-            dp.check(not mapped(d.proc.pid, "libcrypt.so.1"),
-                     "%s: libcrypt is not mapped without users" % ("no web config" if not text else "TLS"))
+            dp.check(mapped(d.proc.pid, "libyaml-0.so.2") and not mapped(d.proc.pid, "libcrypt.so.1"),
+                     "%s: libyaml is mapped, libcrypt is not without users" % ("an empty web config" if not text
+                                                                               else "TLS"))
 
 
 def basic_auth():
