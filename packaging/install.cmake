@@ -99,7 +99,11 @@ set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://github.com/diskpulse/diskpulse")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "systemd | systemd-standalone-sysusers | systemd-sysusers")
+# libyaml and libcrypt are loaded with dlopen() when a web config file or its users are
+# configured (lib/dynlib.h), so dpkg-shlibdeps does not see them: they are named here, and stay
+# dependencies, since a web config is part of every install's choices.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS
+  "systemd | systemd-standalone-sysusers | systemd-sysusers, libyaml-0-2, libcrypt1")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
   "${CMAKE_SOURCE_DIR}/packaging/debian/postinst" "${CMAKE_SOURCE_DIR}/packaging/debian/prerm"
   "${CMAKE_SOURCE_DIR}/packaging/debian/postrm" "${CMAKE_SOURCE_DIR}/packaging/debian/conffiles")

@@ -13,8 +13,20 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "dynlib.h"
 #include "log.h"
 #include "util.h"
+
+/* libxcrypt, loaded when a web config names users (auth_load): the one function used. */
+static __typeof__(crypt_r) *sym_crypt_r;
+static const struct dynlib_sym crypt_syms[] = {DYNLIB_SYM(crypt_r)};
+static struct dynlib libcrypt =
+    DYNLIB_INIT("libcrypt.so.1", "libcrypt1", "basic authentication", crypt_syms);
+
+int auth_load(char *err, size_t errsz)
+{
+        return dynlib_load(&libcrypt, err, errsz);
+}
 
 /* True when s has the shape of Go's base64.StdEncoding (RFC 4648 section 4 with padding): groups
  * of four from the standard alphabet, '=' only as the last one or two bytes. GnuTLS decodes, and
@@ -194,9 +206,14 @@ static bool bcrypt_with(struct crypt_data *cd, const char *hash, const char *pas
         size_t hl = strlen(hash);
         const char *out;
         unsigned char d = 0;
+        char why[512];
 
+        if (auth_load(why, sizeof why) < 0) {
+                log_error("bcrypt check refused", "error", why);
+                return false;
+        }
         memset(cd, 0, sizeof(*cd));
-        out = crypt_r(pass, hash, cd);
+        out = sym_crypt_r(pass, hash, cd);
         if (!out || out[0] == '*' || strlen(out) != hl) {
                 explicit_bzero(cd, sizeof(*cd));
                 return false;

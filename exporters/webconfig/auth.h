@@ -32,6 +32,11 @@ int auth_cache_get(const struct auth_key *k);
 /* Empties the cache (tests and benchmarks). */
 void auth_cache_clear(void);
 
+/* Loads libxcrypt (dlopen: a daemon without users never maps it); the web config's parser calls
+ * it for the first user, so that a missing library is a config error. Returns 0, or a negative
+ * errno with a message naming the Debian package in err (dynlib.h). Any thread. */
+int auth_load(char *err, size_t errsz);
+
 /* Checks pass against the bcrypt hash now, on the calling thread (what the worker runs).
  * Returns true on a match. Any thread. */
 bool auth_bcrypt(const char *hash, const char *pass);

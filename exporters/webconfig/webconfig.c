@@ -9,7 +9,30 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "auth.h"
+#include "dynlib.h"
 #include "util.h"
+
+/* libyaml, loaded when a web config file is given (webconfig_parse): without one the daemon does
+ * not map it. */
+static __typeof__(yaml_parser_initialize) *sym_yaml_parser_initialize;
+static __typeof__(yaml_parser_set_input_string) *sym_yaml_parser_set_input_string;
+static __typeof__(yaml_parser_load) *sym_yaml_parser_load;
+static __typeof__(yaml_parser_delete) *sym_yaml_parser_delete;
+static __typeof__(yaml_document_get_root_node) *sym_yaml_document_get_root_node;
+static __typeof__(yaml_document_get_node) *sym_yaml_document_get_node;
+static __typeof__(yaml_document_delete) *sym_yaml_document_delete;
+static const struct dynlib_sym yaml_syms[] = {
+    DYNLIB_SYM(yaml_parser_initialize),
+    DYNLIB_SYM(yaml_parser_set_input_string),
+    DYNLIB_SYM(yaml_parser_load),
+    DYNLIB_SYM(yaml_parser_delete),
+    DYNLIB_SYM(yaml_document_get_root_node),
+    DYNLIB_SYM(yaml_document_get_node),
+    DYNLIB_SYM(yaml_document_delete),
+};
+static struct dynlib libyaml =
+    DYNLIB_INIT("libyaml-0.so.2", "libyaml-0-2", "a web config file", yaml_syms);
 
 /* Go's tls.CipherSuites() (crypto/tls cipher_suites.go), the list the toolkit accepts. */
 const struct web_cipher webconfig_ciphers[] = {
@@ -158,7 +181,7 @@ static const char *kind(const yaml_node_t *n)
 
 static yaml_node_t *node(struct parser *p, int index)
 {
-        return yaml_document_get_node(&p->doc, index);
+        return sym_yaml_document_get_node(&p->doc, index);
 }
 
 /* A plain scalar that YAML 1.1 reads as null (yaml.org/type/null.html), or an empty one. */
@@ -512,6 +535,7 @@ static int user_key(struct parser *p, const char *key, const yaml_node_t *k, con
 {
         struct webconfig *c = p->c;
         _cleanup_free_ char *hash = NULL;
+        char why[512];
         unsigned cost;
         int r;
 
@@ -539,6 +563,10 @@ static int user_key(struct parser *p, const char *key, const yaml_node_t *k, con
                             "or $2a$, a cost from 04 to 31 and 53 characters, as htpasswd -nBC 10 "
                             "prints)",
                             key);
+        /* libcrypt is loaded for the first user: a config without users never maps it. */
+        r = auth_load(why, sizeof why);
+        if (r < 0)
+                return fail(p, line_of(k), "basic_auth_users: %s", why);
         c->users = xrealloc(c->users, (c->n_users + 1) * sizeof(*c->users));
         c->users[c->n_users++] =
             (struct web_user){.name = xstrdup(key), .hash = hash, .cost = cost};
@@ -640,14 +668,17 @@ int webconfig_parse(const char *buf, size_t len, const char *name, const char *d
         yaml_parser_t y;
         yaml_document_t more;
         const yaml_node_t *root;
+        char why[512];
         int r = 0;
 
-        if (!yaml_parser_initialize(&y))
+        if (dynlib_load(&libyaml, why, sizeof why) < 0)
+                return fail(&p, 0, "%s", why);
+        if (!sym_yaml_parser_initialize(&y))
                 return fail(&p, 0, "out of memory");
-        yaml_parser_set_input_string(&y, (const unsigned char *)buf, len);
-        if (!yaml_parser_load(&y, &p.doc)) {
+        sym_yaml_parser_set_input_string(&y, (const unsigned char *)buf, len);
+        if (!sym_yaml_parser_load(&y, &p.doc)) {
                 r = yaml_fail(&p, &y);
-                yaml_parser_delete(&y);
+                sym_yaml_parser_delete(&y);
                 return r;
         }
         p.c = xcalloc(1, sizeof(*p.c));
@@ -655,16 +686,16 @@ int webconfig_parse(const char *buf, size_t len, const char *name, const char *d
         p.c->max_version = WEB_TLS13;
         p.c->prefer_server_ciphers = true;
         p.c->http2 = true;
-        root = yaml_document_get_root_node(&p.doc);
+        root = sym_yaml_document_get_root_node(&p.doc);
         if (root) {
                 /* go-yaml reads the first document only; a second one is a mistake */
-                if (!yaml_parser_load(&y, &more)) {
+                if (!sym_yaml_parser_load(&y, &more)) {
                         r = yaml_fail(&p, &y);
                 } else {
-                        const yaml_node_t *m = yaml_document_get_root_node(&more);
+                        const yaml_node_t *m = sym_yaml_document_get_root_node(&more);
                         if (m)
                                 r = fail(&p, line_of(m), "a second YAML document; expected one");
-                        yaml_document_delete(&more);
+                        sym_yaml_document_delete(&more);
                 }
                 if (r == 0 && !is_null(root) && root->type != YAML_MAPPING_NODE)
                         r = fail(&p, line_of(root), "expected a mapping at the top, got %s",
@@ -674,8 +705,8 @@ int webconfig_parse(const char *buf, size_t len, const char *name, const char *d
         }
         if (r == 0)
                 r = check_tls(&p);
-        yaml_document_delete(&p.doc);
-        yaml_parser_delete(&y);
+        sym_yaml_document_delete(&p.doc);
+        sym_yaml_parser_delete(&y);
         if (r < 0) {
                 webconfig_free(p.c);
                 return r;

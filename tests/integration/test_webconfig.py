@@ -244,9 +244,30 @@ def plain_to_tls(port):
              "plain HTTP to the TLS port gets no page (%d bytes: %r)" % (len(data), data[:16]))
 
 
+def mapped(pid, soname):
+    """Whether the process maps the library soname (its file name, "libcrypt.so.1")."""
+    with open("/proc/%d/maps" % pid) as f:
+        return any(line.split()[-1].rsplit("/", 1)[-1].startswith(soname.split(".so")[0] + ".so")
+                   for line in f if "/" in line)
+
+
+def optional_libraries():
+    """The web config's libraries are loaded only when configured (lib/dynlib.h): libyaml with a
+    web config file, libcrypt when it names users."""
+    with dp.Daemon(BIN, "--no-collector.smart", "--no-collector.canary") as d:
+        dp.check(not mapped(d.proc.pid, "libyaml-0.so.2") and not mapped(d.proc.pid, "libcrypt.so.1"),
+                 "without a web config neither libyaml nor libcrypt is mapped")
+    for name, text in (("empty.yml", ""), ("nousers.yml", tls_config(users=False))):
+        with Daemon(write_config(name, text)) as d:
+            dp.check(mapped(d.proc.pid, "libyaml-0.so.2") and not mapped(d.proc.pid, "libcrypt.so.1"),
+                     "%s: libyaml is mapped, libcrypt is not without users" % ("an empty web config" if not text
+                                                                               else "TLS"))
+
+
 def basic_auth():
     cfg = write_config("web.yml", tls_config(auth=None))
     with Daemon(cfg) as d:
+        dp.check(mapped(d.proc.pid, "libcrypt.so.1"), "with users the daemon maps libcrypt")
         ctx = context()
         for url in ("/metrics", "/", "/-/healthy", "/nothing"):
             st, h, _ = d.get(ctx, url)
@@ -689,6 +710,7 @@ def main():
     dp.check(HASH_BOB.startswith("$2b$10$") and len(HASH_BOB) == 60, "mkpasswd -m bcrypt gives a $2b$ hash")
     try:
         client_certificates()
+        optional_libraries()
         basic_auth()
         stop_during_checks()
         deadlines()
