@@ -78,6 +78,26 @@ static inline uint64_t mtable_cell(const struct mtable *t, size_t row, size_t co
         return t->cells[t->off[row] + (size_t)__builtin_popcount(nz & (bit - 1))];
 }
 
+/* A native (sparse, exponential) histogram: Prometheus' schema (-4..8; bucket i holds
+ * (base^(i-1), base^i], base = 2^(2^-schema)), a zero bucket [-zero_threshold, zero_threshold],
+ * and absolute counts of the buckets offset .. offset + n - 1 (zeros allowed anywhere). */
+struct mnative {
+        int32_t schema;
+        double zero_threshold;
+        uint64_t zero_count;
+        uint64_t count; /* all observations: zero_count + the buckets' */
+        double sum;
+        int32_t offset;         /* the index of counts[0] */
+        size_t n;
+        const uint64_t *counts; /* copied by mfamily_add_native */
+};
+
+/* A native histogram attached to a series of a histogram family (mfamily_add_native). */
+struct mnative_series {
+        const char *labels; /* rendered as mset_labels makes them, without le */
+        struct mnative h;   /* counts in the set's arena */
+};
+
 struct mfamily {
         char *name; /* full name as in the text format 0.0.4 (counters end in _total) */
         char *help;
@@ -91,6 +111,8 @@ struct mfamily {
         enum mcell cell;
         uint32_t scale; /* MCELL_SCALED: the factor */
         uint32_t label_mask;
+        struct mnative_series *natives; /* histogram families: the series' native parts */
+        size_t nnatives, natives_cap;
 };
 
 struct mset {
@@ -179,6 +201,16 @@ bool mfamily_next(const struct mfamily *f, size_t *pos, struct msample *ret, cha
 void mset_gauge(struct mset *s, const char *name, const char *help, double v, ...)
     __attribute__((sentinel));
 
+/* Attaches a native histogram to histogram family f for the series whose labels (rendered and
+ * escaped as mset_labels makes them, without le) are labels; copied into the set. */
+void mfamily_add_native(struct mset *s, struct mfamily *f, const char *labels,
+                        const struct mnative *h);
+/* The native histogram of f's series labels, or NULL. */
+const struct mnative *mfamily_native(const struct mfamily *f, const char *labels);
+/* The q-th bucket index of value v (> 0) in schema: the i with base^(i-1) < v <= base^i,
+ * exact at powers of the base (frexp-based as Prometheus' client_golang does). */
+int32_t mnative_index(double v, int32_t schema);
+
 /* Renders label pairs into an escaped `a="x",b="y"` string allocated in the set's arena. */
 char *mset_labels(struct mset *s, ...) __attribute__((sentinel));
 char *mset_labelsv(struct mset *s, va_list ap);
@@ -194,6 +226,15 @@ size_t metric_escape_value(const char *v, char *out);
 /* Looks up a label's unescaped value in a rendered label string; copies it into buf.
  * Returns true when found. */
 bool labels_get(const char *labels, const char *name, char *buf, size_t size);
+
+/* Reads the next pair of a rendered label string (`a="x",b="y"`, as mset_labels makes them):
+ * *pos starts at the string and is advanced past the pair; the name is *ret_name (not
+ * NUL-terminated, *ret_name_len bytes), the unescaped value is copied into value (size bytes,
+ * NUL-terminated, *ret_value_len bytes without the NUL). Returns 1 for a pair, 0 at the end,
+ * -EINVAL when the string is malformed (a bad name, a missing quote, an unknown escape) and
+ * -ENOBUFS when the value does not fit. Pure, any thread. */
+int labels_next(const char **pos, const char **ret_name, size_t *ret_name_len, char *value,
+                size_t size, size_t *ret_value_len);
 
 /* Returns true when name is a valid metric (or label, if label) name. */
 bool metric_name_valid(const char *name, bool label);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expo_proto.h"
 #include "util.h"
 
 const char *expo_format_double(double v, char *buf, size_t size)
@@ -383,6 +384,24 @@ static void plan(struct expo_stream *st, struct mset *const *sets, size_t nsets)
         free(used);
 }
 
+/* The protobuf page of the plan, whole, as the piece pending: protobuf-c packs a message at a
+ * time, and a family's message is only known once all its samples are read. */
+static void proto_page(struct expo_stream *st)
+{
+        const struct mfamily **fams = xcalloc(st->n ? st->n : 1, sizeof(*fams));
+        bool *head = xcalloc(st->n ? st->n : 1, sizeof(*head));
+
+        for (size_t i = 0; i < st->n; i++) {
+                fams[i] = st->items[i].f;
+                head[i] = st->items[i].head;
+        }
+        if (expo_proto_encode(fams, head, st->n, &st->pend, &st->pend_len) == 0)
+                st->pend_cap = st->pend_len + 1;
+        st->cur = st->n; /* nothing more after it */
+        free(fams);
+        free(head);
+}
+
 struct expo_stream *expo_stream_new(struct mset *const *sets, size_t n, enum expo_format fmt)
 {
         struct expo_stream *st = xcalloc(1, sizeof(*st));
@@ -390,6 +409,8 @@ struct expo_stream *expo_stream_new(struct mset *const *sets, size_t n, enum exp
         st->fmt = fmt;
         st->eof = fmt != EXPO_FORMAT_OPENMETRICS;
         plan(st, sets, n);
+        if (fmt == EXPO_FORMAT_PROTOBUF)
+                proto_page(st);
         return st;
 }
 
