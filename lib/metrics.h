@@ -87,7 +87,7 @@ struct mnative {
         uint64_t zero_count;
         uint64_t count; /* all observations: zero_count + the buckets' */
         double sum;
-        int32_t offset;         /* the index of counts[0] */
+        int32_t offset; /* the index of counts[0] */
         size_t n;
         const uint64_t *counts; /* copied by mfamily_add_native */
 };

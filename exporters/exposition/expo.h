@@ -10,7 +10,7 @@
 #define EXPO_TEXT_CONTENT_TYPE        "text/plain; version=0.0.4; charset=utf-8"
 #define EXPO_OPENMETRICS_CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
 #define EXPO_PROTOBUF_CONTENT_TYPE                                                                 \
-        "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "             \
+        "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "               \
         "encoding=delimited"
 
 enum expo_format {

@@ -206,8 +206,11 @@ static int add_family(struct pool *p, PFamily *mf, const struct mfamily *f, char
                 int r;
 
                 io__prometheus__client__metric__init(m);
-                r = parse_labels(p, s.labels, hist ? "le" : summ ? "quantile" : NULL, m, &special,
-                                 &key);
+                r = parse_labels(p, s.labels,
+                                 hist   ? "le"
+                                 : summ ? "quantile"
+                                        : NULL,
+                                 m, &special, &key);
                 if (r < 0)
                         return r;
                 if (!hist && !summ) {
@@ -298,8 +301,8 @@ static void pack(const PFamily *mf, char **buf, size_t *len, size_t *cap)
         *len += protobuf_c_message_pack(&mf->base, (uint8_t *)*buf + *len);
 }
 
-int expo_proto_encode(const struct mfamily *const *fams, const bool *head, size_t n,
-                      char **ret_buf, size_t *ret_len)
+int expo_proto_encode(const struct mfamily *const *fams, const bool *head, size_t n, char **ret_buf,
+                      size_t *ret_len)
 {
         struct pool p = {0};
         size_t len = 0, cap = 4096;

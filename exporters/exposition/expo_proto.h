@@ -12,5 +12,5 @@
  * _total; histograms send their classic buckets (without +Inf, which sample_count is) and, where
  * mfamily_add_native attached one, the native part. Returns 0 and a malloc'd *ret_buf of
  * *ret_len bytes (NUL-terminated beyond), or -EINVAL when a label string does not parse. */
-int expo_proto_encode(const struct mfamily *const *fams, const bool *head, size_t n,
-                      char **ret_buf, size_t *ret_len);
+int expo_proto_encode(const struct mfamily *const *fams, const bool *head, size_t n, char **ret_buf,
+                      size_t *ret_len);
