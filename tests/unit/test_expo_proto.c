@@ -74,8 +74,8 @@ static void test_labels_next(void **state)
         assert_int_equal(vl, 0);
         assert_int_equal(labels_next(&pos, &name, &nl, v, sizeof v, &vl), 0);
 
-        static const char *const bad[] = {"a=x", "a=\"x", "=\"x\"", "1a=\"x\"", "a=\"\\t\"",
-                                          "a=\"x\"b=\"y\"", "a=\"x\\"};
+        static const char *const bad[] = {"a=x",       "a=\"x",          "=\"x\"", "1a=\"x\"",
+                                          "a=\"\\t\"", "a=\"x\"b=\"y\"", "a=\"x\\"};
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
                 pos = bad[i];
                 int r;
@@ -101,20 +101,19 @@ static void test_native_index(void **state)
                 double v;
                 int32_t schema, index;
         } cases[] = {
-            {1, 0, 0},         {2, 0, 1},           {3, 0, 2},         {4, 0, 2},
-            {4.0001, 0, 3},    {0.5, 0, -1},        {1, 2, 0},         {1.1, 2, 1},
-            {1.189207, 2, 1},  {1.1893, 2, 2},      {2, 2, 4},         {0.5, 2, -4},
-            {1e-3, 2, -39},    {4, -1, 1},          {5, -1, 2},        {1, -1, 0},
-            {16, -2, 1},       {17, -2, 2},         {1.0905, 3, 1},    {0.75, 1, 0},     {0.7, 1, -1},
-            {1.5, 1, 2},       {1.4142, 1, 1},      {1.4143, 1, 2},    {1024, 8, 2560},
+            {1, 0, 0},    {2, 0, 1},    {3, 0, 2},      {4, 0, 2},        {4.0001, 0, 3},
+            {0.5, 0, -1}, {1, 2, 0},    {1.1, 2, 1},    {1.189207, 2, 1}, {1.1893, 2, 2},
+            {2, 2, 4},    {0.5, 2, -4}, {1e-3, 2, -39}, {4, -1, 1},       {5, -1, 2},
+            {1, -1, 0},   {16, -2, 1},  {17, -2, 2},    {1.0905, 3, 1},   {0.75, 1, 0},
+            {0.7, 1, -1}, {1.5, 1, 2},  {1.4142, 1, 1}, {1.4143, 1, 2},   {1024, 8, 2560},
         };
 
         (void)state;
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
                 int32_t got = mnative_index(cases[i].v, cases[i].schema);
                 if (got != cases[i].index)
-                        fail_msg("mnative_index(%g, %d) = %d, want %d", cases[i].v,
-                                 cases[i].schema, got, cases[i].index);
+                        fail_msg("mnative_index(%g, %d) = %d, want %d", cases[i].v, cases[i].schema,
+                                 got, cases[i].index);
         }
         /* every bound of schema 2 falls in the bucket it closes */
         for (int32_t i = -40; i <= 40; i++)
@@ -187,8 +186,8 @@ static void test_families(void **state)
 }
 
 /* A histogram series of classic buckets at 0.1, 1, +Inf. */
-static void add_classic(struct mset *s, struct mfamily *f, const char *dev, uint64_t a,
-                        uint64_t b, uint64_t c, double sum)
+static void add_classic(struct mset *s, struct mfamily *f, const char *dev, uint64_t a, uint64_t b,
+                        uint64_t c, double sum)
 {
         mfamily_add_u64(s, f, "_bucket", a, "device", dev, "le", "0.1", NULL);
         mfamily_add_u64(s, f, "_bucket", b, "device", dev, "le", "1", NULL);
@@ -207,8 +206,14 @@ static void test_histograms(void **state)
         size_t len, n;
         /* buckets 3..12: gaps of one and two zero buckets stay in a span, three split it */
         static const uint64_t counts[] = {0, 4, 0, 2, 0, 0, 5, 0, 0, 0, 1, 0};
-        struct mnative h = {.schema = 2, .zero_threshold = 1e-9, .zero_count = 3,
-                            .count = 15, .sum = 6.5, .offset = 2, .n = 12, .counts = counts};
+        struct mnative h = {.schema = 2,
+                            .zero_threshold = 1e-9,
+                            .zero_count = 3,
+                            .count = 15,
+                            .sum = 6.5,
+                            .offset = 2,
+                            .n = 12,
+                            .counts = counts};
         struct mnative empty = {.schema = 2, .zero_threshold = 1e-9};
 
         (void)state;
