@@ -108,14 +108,15 @@ def write_config(tmp, port, time_scale=1, scaled_groups=(), alertmanager=None):
 
 
 class Prometheus:
-    def __init__(self, config, tmp):
+    def __init__(self, config, tmp, extra_args=()):
         self.port = dp.free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.log = open(os.path.join(tmp, "prometheus.log"), "w+")
         self.proc = subprocess.Popen(
             ["prometheus", "--config.file=" + config,
              "--storage.tsdb.path=" + os.path.join(tmp, "data"),
-             "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"],
+             "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"]
+            + list(extra_args),
             stdout=self.log, stderr=subprocess.STDOUT)
         ready = dp.wait_until(self._ready, 60, poll=0.2)
         if not ready:
