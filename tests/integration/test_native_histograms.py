@@ -78,7 +78,7 @@ def fields(buf):
 
 def read_page(body):
     """{family name: (type, help, [metric messages])} of a length-delimited page."""
-    out, pos = {}, 0
+    out, pos, twice = {}, 0, []
     while pos < len(body):
         n, pos = varint(body, pos)
         msg = body[pos:pos + n]
@@ -94,8 +94,11 @@ def read_page(body):
                 typ = v
             elif num == 4:
                 metrics.append(v)
-        dp.check(name not in out, "family %s appears once" % name)
+        if name in out:
+            twice.append(name)
         out[name] = (PB_TYPES.get(typ, "?%d" % typ), help_, metrics)
+    dp.check(not twice, "every family is one message (%d)%s"
+             % (len(out), ": twice " + ", ".join(twice) if twice else ""))
     return out
 
 
