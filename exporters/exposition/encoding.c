@@ -212,52 +212,54 @@ int encoding_gzip_compress(const void *in, size_t len, int level, void **ret, si
         return 0;
 }
 
-bool encoding_accept_openmetrics(const char *value)
+/* The highest qvalues the Accept value gives the forms of the page (-1: not named): the
+ * protobuf exposition, OpenMetrics (version absent, 1.0.0 or 0.0.1) and the text format
+ * ("text/plain", "text" with any subtype, any type). */
+struct accept_qs {
+        int pb, om, text;
+};
+
+static struct accept_qs accept_qs(const char *value)
 {
-        int om_q = -1, text_q = -1;
+        struct accept_qs q = {-1, -1, -1};
         struct element el;
         const char *end;
 
         if (!value)
-                return false;
+                return q;
         end = value + strnlen(value, ACCEPT_ENCODING_MAX);
         while (next_element(&value, end, &el)) {
-                if (token_is(&el, "application/openmetrics-text")) {
-                        if ((!el.ver || version_is(&el, "1.0.0") || version_is(&el, "0.0.1")) &&
-                            el.q > om_q)
-                                om_q = el.q;
+                int *best = NULL;
+
+                if (token_is(&el, "application/vnd.google.protobuf")) {
+                        if (param_is(el.proto, el.proto_len, "io.prometheus.client.MetricFamily") &&
+                            param_is(el.enc, el.enc_len, "delimited"))
+                                best = &q.pb;
+                } else if (token_is(&el, "application/openmetrics-text")) {
+                        if (!el.ver || version_is(&el, "1.0.0") || version_is(&el, "0.0.1"))
+                                best = &q.om;
                 } else if (token_is(&el, "text/plain") || token_is(&el, "text/*") ||
                            token_is(&el, "*/*")) {
-                        if (el.q > text_q)
-                                text_q = el.q;
+                        best = &q.text;
                 }
+                if (best && el.q > *best)
+                        *best = el.q;
         }
-        return om_q > 0 && om_q >= text_q;
+        return q;
+}
+
+bool encoding_accept_openmetrics(const char *value)
+{
+        struct accept_qs q = accept_qs(value);
+
+        return q.om > 0 && q.om >= q.text;
 }
 
 bool encoding_accept_protobuf(const char *value)
 {
-        int pb_q = -1, other_q = -1;
-        struct element el;
-        const char *end;
+        struct accept_qs q = accept_qs(value);
 
-        if (!value)
-                return false;
-        end = value + strnlen(value, ACCEPT_ENCODING_MAX);
-        while (next_element(&value, end, &el)) {
-                if (token_is(&el, "application/vnd.google.protobuf")) {
-                        if (param_is(el.proto, el.proto_len, "io.prometheus.client.MetricFamily") &&
-                            param_is(el.enc, el.enc_len, "delimited") && el.q > pb_q)
-                                pb_q = el.q;
-                } else if ((token_is(&el, "application/openmetrics-text") &&
-                            (!el.ver || version_is(&el, "1.0.0") || version_is(&el, "0.0.1"))) ||
-                           token_is(&el, "text/plain") || token_is(&el, "text/*") ||
-                           token_is(&el, "*/*")) {
-                        if (el.q > other_q)
-                                other_q = el.q;
-                }
-        }
-        return pb_q > 0 && pb_q >= other_q;
+        return q.pb > 0 && q.pb >= q.om && q.pb >= q.text;
 }
 
 struct gzip_stream {

@@ -227,9 +227,7 @@ def main():
                          "bucket (%g, %g]" % (dict(k), qn[k], qc[k], lo, hi))
     finally:
         for p in proms:
-            if dp._failures:
-                print(p.output()[-3000:])
-            p.stop()
+            p.finish()
         shutil.rmtree(tmp, ignore_errors=True)
     dp.finish()
 

@@ -135,6 +135,12 @@ class Prometheus:
         self.log.seek(0)
         return self.log.read()
 
+    def finish(self):
+        """Stops it, printing the end of its log when a check failed."""
+        if dp._failures:
+            print(self.output()[-3000:])
+        self.stop()
+
     def stop(self):
         if self.proc.poll() is None:
             dp.end_process(self.proc, timeout=20)
@@ -381,9 +387,7 @@ def main():
             dp.check(up and up[0]["value"][1] == "1", "the other canary target stays up")
     finally:
         if prom:
-            if dp._failures:
-                print(prom.output()[-3000:])
-            prom.stop()
+            prom.finish()
         shutil.rmtree(tmp, ignore_errors=True)
     dp.finish()
 
