@@ -690,6 +690,15 @@ int expo_render(struct mset *const *sets, size_t n, enum expo_format fmt, char *
                 size_t *ret_len)
 {
         struct expo_stream *st = expo_stream_new(sets, n, fmt);
+
+        if (fmt == EXPO_FORMAT_PROTOBUF) {
+                /* made whole already (NUL-terminated): taken over, not copied */
+                *ret_len = st->pend_len;
+                *ret_buf = st->pend ? st->pend : xcalloc(1, 1);
+                st->pend = NULL;
+                expo_stream_free(st);
+                return 0;
+        }
         /* Room for what the page is likely to take: pages not written are not resident, and a
          * big buffer grows in place (mremap) if the guess was short. */
         size_t cap = expo_estimate(sets, n) + EXPO_CHUNK, len = 0, k;
