@@ -18,15 +18,12 @@ Usage: test_native_histograms.py BINARY
 import gzip
 import os
 import shutil
-import struct
-import sys
-import tempfile
 import time
 
 import yaml
 
 import dp
-from test_prometheus import Prometheus, api, families, query
+from test_prometheus import Prometheus, api, families, query, setup
 
 SCRAPE_FOR = 40  # seconds
 
@@ -163,12 +160,7 @@ def classic_bucket(v):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    if not shutil.which("prometheus"):
-        dp.skip("prometheus is not installed (Debian package prometheus)")
-    binary = sys.argv[1]
-    tmp = tempfile.mkdtemp(prefix="diskpulse-native-")
+    binary, tmp = setup(__doc__, "diskpulse-native-")
     canary = os.path.join(tmp, "canary")
     os.mkdir(canary)
     proms = []

@@ -329,13 +329,18 @@ def check_dashboard(prom):
              % (nonempty, "; empty: " + "; ".join(empty[:5]) if empty else ""))
 
 
-def main():
+def setup(doc, prefix):
+    """The binary of the command line (or usage) and a fresh temp directory; skips without
+    Prometheus."""
     if len(sys.argv) != 2:
-        sys.exit(__doc__)
+        sys.exit(doc)
     if not shutil.which("prometheus"):
         dp.skip("prometheus is not installed (Debian package prometheus)")
-    binary = sys.argv[1]
-    tmp = tempfile.mkdtemp(prefix="diskpulse-prom-")
+    return sys.argv[1], tempfile.mkdtemp(prefix=prefix)
+
+
+def main():
+    binary, tmp = setup(__doc__, "diskpulse-prom-")
     victim = os.path.join(tmp, "canary-victim")
     steady = os.path.join(tmp, "canary-steady")
     os.mkdir(victim)
