@@ -2,6 +2,7 @@
  * formats, prometheus.io/docs/instrumenting/exposition_formats). */
 #include "metrics.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "util.h"
@@ -85,21 +86,6 @@ struct mfamily *mset_family(struct mset *s, const char *name, const char *help, 
         f->help = mset_strdup(s, help);
         f->type = type;
         return f;
-}
-
-void mfamily_add_native(struct mset *s, struct mfamily *f, const char *labels,
-                        const struct mnative *h)
-{
-        struct mnative_series *ns;
-        uint64_t *counts = h->n ? arena_alloc(s, h->n * sizeof(*counts)) : NULL;
-
-        if (h->n)
-                memcpy(counts, h->counts, h->n * sizeof(*counts));
-        GROW(f->natives, f->native_cap, f->nnative + 1);
-        ns = &f->natives[f->nnative++];
-        ns->labels = mset_strdup(s, labels);
-        ns->h = *h;
-        ns->h.counts = counts;
 }
 
 /* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */
@@ -324,6 +310,96 @@ bool labels_get(const char *labels, const char *name, char *buf, size_t size)
                         p++;
         }
         return false;
+}
+
+int labels_next(const char **pos, const char **ret_name, size_t *ret_name_len, char *value,
+                size_t size, size_t *ret_value_len)
+{
+        const char *p = *pos, *name = p;
+        size_t o = 0;
+
+        if (!*p)
+                return 0;
+        while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_' ||
+               (p > name && *p >= '0' && *p <= '9'))
+                p++;
+        if (p == name || p[0] != '=' || p[1] != '"')
+                return -EINVAL;
+        *ret_name = name;
+        *ret_name_len = (size_t)(p - name);
+        for (p += 2; *p != '"'; p++) {
+                char c = *p;
+
+                if (!c)
+                        return -EINVAL;
+                if (c == '\\') {
+                        c = *++p;
+                        if (c == 'n')
+                                c = '\n';
+                        else if (c != '\\' && c != '"')
+                                return -EINVAL;
+                }
+                if (o + 1 >= size)
+                        return -ENOBUFS;
+                value[o++] = c;
+        }
+        p++;
+        if (*p == ',')
+                p++;
+        else if (*p)
+                return -EINVAL;
+        value[o] = 0;
+        *ret_value_len = o;
+        *pos = p;
+        return 1;
+}
+
+void mfamily_add_native(struct mset *s, struct mfamily *f, const char *labels,
+                        const struct mnative *h)
+{
+        struct mnative_series *ns;
+        uint64_t *counts;
+
+        GROW(f->natives, f->natives_cap, f->nnatives + 1);
+        ns = &f->natives[f->nnatives++];
+        ns->labels = mset_strdup(s, labels ? labels : "");
+        ns->h = *h;
+        counts = arena_alloc(s, (h->n ? h->n : 1) * sizeof(*counts));
+        if (h->n)
+                memcpy(counts, h->counts, h->n * sizeof(*counts));
+        ns->h.counts = counts;
+}
+
+const struct mnative *mfamily_native(const struct mfamily *f, const char *labels)
+{
+        for (size_t i = 0; i < f->nnatives; i++)
+                if (strcmp(f->natives[i].labels, labels) == 0)
+                        return &f->natives[i].h;
+        return NULL;
+}
+
+int32_t mnative_index(double v, int32_t schema)
+{
+        int exp;
+        double frac = frexp(fabs(v), &exp); /* v = frac * 2^exp, frac in [0.5, 1) */
+
+        if (schema > 0) {
+                /* the bounds of one power of two: 2^(k / 2^schema - 1), k < 2^schema; the
+                 * first not below frac */
+                int32_t per = 1 << schema, lo = 0, hi = per;
+
+                while (lo < hi) {
+                        int32_t mid = (lo + hi) / 2;
+                        if (exp2((double)mid / per - 1) >= frac)
+                                hi = mid;
+                        else
+                                lo = mid + 1;
+                }
+                return lo + (exp - 1) * per;
+        }
+        /* a power of two is the upper bound of the bucket below */
+        int32_t key = exp - (frac == 0.5);
+        return (key + (1 << -schema) - 1) >> -schema;
 }
 
 bool metric_name_valid(const char *name, bool label)

@@ -92,9 +92,9 @@ struct mnative {
         const uint64_t *counts; /* copied by mfamily_add_native */
 };
 
-/* A native histogram attached to a histogram family's series. */
+/* A native histogram attached to a series of a histogram family (mfamily_add_native). */
 struct mnative_series {
-        const char *labels; /* as the classic samples', without le */
+        const char *labels; /* rendered as mset_labels makes them, without le */
         struct mnative h;   /* counts in the set's arena */
 };
 
@@ -111,8 +111,8 @@ struct mfamily {
         enum mcell cell;
         uint32_t scale; /* MCELL_SCALED: the factor */
         uint32_t label_mask;
-        struct mnative_series *natives; /* a histogram family's native parts */
-        size_t nnative, native_cap;
+        struct mnative_series *natives; /* histogram families: the series' native parts */
+        size_t nnatives, natives_cap;
 };
 
 struct mset {
@@ -143,11 +143,6 @@ void mfamily_add_u64(struct mset *s, struct mfamily *f, const char *suffix, uint
 void mfamily_add_raw(struct mset *s, struct mfamily *f, const char *suffix, const char *labels,
                      const char *extra_name, const char *extra_value, bool is_int, uint64_t u,
                      double d);
-
-/* Attaches a native histogram to histogram family f for the series whose labels (rendered and
- * escaped as mset_labels makes them, without le) are labels; copied into the set. */
-void mfamily_add_native(struct mset *s, struct mfamily *f, const char *labels,
-                        const struct mnative *h);
 
 /* A table's rows. names: n static label names (n <= MROWS_MAX_LABELS). Never fails. The caller
  * owns the reference. */
@@ -206,6 +201,16 @@ bool mfamily_next(const struct mfamily *f, size_t *pos, struct msample *ret, cha
 void mset_gauge(struct mset *s, const char *name, const char *help, double v, ...)
     __attribute__((sentinel));
 
+/* Attaches a native histogram to histogram family f for the series whose labels (rendered and
+ * escaped as mset_labels makes them, without le) are labels; copied into the set. */
+void mfamily_add_native(struct mset *s, struct mfamily *f, const char *labels,
+                        const struct mnative *h);
+/* The native histogram of f's series labels, or NULL. */
+const struct mnative *mfamily_native(const struct mfamily *f, const char *labels);
+/* The q-th bucket index of value v (> 0) in schema: the i with base^(i-1) < v <= base^i,
+ * exact at powers of the base (frexp-based as Prometheus' client_golang does). */
+int32_t mnative_index(double v, int32_t schema);
+
 /* Renders label pairs into an escaped `a="x",b="y"` string allocated in the set's arena. */
 char *mset_labels(struct mset *s, ...) __attribute__((sentinel));
 char *mset_labelsv(struct mset *s, va_list ap);
@@ -221,6 +226,15 @@ size_t metric_escape_value(const char *v, char *out);
 /* Looks up a label's unescaped value in a rendered label string; copies it into buf.
  * Returns true when found. */
 bool labels_get(const char *labels, const char *name, char *buf, size_t size);
+
+/* Reads the next pair of a rendered label string (`a="x",b="y"`, as mset_labels makes them):
+ * *pos starts at the string and is advanced past the pair; the name is *ret_name (not
+ * NUL-terminated, *ret_name_len bytes), the unescaped value is copied into value (size bytes,
+ * NUL-terminated, *ret_value_len bytes without the NUL). Returns 1 for a pair, 0 at the end,
+ * -EINVAL when the string is malformed (a bad name, a missing quote, an unknown escape) and
+ * -ENOBUFS when the value does not fit. Pure, any thread. */
+int labels_next(const char **pos, const char **ret_name, size_t *ret_name_len, char *value,
+                size_t size, size_t *ret_value_len);
 
 /* Returns true when name is a valid metric (or label, if label) name. */
 bool metric_name_valid(const char *name, bool label);

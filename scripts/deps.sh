@@ -4,12 +4,16 @@
 # something is missing.
 set -euo pipefail
 
+# protobuf-c-compiler (protoc-c) and libprotobuf-c-dev build the protobuf exposition; the unit
+# tests decode its pages with libprotobuf-c too. The .deb's Depends gets libprotobuf-c1 from
+# dpkg-shlibdeps (packaging/install.cmake), like every library it links.
 # clang, libbpf-dev and bpftool build the biolatency collector's BPF program (without them it is
 # built without it: collectors/biolatency/bpf.cmake).
 build_pkgs=(gcc make cmake pkg-config libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev
-            libyaml-dev libgnutls28-dev libcrypt-dev libpcre2-dev scdoc clang libbpf-dev bpftool)
+            libyaml-dev libgnutls28-dev libcrypt-dev libpcre2-dev scdoc clang libbpf-dev bpftool
+            protobuf-c-compiler libprotobuf-c-dev)
 package_pkgs=(dpkg-dev file)
-test_pkgs=(libcmocka-dev python3 clang-format valgrind sysstat fio systemd util-linux e2fsprogs
+test_pkgs=(libcmocka-dev libprotobuf-c-dev python3 clang-format valgrind sysstat fio systemd util-linux e2fsprogs
            procps qemu-system-x86 linux-image-amd64 busybox-static smartmontools dmsetup sdparm
            kmod cpio udev ioping python3-prometheus-client python3-yaml
            prometheus prometheus-alertmanager openssl curl apache2-utils whois wrk

@@ -59,6 +59,10 @@ int canary_hist_add(struct canary_hist *h, double seconds)
         while (i < CANARY_HIST_NBOUNDS && seconds > hist_bounds[i])
                 i++;
         h->counts[i]++;
+        if (seconds <= CANARY_NATIVE_ZERO)
+                h->native_zero++;
+        else
+                h->native[mnative_index(seconds, CANARY_NATIVE_SCHEMA) - CANARY_NATIVE_MIN_INDEX]++;
         h->count++;
         h->sum += seconds;
         return 0;
@@ -79,6 +83,24 @@ void canary_hist_export(const struct canary_hist *h, struct mset *set, const cha
         }
         mfamily_add_raw(set, f, "_sum", labels, NULL, NULL, false, 0, h->sum);
         mfamily_add_raw(set, f, "_count", labels, NULL, NULL, true, h->count, (double)h->count);
+
+        /* the native buckets from the first to the last that counted something */
+        size_t lo = 0, hi = CANARY_NATIVE_NBUCKETS;
+        while (lo < hi && !h->native[lo])
+                lo++;
+        while (hi > lo && !h->native[hi - 1])
+                hi--;
+        struct mnative nh = {
+            .schema = CANARY_NATIVE_SCHEMA,
+            .zero_threshold = CANARY_NATIVE_ZERO,
+            .zero_count = h->native_zero,
+            .count = h->count,
+            .sum = h->sum,
+            .offset = CANARY_NATIVE_MIN_INDEX + (int32_t)lo,
+            .n = hi - lo,
+            .counts = h->native + lo,
+        };
+        mfamily_add_native(set, f, labels, &nh);
 }
 
 /* ---- Recent window ---- */

@@ -128,10 +128,23 @@
 
 #define CANARY_HIST_NBOUNDS 19
 
+/* The native counterpart (Prometheus' native histograms, sent in the protobuf exposition):
+ * schema 2 (bucket i holds (2^((i-1)/4), 2^(i/4)] seconds, neighbours 1.19x apart), a zero
+ * bucket up to 2^-30 s (below a nanosecond: a clock that did not move), buckets from the first
+ * above it to the one of CANARY_MAX_SECONDS. The same observations as the classic counts, kept
+ * in memory only like them (the state file holds the baseline alone): both start at zero. */
+#define CANARY_NATIVE_SCHEMA    2
+#define CANARY_NATIVE_ZERO      0x1p-30
+#define CANARY_NATIVE_MIN_INDEX (-30 * 4 + 1)
+#define CANARY_NATIVE_MAX_INDEX 120 /* mnative_index(CANARY_MAX_SECONDS, 2) */
+#define CANARY_NATIVE_NBUCKETS  (CANARY_NATIVE_MAX_INDEX - CANARY_NATIVE_MIN_INDEX + 1)
+
 struct canary_hist {
         uint64_t counts[CANARY_HIST_NBOUNDS + 1]; /* per bucket (not cumulative); last: +Inf */
         uint64_t count;
-        double sum; /* seconds */
+        double sum;                              /* seconds */
+        uint64_t native_zero;                    /* at most CANARY_NATIVE_ZERO */
+        uint64_t native[CANARY_NATIVE_NBUCKETS]; /* index CANARY_NATIVE_MIN_INDEX + k */
 };
 
 /* Bucket upper bound i (0 <= i < CANARY_HIST_NBOUNDS) in seconds, and its "le" label text. */
@@ -143,8 +156,9 @@ void canary_hist_init(struct canary_hist *h);
 /* Counts one latency in the first bucket whose bound is >= seconds. Returns 0, or -EINVAL for
  * NaN, negative or infinite values, -ERANGE above CANARY_MAX_SECONDS (h unchanged). */
 int canary_hist_add(struct canary_hist *h, double seconds);
-/* Adds the CANARY_FAMILY_LATENCY histogram (cumulative _bucket with "le", _sum, _count) to set,
- * labelled with labels (rendered by mset_labels(), e.g. path, device, mode; "" for none). */
+/* Adds the CANARY_FAMILY_LATENCY histogram (cumulative _bucket with "le", _sum, _count, and the
+ * native part, mfamily_add_native) to set, labelled with labels (rendered by mset_labels(), e.g.
+ * path, device, mode; "" for none). */
 void canary_hist_export(const struct canary_hist *h, struct mset *set, const char *labels);
 
 /* ---- Recent window ---- */

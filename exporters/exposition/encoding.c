@@ -48,14 +48,26 @@ static bool parse_qvalue(const char *s, size_t n, int *ret)
 }
 
 /* One element of a header list: a coding, or a media range type/subtype, with its qvalue (1000
- * when absent) and the value of its "version" parameter (quotes removed; NULL when absent). */
+ * when absent) and the values of its "version", "proto" and "encoding" parameters (quotes
+ * removed; NULL when absent). */
 struct element {
         const char *tok;
         size_t len;
         int q;
-        const char *ver;
-        size_t ver_len;
+        const char *ver, *proto, *enc;
+        size_t ver_len, proto_len, enc_len;
 };
+
+/* Sets *ret / *ret_len to the parameter value val (vl bytes), its quotes removed. */
+static void param_value(const char *val, size_t vl, const char **ret, size_t *ret_len)
+{
+        if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
+                val++;
+                vl -= 2;
+        }
+        *ret = val;
+        *ret_len = vl;
+}
 
 /* Parses one element "token *( OWS ; OWS param )" between p and end into *el. Returns false
  * when malformed. */
@@ -64,8 +76,8 @@ static bool parse_element(const char *p, const char *end, struct element *el)
         const char *c;
         int q = 1000;
 
-        el->ver = NULL;
-        el->ver_len = 0;
+        el->ver = el->proto = el->enc = NULL;
+        el->ver_len = el->proto_len = el->enc_len = 0;
 
         while (p < end && is_ows(*p))
                 p++;
@@ -101,15 +113,12 @@ static bool parse_element(const char *p, const char *end, struct element *el)
                 if (nlen == 1 && (name[0] == 'q' || name[0] == 'Q') &&
                     !parse_qvalue(val, (size_t)(p - val), &q))
                         return false;
-                if (nlen == 7 && strncasecmp(name, "version", 7) == 0) {
-                        size_t vl = (size_t)(p - val);
-                        if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
-                                val++;
-                                vl -= 2;
-                        }
-                        el->ver = val;
-                        el->ver_len = vl;
-                }
+                if (nlen == 7 && strncasecmp(name, "version", 7) == 0)
+                        param_value(val, (size_t)(p - val), &el->ver, &el->ver_len);
+                else if (nlen == 5 && strncasecmp(name, "proto", 5) == 0)
+                        param_value(val, (size_t)(p - val), &el->proto, &el->proto_len);
+                else if (nlen == 8 && strncasecmp(name, "encoding", 8) == 0)
+                        param_value(val, (size_t)(p - val), &el->enc, &el->enc_len);
         }
         el->q = q;
         return true;
@@ -136,9 +145,14 @@ static bool token_is(const struct element *el, const char *want)
         return el->len == strlen(want) && strncasecmp(el->tok, want, el->len) == 0;
 }
 
+static bool param_is(const char *v, size_t len, const char *want)
+{
+        return v && len == strlen(want) && strncmp(v, want, len) == 0;
+}
+
 static bool version_is(const struct element *el, const char *want)
 {
-        return el->ver_len == strlen(want) && strncmp(el->ver, want, el->ver_len) == 0;
+        return param_is(el->ver, el->ver_len, want);
 }
 
 bool encoding_accept_gzip(const char *value)
@@ -198,27 +212,54 @@ int encoding_gzip_compress(const void *in, size_t len, int level, void **ret, si
         return 0;
 }
 
-bool encoding_accept_openmetrics(const char *value)
+/* The highest qvalues the Accept value gives the forms of the page (-1: not named): the
+ * protobuf exposition, OpenMetrics (version absent, 1.0.0 or 0.0.1) and the text format
+ * ("text/plain", "text" with any subtype, any type). */
+struct accept_qs {
+        int pb, om, text;
+};
+
+static struct accept_qs accept_qs(const char *value)
 {
-        int om_q = -1, text_q = -1;
+        struct accept_qs q = {-1, -1, -1};
         struct element el;
         const char *end;
 
         if (!value)
-                return false;
+                return q;
         end = value + strnlen(value, ACCEPT_ENCODING_MAX);
         while (next_element(&value, end, &el)) {
-                if (token_is(&el, "application/openmetrics-text")) {
-                        if ((!el.ver || version_is(&el, "1.0.0") || version_is(&el, "0.0.1")) &&
-                            el.q > om_q)
-                                om_q = el.q;
+                int *best = NULL;
+
+                if (token_is(&el, "application/vnd.google.protobuf")) {
+                        if (param_is(el.proto, el.proto_len, "io.prometheus.client.MetricFamily") &&
+                            param_is(el.enc, el.enc_len, "delimited"))
+                                best = &q.pb;
+                } else if (token_is(&el, "application/openmetrics-text")) {
+                        if (!el.ver || version_is(&el, "1.0.0") || version_is(&el, "0.0.1"))
+                                best = &q.om;
                 } else if (token_is(&el, "text/plain") || token_is(&el, "text/*") ||
                            token_is(&el, "*/*")) {
-                        if (el.q > text_q)
-                                text_q = el.q;
+                        best = &q.text;
                 }
+                if (best && el.q > *best)
+                        *best = el.q;
         }
-        return om_q > 0 && om_q >= text_q;
+        return q;
+}
+
+bool encoding_accept_openmetrics(const char *value)
+{
+        struct accept_qs q = accept_qs(value);
+
+        return q.om > 0 && q.om >= q.text;
+}
+
+bool encoding_accept_protobuf(const char *value)
+{
+        struct accept_qs q = accept_qs(value);
+
+        return q.pb > 0 && q.pb >= q.om && q.pb >= q.text;
 }
 
 struct gzip_stream {

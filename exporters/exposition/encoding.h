@@ -20,6 +20,13 @@ bool encoding_accept_gzip(const char *value);
  * ACCEPT_ENCODING_MAX bytes. Pure, any thread. */
 bool encoding_accept_openmetrics(const char *value);
 
+/* Whether the Accept value (NUL-terminated; NULL = no header) asks for the protobuf exposition
+ * rather than a text one: "application/vnd.google.protobuf" with the parameters
+ * proto=io.prometheus.client.MetricFamily and encoding=delimited, with a qvalue above 0 and at
+ * least that of every text form (OpenMetrics 1.0.0 or 0.0.1, "text/plain", "text" with any
+ * subtype and any type). Read up to ACCEPT_ENCODING_MAX bytes. Pure, any thread. */
+bool encoding_accept_protobuf(const char *value);
+
 /* Compresses len bytes of in into a malloc'd gzip member (*ret, *ret_len; the caller frees).
  * level: zlib's 1 (fastest) to 9. Returns 0, -EINVAL for a bad level or a length zlib cannot
  * take, -ENOMEM. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expo_proto.h"
 #include "util.h"
 
 const char *expo_format_double(double v, char *buf, size_t size)
@@ -383,6 +384,24 @@ static void plan(struct expo_stream *st, struct mset *const *sets, size_t nsets)
         free(used);
 }
 
+/* The protobuf page of the plan, whole, as the piece pending: protobuf-c packs a message at a
+ * time, and a family's message is only known once all its samples are read. */
+static void proto_page(struct expo_stream *st)
+{
+        const struct mfamily **fams = xcalloc(st->n ? st->n : 1, sizeof(*fams));
+        bool *head = xcalloc(st->n ? st->n : 1, sizeof(*head));
+
+        for (size_t i = 0; i < st->n; i++) {
+                fams[i] = st->items[i].f;
+                head[i] = st->items[i].head;
+        }
+        if (expo_proto_encode(fams, head, st->n, &st->pend, &st->pend_len) == 0)
+                st->pend_cap = st->pend_len + 1;
+        st->cur = st->n; /* nothing more after it */
+        free(fams);
+        free(head);
+}
+
 struct expo_stream *expo_stream_new(struct mset *const *sets, size_t n, enum expo_format fmt)
 {
         struct expo_stream *st = xcalloc(1, sizeof(*st));
@@ -390,6 +409,8 @@ struct expo_stream *expo_stream_new(struct mset *const *sets, size_t n, enum exp
         st->fmt = fmt;
         st->eof = fmt != EXPO_FORMAT_OPENMETRICS;
         plan(st, sets, n);
+        if (fmt == EXPO_FORMAT_PROTOBUF)
+                proto_page(st);
         return st;
 }
 
@@ -669,6 +690,15 @@ int expo_render(struct mset *const *sets, size_t n, enum expo_format fmt, char *
                 size_t *ret_len)
 {
         struct expo_stream *st = expo_stream_new(sets, n, fmt);
+
+        if (fmt == EXPO_FORMAT_PROTOBUF) {
+                /* made whole already (NUL-terminated): taken over, not copied */
+                *ret_len = st->pend_len;
+                *ret_buf = st->pend ? st->pend : xcalloc(1, 1);
+                st->pend = NULL;
+                expo_stream_free(st);
+                return 0;
+        }
         /* Room for what the page is likely to take: pages not written are not resident, and a
          * big buffer grows in place (mremap) if the guess was short. */
         size_t cap = expo_estimate(sets, n) + EXPO_CHUNK, len = 0, k;

@@ -9,11 +9,17 @@
 
 #define EXPO_TEXT_CONTENT_TYPE        "text/plain; version=0.0.4; charset=utf-8"
 #define EXPO_OPENMETRICS_CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
+#define EXPO_PROTOBUF_CONTENT_TYPE                                                                 \
+        "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "               \
+        "encoding=delimited"
 
 enum expo_format {
         EXPO_FORMAT_TEXT,        /* text format 0.0.4 */
         EXPO_FORMAT_OPENMETRICS, /* OpenMetrics 1.0: counter families named without _total,
                                   * '"' escaped in HELP, "# EOF" at the end */
+        EXPO_FORMAT_PROTOBUF,    /* length-delimited io.prometheus.client.MetricFamily messages
+                                  * with native histograms (expo_proto.h); made whole when the
+                                  * stream starts */
         _EXPO_FORMAT_MAX,
 };
 

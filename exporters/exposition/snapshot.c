@@ -215,9 +215,14 @@ struct page_stream {
 };
 
 /* Whether the form is kept whole (s->lock held): a compressed page is kept when its text would
- * be, or when it is likely to be small enough itself. */
+ * be, or when it is likely to be small enough itself. The protobuf page is always kept: it is
+ * made whole even for a stream (a family's message is known after its last sample), so keeping
+ * it costs no more memory and spares the next scrapes making it again (it is some four times
+ * smaller than the text). */
 static bool kept(struct snapshot *s, enum expo_format fmt, bool gzip)
 {
+        if (fmt == EXPO_FORMAT_PROTOBUF)
+                return true;
         if (!s->estimated) {
                 s->estimate = expo_estimate(s->sets, s->n);
                 s->estimated = true;

@@ -89,8 +89,9 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
         const char *accept =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
         bool gz = encoding_accept_gzip(ae);
-        enum expo_format fmt =
-            encoding_accept_openmetrics(accept) ? EXPO_FORMAT_OPENMETRICS : EXPO_FORMAT_TEXT;
+        enum expo_format fmt = encoding_accept_protobuf(accept)      ? EXPO_FORMAT_PROTOBUF
+                               : encoding_accept_openmetrics(accept) ? EXPO_FORMAT_OPENMETRICS
+                                                                     : EXPO_FORMAT_TEXT;
         struct MHD_Response *resp;
         struct page_stream *ps;
         const void *body;
@@ -124,8 +125,9 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
                 }
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                fmt == EXPO_FORMAT_OPENMETRICS ? EXPO_OPENMETRICS_CONTENT_TYPE
-                                                               : EXPO_TEXT_CONTENT_TYPE);
+                                fmt == EXPO_FORMAT_PROTOBUF      ? EXPO_PROTOBUF_CONTENT_TYPE
+                                : fmt == EXPO_FORMAT_OPENMETRICS ? EXPO_OPENMETRICS_CONTENT_TYPE
+                                                                 : EXPO_TEXT_CONTENT_TYPE);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept, Accept-Encoding");
         if (gz)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");

@@ -1,5 +1,7 @@
 /* Fuzz target of the Accept-Encoding and Accept parsers (HTTP input) and the gzip encoder: no
- * crash, the decisions ignore letter case, and every input survives a gzip round trip. */
+ * crash, the decisions ignore letter case (but for the protobuf parameters' values, which
+ * compare exactly), protobuf is only chosen when named, and every input survives a gzip round
+ * trip. */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,6 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 up[i] = (char)toupper((unsigned char)v[i]);
         if (encoding_accept_gzip(v) != encoding_accept_gzip(up) ||
             encoding_accept_openmetrics(v) != encoding_accept_openmetrics(up))
+                abort();
+        if ((encoding_accept_protobuf(v) && !strcasestr(v, "application/vnd.google.protobuf")) ||
+            (encoding_accept_protobuf(up) && !strstr(up, "APPLICATION/VND.GOOGLE.PROTOBUF")))
                 abort();
 
         if (encoding_gzip_compress(data, size, 1, &gz, &gz_len) != 0)

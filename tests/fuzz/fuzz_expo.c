@@ -1,4 +1,6 @@
-/* Fuzz target of the metric model and text exposition: renders sets and checks the grammar. */
+/* Fuzz target of the metric model and text exposition: renders sets and checks the grammar; the
+ * protobuf page of the same sets decodes (protobuf-c) into one message per family of the text
+ * page, each with the text page's name and as many samples as the text page has lines. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -8,6 +10,7 @@
 
 #include "expo.h"
 #include "metrics.h"
+#include "prometheus_metrics.pb-c.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -271,6 +274,67 @@ static void check_pieces(struct mset *const *sets, size_t n, const char *whole, 
         expo_stream_free(st);
 }
 
+/* The samples a Metric stands for on the text page (a histogram's +Inf bucket is its count). */
+static size_t proto_samples(const Io__Prometheus__Client__Metric *m)
+{
+        if (m->histogram)
+                return m->histogram->n_bucket + 3;
+        if (m->summary)
+                return m->summary->n_quantile + 2;
+        return 1;
+}
+
+static void check_protobuf(struct mset *const *sets, size_t nsets, const char *text)
+{
+        char *pb;
+        size_t len, pos = 0;
+        const char *t = text;
+
+        if (expo_render(sets, nsets, EXPO_FORMAT_PROTOBUF, &pb, &len) != 0)
+                abort();
+        while (pos < len) {
+                uint64_t size = 0;
+                size_t samples = 0, lines = 0;
+                for (int shift = 0;; shift += 7) {
+                        if (pos >= len || shift > 63)
+                                abort();
+                        size |= (uint64_t)(pb[pos] & 0x7f) << shift;
+                        if (!(pb[pos++] & 0x80))
+                                break;
+                }
+                if (size > len - pos)
+                        abort();
+                Io__Prometheus__Client__MetricFamily *mf =
+                    (Io__Prometheus__Client__MetricFamily *)protobuf_c_message_unpack(
+                        &io__prometheus__client__metric_family__descriptor, NULL, size,
+                        (const uint8_t *)pb + pos);
+                pos += size;
+                /* the text page's next family: "# HELP name ..." */
+                t = strstr(t, "# HELP ");
+                if (!mf || !t || strncmp(t + 7, mf->name, strlen(mf->name)) != 0 ||
+                    t[7 + strlen(mf->name)] != ' ')
+                        abort();
+                t = strchr(t, '\n') + 1;
+                t = strchr(t, '\n') + 1; /* past # TYPE */
+                while (*t && *t != '#') {
+                        lines++;
+                        t = strchr(t, '\n') + 1;
+                }
+                for (size_t i = 0; i < mf->n_metric; i++)
+                        samples += proto_samples(mf->metric[i]);
+                /* a histogram's or summary's line without its le or quantile, or a
+                 * histogram's without +Inf, is no sample of the protobuf page */
+                if (samples != lines &&
+                    !(mf->type == IO__PROMETHEUS__CLIENT__METRIC_TYPE__HISTOGRAM ||
+                      mf->type == IO__PROMETHEUS__CLIENT__METRIC_TYPE__SUMMARY))
+                        abort();
+                protobuf_c_message_free_unpacked(&mf->base, NULL);
+        }
+        if (strstr(t, "# HELP "))
+                abort(); /* a family of the text page is missing */
+        free(pb);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         struct reader r = {data, size};
@@ -373,6 +437,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (expo_render_text(sets, nsets, &text, &len) != 0)
                 abort();
         check_text(text, len);
+        check_protobuf(sets, nsets, text);
         check_pieces(sets, nsets, text, len, 1);
         check_pieces(sets, nsets, text, len, 1 + size % 97);
         free(text);

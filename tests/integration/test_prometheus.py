@@ -108,14 +108,15 @@ def write_config(tmp, port, time_scale=1, scaled_groups=(), alertmanager=None):
 
 
 class Prometheus:
-    def __init__(self, config, tmp):
+    def __init__(self, config, tmp, extra_args=()):
         self.port = dp.free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         self.log = open(os.path.join(tmp, "prometheus.log"), "w+")
         self.proc = subprocess.Popen(
             ["prometheus", "--config.file=" + config,
              "--storage.tsdb.path=" + os.path.join(tmp, "data"),
-             "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"],
+             "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"]
+            + list(extra_args),
             stdout=self.log, stderr=subprocess.STDOUT)
         ready = dp.wait_until(self._ready, 60, poll=0.2)
         if not ready:
@@ -133,6 +134,12 @@ class Prometheus:
         self.log.flush()
         self.log.seek(0)
         return self.log.read()
+
+    def finish(self):
+        """Stops it, printing the end of its log when a check failed."""
+        if dp._failures:
+            print(self.output()[-3000:])
+        self.stop()
 
     def stop(self):
         if self.proc.poll() is None:
@@ -322,13 +329,18 @@ def check_dashboard(prom):
              % (nonempty, "; empty: " + "; ".join(empty[:5]) if empty else ""))
 
 
-def main():
+def setup(doc, prefix):
+    """The binary of the command line (or usage) and a fresh temp directory; skips without
+    Prometheus."""
     if len(sys.argv) != 2:
-        sys.exit(__doc__)
+        sys.exit(doc)
     if not shutil.which("prometheus"):
         dp.skip("prometheus is not installed (Debian package prometheus)")
-    binary = sys.argv[1]
-    tmp = tempfile.mkdtemp(prefix="diskpulse-prom-")
+    return sys.argv[1], tempfile.mkdtemp(prefix=prefix)
+
+
+def main():
+    binary, tmp = setup(__doc__, "diskpulse-prom-")
     victim = os.path.join(tmp, "canary-victim")
     steady = os.path.join(tmp, "canary-steady")
     os.mkdir(victim)
@@ -380,9 +392,7 @@ def main():
             dp.check(up and up[0]["value"][1] == "1", "the other canary target stays up")
     finally:
         if prom:
-            if dp._failures:
-                print(prom.output()[-3000:])
-            prom.stop()
+            prom.finish()
         shutil.rmtree(tmp, ignore_errors=True)
     dp.finish()
 

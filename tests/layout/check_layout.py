@@ -173,6 +173,9 @@ def check(source, out=print):
         for root, _, files in os.walk(os.path.join(source, floor)):
             rel = os.path.relpath(root, source)
             for f in sorted(files):
+                if f.endswith(".proto") and rel in by_dir:
+                    # protoc-c makes NAME.pb-c.h of it at build time: the folder's header
+                    headers.setdefault(f[:-len(".proto")] + ".pb-c.h", []).append(rel)
                 if not f.endswith((".c", ".h")):
                     continue
                 path = os.path.join(rel, f)
@@ -216,7 +219,10 @@ def check(source, out=print):
                     if name in headers:
                         errors.append('%s:%d: <%s> is ours: include it as "%s"' % (path, no, name, name))
                     continue
-                found = [d for d in visible if os.path.isfile(os.path.join(source, d, name))]
+                # a header protoc-c makes at build time from a .proto of the folder is the part's
+                proto = name[:-len(".pb-c.h")] + ".proto" if name.endswith(".pb-c.h") else None
+                found = [d for d in visible if os.path.isfile(os.path.join(source, d, name))
+                         or (proto and os.path.isfile(os.path.join(source, d, proto)))]
                 if not found:
                     where = headers.get(name)
                     if where:
@@ -337,6 +343,9 @@ def self_test(source):
          '#include "smart.h"\n', '#include "smart.h"\n#include "privsep.h"\n', "which part smart does not use"),
         ("lib includes a collector's header", "lib/util.c",
          '#include "util.h"\n', '#include "util.h"\n#include "devices.h"\n', "which part lib does not use"),
+        ("lib includes the header protoc-c makes for the exposition", "lib/util.c",
+         '#include "util.h"\n', '#include "util.h"\n#include "prometheus_metrics.pb-c.h"\n',
+         "includes prometheus_metrics.pb-c.h of part exposition"),
         ("daemon includes the helper's internal header", "daemon/prestart.c",
          '#include "privsep.h"\n', '#include "privsep.h"\n#include "privsep_internal.h"\n', "internal to privsep"),
         ("a collector is given an exporter in USES", "collectors/diskstats/part.cmake",

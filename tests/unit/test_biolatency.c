@@ -387,7 +387,7 @@ static void test_exposition(void **state)
          * ms bucket -39; 2 and 3 counts, nothing between, the zero bucket empty */
         const struct mfamily *f = mset_find(set, BIOLAT_FAMILY_DEVICE);
         assert_non_null(f);
-        assert_int_equal(f->nnative, 1);
+        assert_int_equal(f->nnatives, 1);
         assert_string_equal(f->natives[0].labels, "device=\"sda\",op=\"write\"");
         const struct mnative *h = &f->natives[0].h;
         assert_int_equal(h->schema, 2);
@@ -402,7 +402,7 @@ static void test_exposition(void **state)
         for (size_t i = 1; i < 14; i++)
                 assert_int_equal(h->counts[i], 0);
         f = mset_find(set, BIOLAT_FAMILY_QUEUE);
-        assert_int_equal(f->nnative, 1);
+        assert_int_equal(f->nnatives, 1);
         assert_int_equal(f->natives[0].h.offset, BIOLAT_NATIVE_MAX + 1); /* beyond 128 s */
         assert_int_equal(f->natives[0].h.n, 1);
         text = test_render_set(set);

@@ -93,6 +93,65 @@ static void test_hist_add(void **state)
         assert_close(h.sum, 1e-05 + 1.0000001e-05 + 10 + 10.5 + 1e9, 1e-15);
 }
 
+/* The native counterpart counts the same observations at schema 2, 0 in the zero bucket, and
+ * is exported beside the classic buckets for the same series. */
+static void test_hist_native(void **state)
+{
+        static const double obs[] = {0, 1e-3, 1e-3, 1.2e-3, 2.5e-3, 1, 1e9, 0x1p-30, 0x1.0001p-30};
+        struct mset *s = mset_new();
+        const struct mfamily *f;
+        const struct mnative *nh;
+        struct canary_hist h;
+        uint64_t total = 0;
+        (void)state;
+
+        canary_hist_init(&h);
+        for (size_t i = 0; i < sizeof obs / sizeof *obs; i++)
+                assert_int_equal(canary_hist_add(&h, obs[i]), 0);
+        assert_int_equal(h.native_zero, 2); /* 0 and 2^-30 */
+        /* 1e-3 s: 2^-9.97; bucket ceil(4 * -9.966) = -39 holds (2^-10, 2^-9.75] */
+        assert_int_equal(h.native[-39 - CANARY_NATIVE_MIN_INDEX], 2);
+        assert_int_equal(h.native[-38 - CANARY_NATIVE_MIN_INDEX], 1); /* 1.2e-3: 2^-9.70 */
+        assert_int_equal(h.native[-34 - CANARY_NATIVE_MIN_INDEX], 1); /* 2.5e-3: 2^-8.64 */
+        assert_int_equal(h.native[0 - CANARY_NATIVE_MIN_INDEX], 1);   /* 1 = 2^0 */
+        assert_int_equal(h.native[CANARY_NATIVE_NBUCKETS - 1], 1);    /* 1e9 */
+        assert_int_equal(h.native[0], 1);                             /* just above 2^-30 */
+        for (size_t i = 0; i < CANARY_NATIVE_NBUCKETS; i++)
+                total += h.native[i];
+        assert_int_equal(total + h.native_zero, h.count);
+
+        canary_hist_export(&h, s, mset_labels(s, "path", "/x", NULL));
+        f = mset_find(s, CANARY_FAMILY_LATENCY);
+        assert_non_null(f);
+        assert_null(mfamily_native(f, "path=\"/y\""));
+        nh = mfamily_native(f, "path=\"/x\"");
+        assert_non_null(nh);
+        assert_int_equal(nh->schema, 2);
+        assert_true(nh->zero_threshold == 0x1p-30);
+        assert_int_equal(nh->zero_count, 2);
+        assert_int_equal(nh->count, 9);
+        assert_true(nh->sum == h.sum);
+        assert_int_equal(nh->offset, CANARY_NATIVE_MIN_INDEX);
+        assert_int_equal(nh->n, CANARY_NATIVE_NBUCKETS);
+        assert_int_equal(nh->counts[-39 - CANARY_NATIVE_MIN_INDEX], 2);
+        mset_free(s);
+
+        /* only the buckets from the first to the last counted are attached */
+        s = mset_new();
+        canary_hist_init(&h);
+        assert_int_equal(canary_hist_add(&h, 1e-3), 0);
+        assert_int_equal(canary_hist_add(&h, 1), 0);
+        canary_hist_export(&h, s, "");
+        nh = mfamily_native(mset_find(s, CANARY_FAMILY_LATENCY), "");
+        assert_non_null(nh);
+        assert_int_equal(nh->offset, -39);
+        assert_int_equal(nh->n, 40);
+        assert_int_equal(nh->counts[0], 1);
+        assert_int_equal(nh->counts[39], 1);
+        assert_int_equal(nh->zero_count, 0);
+        mset_free(s);
+}
+
 static void test_hist_export_text(void **state)
 {
         struct mset *s = mset_new();
@@ -1622,6 +1681,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_hist_bounds),
             cmocka_unit_test(test_hist_add),
+            cmocka_unit_test(test_hist_native),
             cmocka_unit_test(test_hist_export_text),
             cmocka_unit_test(test_quantile_definition),
             cmocka_unit_test(test_recent_quantiles),

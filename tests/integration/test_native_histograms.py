@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Prometheus 2.42 with native histograms scrapes diskpulse over the protobuf exposition.
+
+Runs the daemon with a canary target probed every second, and two Prometheus on loopback
+scraping it every second: one with --enable-feature=native-histograms (its Accept header puts
+application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited
+first), one without (it must keep getting OpenMetrics). First checks the negotiation by hand
+(Prometheus' exact headers, gzip) and reads the protobuf page with a small wire-format reader:
+the same families, types and help as the text page. After scraping for a while it checks that
+every family of the text page is in the native Prometheus, that each stored its counters'
+metadata under the name of the format it negotiated (protobuf keeps _total, OpenMetrics drops
+it), that diskpulse_sync_latency_seconds is a native histogram there, and that
+histogram_quantile(0.5) of the native histogram agrees with that of the classic buckets (from
+the Prometheus without the feature) within the classic bucket that holds the classic median.
+
+Usage: test_native_histograms.py BINARY
+"""
+import gzip
+import os
+import shutil
+import time
+
+import yaml
+
+import dp
+from test_prometheus import Prometheus, api, families, query, setup
+
+SCRAPE_FOR = 40  # seconds
+
+PROM_NATIVE_ACCEPT = ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+                      "encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,"
+                      "application/openmetrics-text;version=0.0.1;q=0.75,"
+                      "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+PROM_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+               "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+PROTOBUF_TYPE = ("application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "
+                 "encoding=delimited")
+# io.prometheus.client.MetricType
+PB_TYPES = {0: "counter", 1: "gauge", 2: "summary", 3: "untyped", 4: "histogram"}
+# classic bounds of diskpulse_sync_latency_seconds
+CLASSIC = [m * 10.0 ** e for e in range(-5, 1) for m in (1, 2.5, 5)] + [10.0]
+
+
+def varint(buf, pos):
+    v = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, pos
+
+
+def fields(buf):
+    """(field number, wire type, value) of a protobuf message: ints for varints, bytes for
+    length-delimited fields, bytes for fixed64."""
+    pos = 0
+    while pos < len(buf):
+        key, pos = varint(buf, pos)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, pos = varint(buf, pos)
+        elif wt == 1:
+            v, pos = buf[pos:pos + 8], pos + 8
+        elif wt == 2:
+            n, pos = varint(buf, pos)
+            v, pos = buf[pos:pos + n], pos + n
+        elif wt == 5:
+            v, pos = buf[pos:pos + 4], pos + 4
+        else:
+            raise ValueError("wire type %d" % wt)
+        yield num, wt, v
+
+
+def read_page(body):
+    """{family name: (type, help, [metric messages])} of a length-delimited page."""
+    out, pos, twice = {}, 0, []
+    while pos < len(body):
+        n, pos = varint(body, pos)
+        msg = body[pos:pos + n]
+        pos += n
+        name = help_ = None
+        typ, metrics = 0, []
+        for num, _, v in fields(msg):
+            if num == 1:
+                name = v.decode()
+            elif num == 2:
+                help_ = v.decode()
+            elif num == 3:
+                typ = v
+            elif num == 4:
+                metrics.append(v)
+        if name in out:
+            twice.append(name)
+        out[name] = (PB_TYPES.get(typ, "?%d" % typ), help_, metrics)
+    dp.check(not twice, "every family is one message (%d)%s"
+             % (len(out), ": twice " + ", ".join(twice) if twice else ""))
+    return out
+
+
+def helps(text):
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            _, _, name, h = line.split(" ", 3)
+            out[name] = h.replace("\\n", "\n").replace("\\\\", "\\")
+    return out
+
+
+def check_negotiation(daemon):
+    text = daemon.scrape_text()
+    st, hdrs, body = dp.http_get(daemon.url + "/metrics", headers={"Accept": PROM_NATIVE_ACCEPT})
+    ctype = {k.lower(): v for k, v in hdrs.items()}.get("content-type")
+    dp.check(st == 200 and ctype == PROTOBUF_TYPE,
+             "Prometheus' native-histogram Accept header gets protobuf (%s %s)" % (st, ctype))
+    page = read_page(body)
+    fams, hs = families(text), helps(text)
+    wrong = [n for n, t in fams.items() if n not in page or page[n][0] != t or page[n][1] != hs[n]]
+    dp.check(not wrong and set(page) == set(fams),
+             "the protobuf page has the text page's %d families with their types and help%s"
+             % (len(fams), ": differ " + ", ".join(wrong[:5]) if wrong else ""))
+    st, hdrs, zbody = dp.http_get(daemon.url + "/metrics", headers={
+        "Accept": PROM_NATIVE_ACCEPT, "Accept-Encoding": "gzip"})
+    h = {k.lower(): v for k, v in hdrs.items()}
+    dp.check(h.get("content-encoding") == "gzip" and set(read_page(gzip.decompress(zbody))) == set(page),
+             "gzip works for the protobuf page (%d bytes, %d plain)" % (len(zbody), len(body)))
+    st, hdrs, om = dp.http_get(daemon.url + "/metrics", headers={"Accept": PROM_ACCEPT})
+    ctype = {k.lower(): v for k, v in hdrs.items()}.get("content-type", "")
+    dp.check(ctype.startswith("application/openmetrics-text") and om.endswith(b"# EOF\n"),
+             "Prometheus' header without the feature still gets OpenMetrics (%s)" % ctype)
+    # a native part in the canary's histogram: schema (field 5 of Histogram, field 7 of Metric)
+    lat = page.get("diskpulse_sync_latency_seconds")
+    schemas = []
+    for m in lat[2] if lat else []:
+        for num, _, v in fields(m):
+            if num == 7:
+                schemas += [s for n2, _, s in fields(v) if n2 == 5]
+    dp.check(schemas and all(s == 4 for s in schemas),  # zigzag of 2
+             "diskpulse_sync_latency_seconds carries schema 2 in every series (%s)" % schemas)
+
+
+def write_config(path, port):
+    conf = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s",
+                       "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": "diskpulse",
+                                "static_configs": [{"targets": ["127.0.0.1:%d" % port]}]}]}
+    with open(path, "w") as f:
+        yaml.safe_dump(conf, f)
+
+
+def classic_bucket(v):
+    """The classic bucket (lo, hi] that holds v."""
+    lo = 0.0
+    for b in CLASSIC:
+        if v <= b:
+            return lo, b
+        lo = b
+    return lo, float("inf")
+
+
+def main():
+    binary, tmp = setup(__doc__, "diskpulse-native-")
+    canary = os.path.join(tmp, "canary")
+    os.mkdir(canary)
+    proms = []
+    try:
+        with dp.Daemon(binary, "--canary.path=" + canary, "--canary.interval=1s",
+                       "--diskstats.interval=1s") as daemon:
+            # a few probes first, so that the histogram has buckets
+            dp.wait_until(lambda: (dp.value(daemon.scrape(), "diskpulse_sync_latency_seconds_count")
+                                   or 0) >= 5, 30, poll=0.5)
+            check_negotiation(daemon)
+            for name, extra in (("native", ["--enable-feature=native-histograms"]), ("classic", [])):
+                d = os.path.join(tmp, name)
+                os.mkdir(d)
+                write_config(os.path.join(d, "prometheus.yml"), daemon.port)
+                proms.append(Prometheus(os.path.join(d, "prometheus.yml"), d, extra))
+            native, classic = proms
+            print("scraping for %d s" % SCRAPE_FOR)
+            time.sleep(SCRAPE_FOR)
+            for p in proms:
+                up = query(p.url, 'up{job="diskpulse"}')
+                dp.check(up and up[0]["value"][1] == "1", "the target is up for %s" % p.url)
+
+            text = daemon.scrape_text()
+            fams = families(text)
+            stored = {r["metric"]["__name__"]
+                      for r in query(native.url, 'count by (__name__) ({job="diskpulse"})')}
+            suffixes = {"histogram": ("", "_bucket", "_count", "_sum"),
+                        "summary": ("", "_count", "_sum")}
+            missing = [n for n, t in fams.items()
+                       if not any(n + s in stored for s in suffixes.get(t, ("",)))]
+            dp.check(not missing, "every family of the text page is in the native Prometheus "
+                     "(%d families)%s" % (len(fams), ": missing " + ", ".join(missing[:8]) if missing else ""))
+            counters = sorted(n for n, t in fams.items() if t == "counter" and n.endswith("_total"))
+            meta_n, meta_c = api(native.url, "metadata"), api(classic.url, "metadata")
+            dp.check(counters and all(n in meta_n for n in counters),
+                     "the native Prometheus keyed counter metadata by the full names: protobuf")
+            dp.check(all(n[:-6] in meta_c and n not in meta_c for n in counters),
+                     "the other keyed it without _total: OpenMetrics")
+            res = query(native.url, "diskpulse_sync_latency_seconds")
+            dp.check(res and all("histogram" in r for r in res),
+                     "diskpulse_sync_latency_seconds is a native histogram (%d series)" % len(res))
+
+            qn = {tuple(sorted((k, v) for k, v in r["metric"].items())): float(r["value"][1])
+                  for r in query(native.url, "histogram_quantile(0.5, diskpulse_sync_latency_seconds)")}
+            qc = {tuple(sorted((k, v) for k, v in r["metric"].items())): float(r["value"][1])
+                  for r in query(classic.url, "histogram_quantile(0.5, diskpulse_sync_latency_seconds_bucket)")}
+            dp.check(qn and set(qn) == set(qc), "both give a median per series (%s, %s)"
+                     % (sorted(qn), sorted(qc)))
+            for k in qn:
+                if k not in qc:
+                    continue
+                lo, hi = classic_bucket(qc[k])
+                # the native median's own bucket is 19 % wide: it may cross the bound by that
+                dp.check(lo / 1.19 <= qn[k] <= hi * 1.19,
+                         "%s: the native median %.6g s agrees with the classic %.6g s within its "
+                         "bucket (%g, %g]" % (dict(k), qn[k], qc[k], lo, hi))
+    finally:
+        for p in proms:
+            p.finish()
+        shutil.rmtree(tmp, ignore_errors=True)
+    dp.finish()
+
+
+if __name__ == "__main__":
+    main()
