@@ -12,6 +12,10 @@ metadata under the name of the format it negotiated (protobuf keeps _total, Open
 it), that diskpulse_sync_latency_seconds is a native histogram there, and that
 histogram_quantile(0.5) of the native histogram agrees with that of the classic buckets (from
 the Prometheus without the feature) within the classic bucket that holds the classic median.
+Both load the shipped recording rules: the canary's median, mean and share of slow probes come
+out the same from native histograms as from classic buckets (the rules read either), and where
+the block-latency programs are attached (root, kernel BTF) the device-time histograms are native
+and the rule's median of each agrees with the classic one within the classic bucket.
 
 Usage: test_native_histograms.py BINARY
 """
@@ -140,23 +144,81 @@ def check_negotiation(daemon):
              "diskpulse_sync_latency_seconds carries schema 2 in every series (%s)" % schemas)
 
 
+RULES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "etc", "prometheus",
+                     "diskpulse.rules.yml")
+
+
 def write_config(path, port):
     conf = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s",
                        "evaluation_interval": "1s"},
+            "rule_files": [os.path.abspath(RULES)],
             "scrape_configs": [{"job_name": "diskpulse",
                                 "static_configs": [{"targets": ["127.0.0.1:%d" % port]}]}]}
     with open(path, "w") as f:
         yaml.safe_dump(conf, f)
 
 
-def classic_bucket(v):
-    """The classic bucket (lo, hi] that holds v."""
+def classic_bucket(v, bounds=CLASSIC):
+    """The classic bucket (lo, hi] of bounds that holds v."""
     lo = 0.0
-    for b in CLASSIC:
+    for b in bounds:
         if v <= b:
             return lo, b
         lo = b
     return lo, float("inf")
+
+
+def by_labels(res):
+    return {tuple(sorted((k, v) for k, v in r["metric"].items() if k != "__name__")): float(r["value"][1])
+            for r in res}
+
+
+def check_rules(native, classic):
+    """The shipped recording rules give the same answers from native histograms as from classic
+    buckets: the canary's median within the classic bucket, its share of slow probes alike."""
+    for rule, near in (("target:diskpulse_sync_latency_seconds:p50_1h", "bucket"),
+                       ("target:diskpulse_sync_latency_seconds:mean_1h", 0.25),
+                       ("target:diskpulse_sync_slow_ratio:rate1h", 0.05)):
+        rn, rc = by_labels(query(native.url, rule)), by_labels(query(classic.url, rule))
+        if not dp.check(rn and set(rn) == set(rc), "%s: recorded from native histograms as from classic "
+                        "buckets, for the same %d series (%d)" % (rule, len(rc), len(rn))):
+            continue
+        for k, vc in rc.items():
+            vn = rn[k]
+            if near == "bucket":
+                lo, hi = classic_bucket(vc)
+                ok = lo / 1.19 <= vn <= hi * 1.19
+            else:
+                ok = abs(vn - vc) <= near * max(vc, 1e-9) if near < 1 and vc > 0 else abs(vn - vc) <= near
+            dp.check(ok, "%s %s: %.6g from native histograms, %.6g from classic buckets"
+                     % (rule, dict(k).get("regime", ""), vn, vc))
+
+
+# the biolatency collector's default classic bounds (--biolatency.buckets)
+BIOLAT_CLASSIC = [5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
+
+
+def check_biolatency(native, classic):
+    """Where the block-latency programs are attached (root, a kernel with BTF): the device-time
+    histograms are native in one Prometheus and classic in the other, and the recording rule's
+    median of each agrees within the classic bucket."""
+    up = query(native.url, "diskpulse_io_latency_up")
+    if not up or up[0]["value"][1] != "1":
+        print("skip: the block-latency programs are not attached here (not root, or no BTF): "
+              "their native histograms are not checked")
+        return
+    res = query(native.url, "diskpulse_io_device_latency_seconds")
+    dp.check(res and all("histogram" in r for r in res),
+             "diskpulse_io_device_latency_seconds is a native histogram (%d series)" % len(res))
+    rule = "device:diskpulse_io_device_latency_seconds:p50_5m"
+    rn, rc = by_labels(query(native.url, rule)), by_labels(query(classic.url, rule))
+    common = set(rn) & set(rc)
+    dp.check(common, "%s: recorded from both (%d native, %d classic series)" % (rule, len(rn), len(rc)))
+    for k in sorted(common):
+        lo, hi = classic_bucket(rc[k], BIOLAT_CLASSIC)
+        dp.check(lo / 1.19 <= rn[k] <= hi * 1.19,
+                 "%s %s: the native median %.6g s within the classic bucket (%g, %g] of %.6g s"
+                 % (rule, dict(k), rn[k], lo, hi, rc[k]))
 
 
 def main():
@@ -217,6 +279,8 @@ def main():
                 dp.check(lo / 1.19 <= qn[k] <= hi * 1.19,
                          "%s: the native median %.6g s agrees with the classic %.6g s within its "
                          "bucket (%g, %g]" % (dict(k), qn[k], qc[k], lo, hi))
+            check_rules(native, classic)
+            check_biolatency(native, classic)
     finally:
         for p in proms:
             p.finish()
