@@ -100,6 +100,31 @@ __attribute__((format(printf, 2, 0))) static int biolat_libbpf_print(enum libbpf
         return 0;
 }
 
+/* The value of the enumerator NAME in the kernel's BTF (any enum, named or not); -ENOENT: none
+ * (the constant is a #define there, as QUEUE_FLAG_STATS in 6.1). */
+static int biolat_btf_enumerator(const struct btf *btf, const char *name, uint32_t *ret_value)
+{
+        uint32_t n = btf__type_cnt(btf);
+
+        for (uint32_t id = 1; id < n; id++) {
+                const struct btf_type *t = btf__type_by_id(btf, id);
+
+                if (!t || !btf_is_enum(t))
+                        continue;
+                const struct btf_enum *e = btf_enum(t);
+
+                for (uint16_t i = 0; i < btf_vlen(t); i++) {
+                        const char *s = btf__name_by_offset(btf, e[i].name_off);
+
+                        if (s && strcmp(s, name) == 0) {
+                                *ret_value = (uint32_t)e[i].val;
+                                return 0;
+                        }
+                }
+        }
+        return -ENOENT;
+}
+
 static void biolat_close_fds(int fds[], size_t n)
 {
         for (size_t i = 0; i < n; i++)
@@ -184,6 +209,12 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
                 r = -EOPNOTSUPP;
                 goto out;
         }
+        /* The bit of QUEUE_FLAG_STATS, for the kernel's own issue stamps (biolatency.bpf.c); not
+         * found or not a bit of a 64-bit word: the program keeps every issue itself. */
+        uint32_t stats_bit = 64;
+
+        if (biolat_btf_enumerator(vmlinux, "QUEUE_FLAG_STATS", &stats_bit) < 0 || stats_bit >= 64)
+                stats_bit = 64;
         btf__free(vmlinux);
         skel = biolatency_bpf__open();
         if (!skel) {
@@ -193,6 +224,7 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
         skel->rodata->ncpu = p.ncpu;
         skel->rodata->max_devices = p.max_devices;
         skel->rodata->inflight_mask = BIOLAT_INFLIGHT_SETS - 1;
+        skel->rodata->stats_bit = stats_bit;
         skel->rodata->nbounds = (uint32_t)grid.n;
         memcpy((void *)skel->rodata->bounds_ns, grid.ns, grid.n * sizeof(grid.ns[0]));
         /* devs keeps its one element of BIOLAT_MAX_DEVICES slots (biolatency.bpf.c). */
