@@ -91,6 +91,9 @@ static __always_inline u32 bucket_of(u64 ns)
 {
         u32 n = nbounds < BIOLAT_MAX_BOUNDS ? nbounds : BIOLAT_MAX_BOUNDS, lo = 0, hi = n;
 
+        /* The first bucket at once: most queue times of a fast device (under 1 us) */
+        if (ns <= bounds_ns[0])
+                return 0;
         for (int i = 0; i < 7 && lo < hi; i++) { /* 2^7 = BIOLAT_MAX_BOUNDS + 1 */
                 u32 mid = (lo + hi) / 2;
 
