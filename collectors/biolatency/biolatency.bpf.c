@@ -18,8 +18,8 @@
  * (blk_mq_start_request, just after the block_rq_issue tracepoint; 0 from blk_mq_rq_ctx_init
  * until then), and then the issue program only reads the queue's flags and returns. Otherwise
  * the issue program keeps it in a set-associative array indexed by the request's device,
- * hardware queue and tag. The flag's bit is given by the loader, which finds it in the kernel's
- * BTF; where it is not there (6.1, where it is a #define) the array is used for every request.
+ * hardware queue and tag. The flag's bit is given by the loader: from the kernel's BTF where
+ * the flags are an enum, else the #define's value (20, as in 6.1).
  *
  * The I/O path takes no lock and uses no hash map: a device's slot is found by probing a small
  * array from a hash of its dev_t (at completion only); the counters are the CPU's own rows.

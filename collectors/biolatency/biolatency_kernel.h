@@ -39,7 +39,7 @@ struct gendisk {
 struct request_queue {
         struct gendisk *disk;      /* 5.15 and later */
         unsigned long queue_flags; /* QUEUE_FLAG_* bits; the bit of QUEUE_FLAG_STATS from the
-                                    * loader (in BTF only where it is an enumerator, not a #define as in 6.1) */
+                                    * loader (an enumerator in BTF, or 20, the #define of 6.1) */
 } __attribute__((preserve_access_index));
 
 struct blk_mq_hw_ctx {

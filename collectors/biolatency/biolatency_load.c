@@ -38,9 +38,11 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
 #include <biolatency.skel.h>
 
 /* The kernel's BTF, which the program's CO-RE relocations and tp_btf attachment need. */
-#define BIOLAT_VMLINUX_BTF   "/sys/kernel/btf/vmlinux"
+#define BIOLAT_VMLINUX_BTF             "/sys/kernel/btf/vmlinux"
+/* QUEUE_FLAG_STATS where it is a #define, not in BTF (include/linux/blkdev.h, 6.1). */
+#define BIOLAT_QUEUE_FLAG_STATS_DEFINE 20u
 /* In-flight sets (4 requests each): ample for the requests in flight on a host at once. */
-#define BIOLAT_INFLIGHT_SETS 8192u
+#define BIOLAT_INFLIGHT_SETS           8192u
 
 /* What libbpf said last, for the message: its last warning line of its own ("libbpf: ...", not
  * the skeleton's summary) and the verifier's reason for a rejection (the log's last line before
@@ -209,11 +211,13 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
                 r = -EOPNOTSUPP;
                 goto out;
         }
-        /* The bit of QUEUE_FLAG_STATS, for the kernel's own issue stamps (biolatency.bpf.c); not
-         * found or not a bit of a 64-bit word: the program keeps every issue itself. */
-        uint32_t stats_bit = 64;
+        /* The bit of QUEUE_FLAG_STATS, for the kernel's own issue stamps (biolatency.bpf.c): an
+         * enumerator in the kernel's BTF where the flags are an enum (newer kernels: 7 in 6.18),
+         * else the #define of include/linux/blkdev.h, 20 in the kernels that had one (6.1
+         * included); not a bit of a 64-bit word: the program keeps every issue itself. */
+        uint32_t stats_bit = BIOLAT_QUEUE_FLAG_STATS_DEFINE;
 
-        if (biolat_btf_enumerator(vmlinux, "QUEUE_FLAG_STATS", &stats_bit) < 0 || stats_bit >= 64)
+        if (biolat_btf_enumerator(vmlinux, "QUEUE_FLAG_STATS", &stats_bit) == 0 && stats_bit >= 64)
                 stats_bit = 64;
         btf__free(vmlinux);
         skel = biolatency_bpf__open();

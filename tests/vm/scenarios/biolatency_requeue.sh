@@ -22,7 +22,10 @@ modprobe scsi_debug ptype=0 dev_size_mb=16 statistics=1 || skip "no scsi_debug m
 check "scsi_debug disk appeared" wait_for 15 scsi_debug_disk
 DEV=$(scsi_debug_disk)
 MAJMIN=$(tr ':' ',' </sys/block/$DEV/dev)
-note "$DEV ($MAJMIN), scheduler: $(cat /sys/block/$DEV/queue/scheduler)"
+# the queue's flags (debugfs): with STATS the kernel stamps each issue itself (rq->io_start_time_ns)
+# and the program reads that; without, it keeps the issue time in its in-flight array
+mountpoint -q /sys/kernel/debug || mount -t debugfs nodev /sys/kernel/debug 2>/dev/null
+note "$DEV ($MAJMIN), scheduler: $(cat /sys/block/$DEV/queue/scheduler), wbt_lat_usec $(cat /sys/block/$DEV/queue/wbt_lat_usec 2>/dev/null), queue flags: $(cat /sys/kernel/debug/block/$DEV/state 2>/dev/null)"
 
 hist_count() {
 	metric "diskpulse_io_$1_latency_seconds_count{device=\"$DEV\",op=\"$2\"}" "${3:-$METRICS}" || echo 0
