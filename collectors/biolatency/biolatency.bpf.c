@@ -1,17 +1,33 @@
 /* The biolatency BPF program: per device, per operation, the block layer's queue time (request
- * made -> issued to the driver) and device time (issued -> completed) into the histograms of
- * biolatency_shared.h, from two BTF tracepoints (tp_btf: a kernel with BTF; the one-argument
- * block_rq_issue of 5.11 and later; the compare-and-swap, -mcpu=v3 atomics, 5.12 and later).
- * Built by clang -target bpf (bpf.cmake) and loaded by biolatency_load.c; the daemon only reads
- * the maps (mmap).
+ * made -> last issued to the driver) and device time (last issued -> completed) into the
+ * histograms of biolatency_shared.h, from two BTF tracepoints (tp_btf: a kernel with BTF; the
+ * one-argument block_rq_issue of 5.11 and later; the compare-and-swap, -mcpu=v3 atomics, 5.12 and
+ * later). Built by clang -target bpf (bpf.cmake) and loaded by biolatency_load.c; the daemon only
+ * reads the maps (mmap).
+ *
+ * Both samples of a request are recorded at its completion, once: queue = last issue -
+ * rq->start_time_ns, device = completion - last issue. A request the driver gave back
+ * (block_rq_requeue: busy, out of resources) and issued again is still one request, as
+ * /proc/diskstats counts it: its device time is that of the issue that completed, and its queue
+ * time all that came before it (the first issue, the time requeued, the wait to be issued
+ * again). Recording the queue sample at each issue counted it once per issue (issue 33: 59
+ * requeues in 60 s gave 150 queue samples for 100 writes).
+ *
+ * The last issue's time: where the queue has QUEUE_FLAG_STATS (writeback throttling, io.latency,
+ * hybrid polling turn it on) the kernel stamps it in rq->io_start_time_ns itself
+ * (blk_mq_start_request, just after the block_rq_issue tracepoint; 0 from blk_mq_rq_ctx_init
+ * until then), and then the issue program only reads the queue's flags and returns. Otherwise
+ * the issue program keeps it in a set-associative array indexed by the request's device,
+ * hardware queue and tag. The flag's bit is given by the loader: from the kernel's BTF where
+ * the flags are an enum, else the #define's value (20, as in 6.1).
  *
  * The I/O path takes no lock and uses no hash map: a device's slot is found by probing a small
- * array from a hash of its dev_t; the counters are the CPU's own rows; a request's issue time
- * waits in a set-associative array indexed by a hash of the request's address. Tracepoints as in
- * the kernel's include/trace/events/block.h: block_rq_issue(struct request *rq) fires in
- * blk_mq_start_request() before the driver gets the request; block_rq_complete(struct request
- * *rq, blk_status_t error, unsigned int nr_bytes) in blk_update_request() (once per partial
- * completion) and in blk_mq_end_request_batch(). */
+ * array from a hash of its dev_t (at completion only); the counters are the CPU's own rows.
+ * Tracepoints as in the kernel's include/trace/events/block.h: block_rq_issue(struct request *rq)
+ * fires in blk_mq_start_request() before the driver gets the request (again for a requeued
+ * request issued again); block_rq_complete(struct request *rq, blk_status_t error, unsigned int
+ * nr_bytes) in blk_update_request() (once per partial completion) and in
+ * blk_mq_end_request_batch(). */
 #include "biolatency_kernel.h"
 
 #include <bpf/bpf_core_read.h>
@@ -24,6 +40,9 @@
 const volatile uint32_t ncpu = 1;          /* possible CPUs */
 const volatile uint32_t max_devices = 1;   /* device slots, 1..BIOLAT_MAX_DEVICES */
 const volatile uint32_t inflight_mask = 0; /* in-flight sets - 1, sets a power of two */
+/* The bit of QUEUE_FLAG_STATS in request_queue.queue_flags; 64 or more: not known, the in-flight
+ * array for every request. */
+const volatile uint32_t stats_bit = 64;
 /* The bucket grid (biolatency_shared.h): nbounds strictly increasing upper bounds in ns. */
 const volatile uint32_t nbounds = 1;
 const volatile uint64_t bounds_ns[BIOLAT_MAX_BOUNDS] = {1};
@@ -72,6 +91,9 @@ static __always_inline u32 bucket_of(u64 ns)
 {
         u32 n = nbounds < BIOLAT_MAX_BOUNDS ? nbounds : BIOLAT_MAX_BOUNDS, lo = 0, hi = n;
 
+        /* The first bucket at once: most queue times of a fast device (under 1 us) */
+        if (ns <= bounds_ns[0])
+                return 0;
         for (int i = 0; i < 7 && lo < hi; i++) { /* 2^7 = BIOLAT_MAX_BOUNDS + 1 */
                 u32 mid = (lo + hi) / 2;
 
@@ -169,14 +191,13 @@ static __always_inline u32 slot_of(u32 dev)
 }
 
 /* This CPU's row for device dev; NULL: a request not counted (no disk, no row). */
-static __always_inline struct biolat_row *row_of(u32 dev, u32 *slot)
+static __always_inline struct biolat_row *row_of(u32 dev)
 {
         u32 cpu = bpf_get_smp_processor_id(), idx;
 
         if (dev == 0 || cpu >= ncpu)
                 return NULL;
-        *slot = slot_of(dev);
-        idx = *slot * ncpu + cpu;
+        idx = slot_of(dev) * ncpu + cpu;
         return bpf_map_lookup_elem(&rows, &idx);
 }
 
@@ -190,14 +211,14 @@ static __always_inline void record(struct biolat_row *row, u32 op, u32 kind, u64
         __sync_fetch_and_add(&row->cell[op][kind].sum_ns, ns);
 }
 
-/* The set of an in-flight key: from the device's slot, the hardware queue and the tag, not from a
+/* The set of an in-flight key: from the device's dev_t, the hardware queue and the tag, not from a
  * hash of the key, so that a device's requests, whose tags are small consecutive numbers, fill
  * neighbouring sets: the few cache lines in use stay in the cache (a hash spread them over the
  * whole table, and its cache misses were most of the program's cost: 67 ns of 164 a run). Keys
  * that meet in a set (another device, another queue) take another way. */
-static __always_inline struct biolat_set *set_of(u64 key, u32 slot)
+static __always_inline struct biolat_set *set_of(u64 key, u32 dev)
 {
-        u32 idx = ((u32)key & 0xffff) + (((u32)(key >> 16) & 0xffff) << 10) + slot * 0x9E3779B1u;
+        u32 idx = ((u32)key & 0xffff) + (((u32)(key >> 16) & 0xffff) << 10) + dev * 0x9E3779B1u;
 
         idx &= inflight_mask;
         return bpf_map_lookup_elem(&inflight, &idx);
@@ -228,41 +249,37 @@ static __always_inline u32 op_of(struct request *rq)
         return op < BIOLAT_OPS ? op : BIOLAT_OPS;
 }
 
-/* This CPU's row for the request's device, its in-flight key and that key's set (NULL: none);
- * NULL: a request not counted (no disk, no row). */
-static __always_inline struct biolat_row *locate(struct request *rq, u64 *key,
-                                                 struct biolat_set **set)
+/* Whether the kernel stamps this request's issue in rq->io_start_time_ns: its queue has
+ * QUEUE_FLAG_STATS (read at issue, as blk_mq_start_request tests it just after the tracepoint). */
+static __always_inline int kernel_stamps(struct request *rq)
 {
-        u32 dev = dev_of(rq), slot = 0;
-        struct biolat_row *row = row_of(dev, &slot);
+        u32 bit = stats_bit;
 
-        if (!row)
-                return NULL;
-        *key = key_of(rq, dev);
-        *set = *key ? set_of(*key, slot) : NULL;
-        return row;
+        if (bit >= 64)
+                return 0;
+        return (rq->q->queue_flags >> (bit & 63)) & 1;
 }
 
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(biolat_issue, struct request *rq)
 {
-        u64 now = bpf_ktime_get_ns(), start, key = 0;
-        u32 op = op_of(rq);
-        struct biolat_row *row;
-        struct biolat_set *set = NULL;
+        u64 now, key;
+        u32 dev;
+        struct biolat_set *set;
         int w;
 
-        if (op >= BIOLAT_OPS)
+        if (op_of(rq) >= BIOLAT_OPS || kernel_stamps(rq))
                 return 0;
-        row = locate(rq, &key, &set);
-        if (!row)
+        dev = dev_of(rq);
+        if (dev == 0)
                 return 0;
-        start = rq->start_time_ns;
-        if (start != 0 && start <= now)
-                record(row, op, BIOLAT_KIND_QUEUE, now - start);
+        key = key_of(rq, dev);
+        set = key ? set_of(key, dev) : NULL;
         if (!set)
                 return 0;
-        /* A requeued request issued again keeps its way. */
+        now = bpf_ktime_get_ns();
+        /* A requeued request issued again with the same tag keeps its way; with another tag it
+         * takes another, and the old one is taken back by the tag's next request. */
         for (w = 0; w < BIOLAT_WAYS; w++)
                 if (set->way[w].rq == key)
                         goto take;
@@ -283,37 +300,62 @@ take:
         return 0;
 }
 
+/* The request's last issue from the in-flight array, its way given back; 0: none on record. */
+static __always_inline u64 issued_inflight(struct request *rq, u32 dev)
+{
+        u64 key = key_of(rq, dev), issued;
+        struct biolat_set *set = key ? set_of(key, dev) : NULL;
+        int w;
+
+        if (!set)
+                return 0;
+        for (w = 0; w < BIOLAT_WAYS; w++) {
+                if (set->way[w].rq != key)
+                        continue;
+                issued = set->way[w].issue_ns;
+                /* The way is this request's until now: no other issue takes a way that holds a
+                 * key (unless stale), so a plain store gives it back. */
+                set->way[w].rq = 0;
+                return issued;
+        }
+        return 0;
+}
+
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(biolat_done, struct request *rq, int error /* blk_status_t, unused */,
              unsigned int nr_bytes)
 {
-        u64 now = bpf_ktime_get_ns(), key = 0, issued = 0;
-        u32 op = op_of(rq);
+        u64 now, issued = 0, start;
+        u32 op = op_of(rq), dev;
         struct biolat_row *row;
-        struct biolat_set *set = NULL;
-        int w;
 
         if (op >= BIOLAT_OPS)
                 return 0;
         /* A partial completion: the request goes on. */
         if (nr_bytes < rq->__data_len)
                 return 0;
-        row = locate(rq, &key, &set);
+        dev = dev_of(rq);
+        if (dev == 0)
+                return 0;
+        now = bpf_ktime_get_ns();
+        /* Stamped by the kernel at the last issue (QUEUE_FLAG_STATS): the issue program kept
+         * nothing. A request issued while the flag was off has 0 here and its entry in the array.
+         * The flag is looked at only where the loader knows its bit. */
+        if (stats_bit < 64)
+                issued = rq->io_start_time_ns;
+        if (issued == 0)
+                issued = issued_inflight(rq, dev);
+        row = row_of(dev);
         if (!row)
                 return 0;
-        if (set) {
-                for (w = 0; w < BIOLAT_WAYS; w++) {
-                        if (set->way[w].rq != key)
-                                continue;
-                        issued = set->way[w].issue_ns;
-                        __sync_val_compare_and_swap(&set->way[w].rq, key, 0);
-                        break;
-                }
-        }
-        if (issued != 0 && issued <= now)
+        if (issued != 0 && issued <= now) {
                 record(row, op, BIOLAT_KIND_DEVICE, now - issued);
-        else if (nr_bytes != 0)
+                start = rq->start_time_ns;
+                if (start != 0)
+                        record(row, op, BIOLAT_KIND_QUEUE, issued > start ? issued - start : 0);
+        } else if (nr_bytes != 0) {
                 __sync_fetch_and_add(&row->untracked, 1);
+        }
         /* Else a request without data that was never issued itself: an empty write with
          * REQ_PREFLUSH, which the flush machinery (block/blk-flush.c) completes after issuing
          * its own flush request in its place (counted as a flush). Measured: every fsync's flush

@@ -37,7 +37,9 @@ struct gendisk {
 } __attribute__((preserve_access_index));
 
 struct request_queue {
-        struct gendisk *disk; /* 5.15 and later */
+        struct gendisk *disk;      /* 5.15 and later */
+        unsigned long queue_flags; /* QUEUE_FLAG_* bits; the bit of QUEUE_FLAG_STATS from the
+                                    * loader (an enumerator in BTF, or 20, the #define of 6.1) */
 } __attribute__((preserve_access_index));
 
 struct blk_mq_hw_ctx {
@@ -51,6 +53,9 @@ struct request {
         __u32 cmd_flags;         /* blk_opf_t (unsigned int before 6.0): REQ_OP_* in the low byte */
         unsigned int __data_len; /* bytes left to complete */
         __u64 start_time_ns;     /* when the request was made (blk_mq_rq_ctx_init); 0: not set */
+        __u64 io_start_time_ns;  /* its last issue, stamped by blk_mq_start_request after the
+                                  * block_rq_issue tracepoint while the queue has
+                                  * QUEUE_FLAG_STATS; 0 (blk_mq_rq_ctx_init): not stamped */
 } __attribute__((preserve_access_index));
 
 /* Before 5.17 the request named its disk itself (rq->rq_disk); the ___old suffix is dropped by

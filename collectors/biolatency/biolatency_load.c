@@ -38,9 +38,11 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
 #include <biolatency.skel.h>
 
 /* The kernel's BTF, which the program's CO-RE relocations and tp_btf attachment need. */
-#define BIOLAT_VMLINUX_BTF   "/sys/kernel/btf/vmlinux"
+#define BIOLAT_VMLINUX_BTF             "/sys/kernel/btf/vmlinux"
+/* QUEUE_FLAG_STATS where it is a #define, not in BTF (include/linux/blkdev.h, 6.1). */
+#define BIOLAT_QUEUE_FLAG_STATS_DEFINE 20u
 /* In-flight sets (4 requests each): ample for the requests in flight on a host at once. */
-#define BIOLAT_INFLIGHT_SETS 8192u
+#define BIOLAT_INFLIGHT_SETS           8192u
 
 /* What libbpf said last, for the message: its last warning line of its own ("libbpf: ...", not
  * the skeleton's summary) and the verifier's reason for a rejection (the log's last line before
@@ -98,6 +100,31 @@ __attribute__((format(printf, 2, 0))) static int biolat_libbpf_print(enum libbpf
         }
         free(text);
         return 0;
+}
+
+/* The value of the enumerator NAME in the kernel's BTF (any enum, named or not); -ENOENT: none
+ * (the constant is a #define there, as QUEUE_FLAG_STATS in 6.1). */
+static int biolat_btf_enumerator(const struct btf *btf, const char *name, uint32_t *ret_value)
+{
+        uint32_t n = btf__type_cnt(btf);
+
+        for (uint32_t id = 1; id < n; id++) {
+                const struct btf_type *t = btf__type_by_id(btf, id);
+
+                if (!t || !btf_is_enum(t))
+                        continue;
+                const struct btf_enum *e = btf_enum(t);
+
+                for (uint16_t i = 0; i < btf_vlen(t); i++) {
+                        const char *s = btf__name_by_offset(btf, e[i].name_off);
+
+                        if (s && strcmp(s, name) == 0) {
+                                *ret_value = (uint32_t)e[i].val;
+                                return 0;
+                        }
+                }
+        }
+        return -ENOENT;
 }
 
 static void biolat_close_fds(int fds[], size_t n)
@@ -184,6 +211,14 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
                 r = -EOPNOTSUPP;
                 goto out;
         }
+        /* The bit of QUEUE_FLAG_STATS, for the kernel's own issue stamps (biolatency.bpf.c): an
+         * enumerator in the kernel's BTF where the flags are an enum (newer kernels: 7 in 6.18),
+         * else the #define of include/linux/blkdev.h, 20 in the kernels that had one (6.1
+         * included); not a bit of a 64-bit word: the program keeps every issue itself. */
+        uint32_t stats_bit = BIOLAT_QUEUE_FLAG_STATS_DEFINE;
+
+        if (biolat_btf_enumerator(vmlinux, "QUEUE_FLAG_STATS", &stats_bit) == 0 && stats_bit >= 64)
+                stats_bit = 64;
         btf__free(vmlinux);
         skel = biolatency_bpf__open();
         if (!skel) {
@@ -193,6 +228,7 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
         skel->rodata->ncpu = p.ncpu;
         skel->rodata->max_devices = p.max_devices;
         skel->rodata->inflight_mask = BIOLAT_INFLIGHT_SETS - 1;
+        skel->rodata->stats_bit = stats_bit;
         skel->rodata->nbounds = (uint32_t)grid.n;
         memcpy((void *)skel->rodata->bounds_ns, grid.ns, grid.n * sizeof(grid.ns[0]));
         /* devs keeps its one element of BIOLAT_MAX_DEVICES slots (biolatency.bpf.c). */

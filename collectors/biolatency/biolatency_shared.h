@@ -30,7 +30,10 @@
 #define BIOLAT_OPS        4
 
 /* queue: the request made (rq->start_time_ns, the start diskstats' own time counters use) ->
- * issued to the driver (block_rq_issue); device: issued -> completed (block_rq_complete). */
+ * its last issue to the driver (block_rq_issue); device: last issue -> completed
+ * (block_rq_complete). Both are recorded at the completion, once a request: a request requeued
+ * and issued again counts once in each, as in /proc/diskstats, its queue time holding all before
+ * the issue that completed. */
 #define BIOLAT_KIND_QUEUE  0
 #define BIOLAT_KIND_DEVICE 1
 #define BIOLAT_KINDS       2

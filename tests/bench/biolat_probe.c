@@ -5,7 +5,13 @@
  * and p50/p99 read from the buckets, and the untracked completions. A development tool: run as
  * root (CAP_SYS_ADMIN), e.g. beside fio.
  *
- *   biolat_probe [SECONDS [MAX_DEVICES]]      (default 10 s, 64 slots) */
+ *   biolat_probe [SECONDS [MAX_DEVICES]]      (default 10 s, 64 slots)
+ *   biolat_probe --floor [SECONDS]             the kernel's floor: two programs that return at
+ *                                              once, on the same tracepoints, for SECONDS
+ *
+ * --floor measures what any program on these two tracepoints costs (the tracepoint's call into
+ * BPF, and with kernel.bpf_stats_enabled the statistics' own clock reads): it prints both
+ * programs' runs and run time in that time (BPF_ENABLE_STATS, held while it waits). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "biolatency_load.h"
@@ -86,8 +94,90 @@ static int load_in_child(const struct biolat_params *p, int fds[], size_t *nfds,
         return 0;
 }
 
+/* A program that returns 0 at once (r0 = 0; exit), as a BTF tracepoint program of TP
+ * (tp_btf), attached; its descriptor in *ret_prog. The link's descriptor, or -errno. */
+static int floor_attach(const struct btf *vmlinux, const char *tp, int *ret_prog)
+{
+        const struct bpf_insn insns[] = {
+            {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+            {.code = BPF_JMP | BPF_EXIT},
+        };
+        char typedef_name[128];
+        int id, prog, link;
+
+        snprintf(typedef_name, sizeof(typedef_name), "btf_trace_%s", tp);
+        id = btf__find_by_name_kind(vmlinux, typedef_name, BTF_KIND_TYPEDEF);
+        if (id < 0)
+                return id;
+        LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_RAW_TP,
+                    .attach_btf_id = (uint32_t)id);
+        prog = bpf_prog_load(BPF_PROG_TYPE_TRACING, "floor", "Dual MIT/GPL", insns, 2, &opts);
+        if (prog < 0)
+                return prog;
+        link = bpf_raw_tracepoint_open(NULL, prog);
+        if (link < 0) {
+                close(prog);
+                return link;
+        }
+        *ret_prog = prog;
+        return link;
+}
+
+static int floor_main(unsigned secs)
+{
+        static const char *const tps[2] = {"block_rq_issue", "block_rq_complete"};
+        struct bpf_prog_info before[2] = {0}, after[2] = {0};
+        int prog[2] = {-1, -1}, link[2] = {-1, -1}, stats;
+        struct btf *vmlinux = btf__load_vmlinux_btf();
+
+        if (!vmlinux) {
+                fprintf(stderr, "biolat_probe: no kernel BTF: %s\n", strerror(errno));
+                return 1;
+        }
+        for (int i = 0; i < 2; i++) {
+                link[i] = floor_attach(vmlinux, tps[i], &prog[i]);
+                if (link[i] < 0) {
+                        fprintf(stderr, "biolat_probe: %s: %s\n", tps[i], strerror(-link[i]));
+                        return 1;
+                }
+        }
+        btf__free(vmlinux);
+        stats = bpf_enable_stats(BPF_STATS_RUN_TIME);
+        if (stats < 0) {
+                fprintf(stderr, "biolat_probe: BPF_ENABLE_STATS: %s\n", strerror(-stats));
+                return 1;
+        }
+        printf("floor: two programs that return at once attached; counting for %u s\n", secs);
+        fflush(stdout);
+        for (int i = 0; i < 2; i++) {
+                uint32_t len = sizeof(before[i]);
+                bpf_obj_get_info_by_fd(prog[i], &before[i], &len);
+        }
+        sleep(secs);
+        for (int i = 0; i < 2; i++) {
+                uint32_t len = sizeof(after[i]);
+                uint64_t runs, ns;
+
+                bpf_obj_get_info_by_fd(prog[i], &after[i], &len);
+                runs = after[i].run_cnt - before[i].run_cnt;
+                ns = after[i].run_time_ns - before[i].run_time_ns;
+                printf("  %-17s runs %10llu  run time %12llu ns  %.1f ns a run\n", tps[i],
+                       (unsigned long long)runs, (unsigned long long)ns,
+                       runs ? (double)ns / (double)runs : 0.0);
+        }
+        close(stats);
+        for (int i = 0; i < 2; i++) {
+                close(link[i]);
+                close(prog[i]);
+        }
+        return 0;
+}
+
 int main(int argc, char **argv)
 {
+        if (argc > 1 && strcmp(argv[1], "--floor") == 0)
+                return floor_main(argc > 2 ? (unsigned)atoi(argv[2]) : 10);
+
         unsigned secs = argc > 1 ? (unsigned)atoi(argv[1]) : 10;
         struct biolat_params p = {.max_devices = argc > 2 ? (uint32_t)atoi(argv[2]) : 64,
                                   .ncpu = (uint32_t)libbpf_num_possible_cpus()};
