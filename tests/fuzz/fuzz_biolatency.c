@@ -149,13 +149,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         /* the same text as --biolatency.buckets and --biolatency.ops: a grid of what parses */
         struct biolat_config cfg;
-        char why[256], *flag = strndup(t.p, t.len);
+        char why[256], *flag = malloc(t.len + 1);
         uint64_t ns[BIOLAT_MAX_CLASSIC];
         size_t nb = 0;
         unsigned ops = 0;
 
+        /* copied with its length, not strndup: the input has no terminator, and a strict string
+         * check (ASAN_OPTIONS=strict_string_checks=1) reads strndup's source to one */
         if (!flag)
                 abort();
+        memcpy(flag, t.p, t.len);
+        flag[t.len] = 0;
         biolatency_config_default(&cfg, max, ncpu);
         if (biolatency_parse_buckets(flag, ns, &nb, why, sizeof why) == 0) {
                 struct biolat_grid g;
