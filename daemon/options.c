@@ -531,12 +531,30 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                         value[strlen(value) - 1] = 0;
                         value++;
                 }
-                idx = lookup(key, strlen(key), false, &negated, &sub);
+                idx = lookup(key, strlen(key), true, &negated, &sub);
                 if (idx < 0) {
                         fail(err, errsz, "%sunknown option \"%s\"", where, key);
                         return -EINVAL;
                 }
                 d = &entries[idx].d;
+                if (negated) {
+                        /* a flag's name, as the file's lines are: "no-NAME = true" is "NAME =
+                         * false" */
+                        bool b;
+
+                        if (d->type != OPT_BOOL && d->type != OPT_COLLECTORS) {
+                                fail(err, errsz, "%s%s: only on/off options can be negated", where,
+                                     key);
+                                return -EINVAL;
+                        }
+                        if (parse_bool(value, &b) < 0) {
+                                fail(err, errsz,
+                                     "%sinvalid value for %s: \"%s\" (expected true or false)",
+                                     where, key, value);
+                                return -EINVAL;
+                        }
+                        value = b ? "false" : "true";
+                }
                 if (d->flags & OPT_CLI_ONLY) {
                         fail(err, errsz, "%s%s can only be given on the command line", where, key);
                         return -EINVAL;

@@ -429,6 +429,22 @@ static void test_config_file(void **state)
         assert_int_equal(o.max_connections, 12);
         options_free(&o);
         unlink(path);
+
+        /* a name is a flag without its --: the no- form of an on/off flag too */
+        write_config(path, sizeof path,
+                     "no-collector.smart = true\nno-collector.canary = false\n"
+                     "--no-collector.biolatency = yes\n");
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        assert_int_equal(PARSE(&o, err, cli), 0);
+        assert_false(o.collector[COLLECTOR_SMART]);
+        assert_true(o.collector[COLLECTOR_CANARY]);
+        assert_false(o.collector[COLLECTOR_BIOLATENCY]);
+        options_free(&o);
+        /* flags still win over the file */
+        assert_int_equal(PARSE(&o, err, cli, "--collector.smart"), 0);
+        assert_true(o.collector[COLLECTOR_SMART]);
+        options_free(&o);
+        unlink(path);
 }
 
 static void expect_bad_config(const char *text, unsigned line, const char *w1, const char *w2);
@@ -503,6 +519,9 @@ static void test_canary_flags(void **state)
         options_free(&o);
         unlink(path);
         expect_bad_config("canary.path = /a:nope\n", 1, "canary.path", "nope");
+        /* only on/off options have a no- form, and it wants true or false */
+        expect_bad_config("\nno-log.level = warn\n", 2, "no-log.level", "on/off");
+        expect_bad_config("no-collector.smart = maybe\n", 1, "no-collector.smart", "true or false");
 }
 
 static void test_config_listen(void **state)
@@ -601,7 +620,8 @@ static void test_config_errors(void **state)
 
         expect_bad_config("# ok\nweb.max-connections = 3\nno.such.option = 1\n", 3,
                           "no.such.option", NULL);
-        expect_bad_config("no-collector.diskstats = 1\n", 1, "no-collector.diskstats", NULL);
+        /* the no- form of an on/off flag is a name now (test_config_file); of no option, not */
+        expect_bad_config("no-collector.nosuch = 1\n", 1, "no-collector.nosuch", NULL);
         expect_bad_config("\n\nonce = true\n", 3, "once", NULL);
         expect_bad_config("check-config = true\n", 1, "check-config", NULL);
         expect_bad_config("version = true\n", 1, "version", NULL);
