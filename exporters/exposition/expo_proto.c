@@ -198,7 +198,7 @@ static int add_family(struct pool *p, PFamily *mf, const struct mfamily *f, char
         bool hist = f->type == MT_HISTOGRAM, summ = f->type == MT_SUMMARY;
         char buf[4096];
         struct msample s;
-        size_t pos = 0;
+        size_t pos = 0, next_native = 0;
 
         while (mfamily_next(f, &pos, &s, buf, sizeof buf)) {
                 PMetric *m = pool_alloc(p, sizeof(*m));
@@ -238,7 +238,14 @@ static int add_family(struct pool *p, PFamily *mf, const struct mfamily *f, char
                 if (hist) {
                         PHistogram *h = m->histogram;
                         if (!h) {
-                                const struct mnative *nh = mfamily_native(f, key);
+                                /* collectors attach native parts in the order of
+                                 * their series: the next one, else a search */
+                                const struct mnative *nh = NULL;
+                                if (next_native < f->nnatives &&
+                                    strcmp(f->natives[next_native].labels, key) == 0)
+                                        nh = &f->natives[next_native++].h;
+                                else
+                                        nh = mfamily_native(f, key);
                                 h = m->histogram = pool_alloc(p, sizeof(*h));
                                 io__prometheus__client__histogram__init(h);
                                 h->has_sample_count = h->has_sample_sum = true;
