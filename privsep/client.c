@@ -104,8 +104,10 @@ static int send_and_wait(struct privsep *ps, struct pending *p, struct conn *c, 
 
         pthread_mutex_lock(&ps->lock);
         if (r == -ECONNRESET) {
-                /* The client thread may not have seen the EOF yet: helper_up goes false now. */
-                privsep_conn_lost(ps, c);
+                /* The client thread may not have seen the EOF yet: helper_up goes false now. The
+                 * other callers wait for the thread: answers sent before the helper closed may
+                 * still be in the socket, and they are theirs. */
+                privsep_conn_mark_lost(ps, c);
                 wake_thread(ps);
         }
         privsep_conn_unref(c);

@@ -61,7 +61,7 @@ void privsep_conn_install(struct privsep *ps, struct conn *c, bool restart)
                 ps->stats.helper_restarts++;
 }
 
-void privsep_conn_lost(struct privsep *ps, struct conn *c)
+void privsep_conn_mark_lost(struct privsep *ps, struct conn *c)
 {
         usec_t now = now_monotonic();
 
@@ -79,6 +79,11 @@ void privsep_conn_lost(struct privsep *ps, struct conn *c)
                         ps->delay = ps->delay_min;
                 ps->next_restart = now + ps->delay;
         }
+}
+
+void privsep_conn_lost(struct privsep *ps, struct conn *c)
+{
+        privsep_conn_mark_lost(ps, c);
         for (struct pending **pp = &ps->pending; *pp;) {
                 struct pending *p = *pp;
 

@@ -157,8 +157,13 @@ static bool serve(struct privsep *ps, struct conn *c, uint8_t *buf)
                         pthread_mutex_lock(&ps->lock);
                         lost = c->lost; /* by run() */
                         pthread_mutex_unlock(&ps->lock);
-                        if (lost)
-                                return true;
+                        if (lost) {
+                                /* A send found the socket closed: take the answers it holds
+                                 * still, as after an exit. */
+                                while (receive_one(ps, c, buf) > 0)
+                                        ;
+                                break;
+                        }
                 }
                 if (p[3].revents)
                         privsep_zygote_drain(ps);

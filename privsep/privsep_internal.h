@@ -116,9 +116,14 @@ void privsep_conn_unref(struct conn *c);
 /* Makes c (from privsep_spawn_helper()) the current helper, holding the client thread's
  * reference; restart counts it in helper_restarts. With the lock held. */
 void privsep_conn_install(struct privsep *ps, struct conn *c, bool restart);
-/* Marks c gone: its waiting callers get -ECONNRESET, its abandoned entries are freed, and the
- * next restart is scheduled. With the lock held, by the client thread (EOF, exit), by run() (a
- * send found the socket closed) and by cancel; idempotent. */
+/* Marks c gone for new requests (helper_up false, the next restart scheduled) and leaves its
+ * waiting callers be: answers c sent before it closed may still wait in the socket. With the
+ * lock held, by run() when a send found the socket closed; the client thread, woken, takes those
+ * answers and then calls privsep_conn_lost(). Idempotent. */
+void privsep_conn_mark_lost(struct privsep *ps, struct conn *c);
+/* Marks c gone as privsep_conn_mark_lost() does, and its waiting callers get -ECONNRESET, its
+ * abandoned entries are freed. With the lock held, by the client thread (EOF, exit, or after
+ * run() marked it) and by cancel; idempotent. */
 void privsep_conn_lost(struct privsep *ps, struct conn *c);
 /* Takes x out of the pending table (the caller frees it). With the lock held. */
 void privsep_pending_unlink(struct privsep *ps, struct pending *x);
