@@ -390,11 +390,13 @@ static int apply(struct dp_options *o, const struct opt_def *d, int sub, const c
         }
         case OPT_UINT: {
                 uint64_t v;
-                if (parse_u64(value, &v) < 0 || v < d->min || v > 65535) {
+                /* The one range of the option, from its table entry: the same message for a
+                 * flag and a config line, and in --help. */
+                if (parse_u64(value, &v) < 0 || v < d->min || v > d->max) {
                         fail(err, errsz,
                              "%sinvalid value for %s: \"%s\" (expected a number from %" PRIu64
-                             " to 65535)",
-                             where, d->name, value, d->min);
+                             " to %" PRIu64 ")",
+                             where, d->name, value, d->min, d->max);
                         return -EINVAL;
                 }
                 *(unsigned *)p = (unsigned)v;
@@ -661,15 +663,6 @@ static int check_range(const struct dp_options *o, const struct opt_def *d, char
                 format_duration(d->max, hi, sizeof hi);
                 break;
         }
-        case OPT_UINT: {
-                unsigned u = *(unsigned *)p;
-                if (!d->max || u <= d->max) /* min: refused as parsed */
-                        return 0;
-                snprintf(v, sizeof v, "%u", u);
-                snprintf(lo, sizeof lo, "%" PRIu64, d->min);
-                snprintf(hi, sizeof hi, "%" PRIu64, d->max);
-                break;
-        }
         case OPT_SIZE: {
                 uint64_t u = *(uint64_t *)p;
                 if (u >= d->min && (!d->max || u <= d->max))
@@ -861,6 +854,8 @@ static void help_default(const struct opt_def *d, FILE *out)
         if (d->def_env)
                 fprintf(out, "$%s or ", d->def_env);
         fputs(v, out);
+        if (d->type == OPT_UINT)
+                fprintf(out, ", %" PRIu64 " to %" PRIu64, d->min, d->max);
         if (d->help_range && d->type == OPT_DURATION)
                 fprintf(out, ", %s to %s", format_duration(d->min, lo, sizeof lo),
                         format_duration(d->max, hi, sizeof hi));

@@ -67,9 +67,9 @@ struct opt_def {
          * ':'-separated entry) is the string's default instead. */
         uint64_t def;
         const char *def_str, *def_env;
-        /* Checks. min, max: the accepted range of an OPT_DURATION, OPT_UINT or OPT_SIZE (max 0:
-         * no upper bound), checked once flags and file are read; an OPT_UINT is also refused
-         * below min or above 65535 as it is parsed. check: a string's or list value's check,
+        /* Checks. min, max: the accepted range of an OPT_DURATION or OPT_SIZE (max 0: no upper
+         * bound), checked once flags and file are read; of an OPT_UINT, which must have a max,
+         * checked as it is parsed and shown in --help. check: a string's or list value's check,
          * which says why it refuses in why. allow_empty: an OPT_STRING may be "". */
         uint64_t min, max;
         int (*check)(const char *value, char *why, size_t whysz);

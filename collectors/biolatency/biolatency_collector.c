@@ -262,7 +262,7 @@ static const struct opt_def bl_options_def[] = {
         .min = 1,
         .max = BIOLAT_MAX_DEVICES,
         .arg = "N",
-        .help = "block devices kept apart (1 to 4096); the I/O of more is counted unslotted",
+        .help = "block devices kept apart; the I/O of more is counted unslotted",
     },
     {
         .name = "biolatency.buckets",

@@ -68,6 +68,21 @@ def main():
     missing = [f for f in flags if f not in flat]
     pkg.check(not missing, "every flag of --help is in the manual page%s" % (": missing " + " ".join(missing) if missing else ""))
     options = text[text.find("OPTIONS"):text.find("CONFIGURATION FILE")]
+
+    # A number's range, as --help shows it from the option table, is the range the manual page
+    # and the README give: "(default 64, 1 to 4096)" there, "(1 to 4096" or "(1 to 4096;" here.
+    readme = open(os.path.join(pkg.SOURCE, "README.md"), encoding="utf-8").read()
+    scd = open(os.path.join(pkg.SOURCE, "docs", "diskpulse.8.scd"), encoding="utf-8").read()
+    ranges = re.findall(r"^\s+(--[a-z][a-z0-9.-]*)=N .*\(default \d+, (\d+) to (\d+)\)$", help_text, re.M)
+    pkg.check(len(ranges) >= 4, "--help gives the range of %d numbers" % len(ranges))
+    for flag, lo, hi in ranges:
+        entry = re.search(r"\*" + re.escape(flag) + r"\*=_N_\n((?:\t.*\n)+)", scd)
+        pkg.check(entry is not None, "the manual page has an entry for %s" % flag)
+        body = re.sub(r"\s+", " ", entry.group(1))
+        pkg.check("(%s to %s" % (lo, hi) in body, "the manual page gives %s's range as --help does, %s to %s" % (flag, lo, hi))
+        row = re.search(r"^\| `" + re.escape(flag) + r"=N` \|.*$", readme, re.M)
+        pkg.check(row is not None and "(%s to %s" % (lo, hi) in row.group(0),
+                  "the README's row of %s gives its range as --help does, %s to %s" % (flag, lo, hi))
     documented = set(re.findall(r"(--(?:\[no-\])?[a-z][a-z0-9.-]*[a-z0-9])", options))
     known = set(flags) | {f.replace("[no-]", "") for f in flags} | {f.replace("[no-]", "no-") for f in flags}
     stale = sorted(documented - known)

@@ -1,5 +1,6 @@
 /* Unit tests of flags and the config file: defaults, forms, every rejected value, precedence. */
 #include <inttypes.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -979,6 +980,8 @@ static void test_table_sane(void **state)
                 }
                 if ((d->min || d->max) && (d->def < d->min || (d->max && d->def > d->max)))
                         fail_msg("%s: default out of its range", d->name);
+                if (d->type == OPT_UINT && (d->max == 0 || d->max > UINT_MAX))
+                        fail_msg("%s: a number without its upper bound", d->name);
                 if (d->check && d->def_str && d->check(d->def_str, why, sizeof why) < 0)
                         fail_msg("%s: default refused by its check: %s", d->name, why);
         }
@@ -1290,6 +1293,47 @@ static void test_collector_fragments(void **state)
         }
 }
 
+/* One range per number, the table's: a flag and a config line out of it, below or above, get
+ * the same message naming it, and --help shows it. */
+static void test_one_range_per_number(void **state)
+{
+        char help[8192] = {0};
+        (void)state;
+
+        help_text(help, sizeof help);
+        for (size_t i = 0; i < options_count(); i++) {
+                const struct opt_def *d = options_entry(i);
+                char want[128], flag[128], conf[128], line[128];
+                const char *nl;
+                uint64_t bad[3];
+                size_t nbad = 0;
+
+                if (d->type != OPT_UINT)
+                        continue;
+                snprintf(want, sizeof want, "(expected a number from %" PRIu64 " to %" PRIu64 ")",
+                         d->min, d->max);
+                bad[nbad++] = d->max + 1;
+                bad[nbad++] = d->max * 10 + 7;
+                if (d->min > 0)
+                        bad[nbad++] = d->min - 1;
+                for (size_t k = 0; k < nbad; k++) {
+                        const char *args[] = {flag};
+
+                        snprintf(flag, sizeof flag, "--%s=%" PRIu64, d->name, bad[k]);
+                        expect_bad(args, 1, (const char *const[]){want}, 1);
+                        snprintf(conf, sizeof conf, "# a comment\n%s = %" PRIu64 "\n", d->name,
+                                 bad[k]);
+                        expect_bad_config(conf, 2, want, d->name);
+                }
+                snprintf(line, sizeof line, "\n  --%s=%s ", d->name, d->arg);
+                nl = strstr(help, line);
+                assert_non_null(nl);
+                snprintf(want, sizeof want, ", %" PRIu64 " to %" PRIu64 ")\n", d->min, d->max);
+                if (!strstr(nl, want) || strstr(nl, want) > strchr(nl + 1, '\n'))
+                        fail_msg("--help's line of %s lacks \"%s\"", d->name, want);
+        }
+}
+
 static void test_help_lists_every_option(void **state)
 {
         char buf[8192] = {0};
@@ -1326,6 +1370,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_defaults),
+            cmocka_unit_test(test_one_range_per_number),
             cmocka_unit_test(test_state_directory_env),
             cmocka_unit_test(test_equals_and_separate_forms),
             cmocka_unit_test(test_booleans),
