@@ -348,9 +348,11 @@ static const struct opt_def canary_options_def[] = {
      .min = 1 * USEC_PER_SEC,
      .max = 3600 * USEC_PER_SEC,
      .arg = "DUR",
-     .help = "for tests and evaluation only: the baseline's hour lasts DUR (1s to 1h), so its "
-             "day is 24 of them and the reference and trend come that much sooner; the recent "
-             "window behind the ratios is scaled with it (5m x DUR/1h); read at start"},
+     .help = "for tests and evaluation only: the baseline's hour lasts DUR (1s to 1h) but no "
+             "less than the time between two probes, so the reference (7 days of 24 hours) and "
+             "the trend come sooner only with --canary.interval at most DUR/6 (at 3m a day takes "
+             "about 72 minutes whatever DUR); the recent window behind the ratios is scaled with "
+             "DUR (5m x DUR/1h); read at start"},
 };
 
 /* No --canary.path given: the state directory, where the baselines live too. */

@@ -1386,6 +1386,38 @@ static void test_period_stamps(void **state)
         assert_true(b.st.updates == 2);
 }
 
+/* What --help says of --canary.baseline-period: no hour is shorter than the time between two
+ * probes. At 1 s hours and the default 3-minute cycle, each probe is an hour of its own: the
+ * first day closes after the warm-up's 6 hours and 24 more, with the 31st probe (the one that
+ * applies the 5th period of 6), and the next 24 probes, 72 minutes, later, not 24 seconds; at a
+ * probe every DUR/6 a day takes its 24 scaled hours. */
+static void test_period_no_shorter_than_spacing(void **state)
+{
+        struct canary_baseline b;
+        usec_t t = 0, t1;
+        unsigned probes = 0;
+        (void)state;
+
+        canary_baseline_init(&b);
+        canary_baseline_set_period(&b, SEC);
+        for (; b.st.n_days == 0; t += 180 * SEC, probes++)
+                assert_true(canary_baseline_add(&b, 0.002, t, REAL0 + t) >= 0);
+        assert_int_equal(probes, 31);
+        assert_int_equal(b.st.updates, 30);
+        for (probes = 0; b.st.n_days == 1; t += 180 * SEC, probes++)
+                assert_true(canary_baseline_add(&b, 0.002, t, REAL0 + t) >= 0);
+        assert_int_equal(probes, 24); /* 72 minutes */
+        assert_int_equal(b.st.updates, 54);
+        canary_baseline_init(&b);
+        canary_baseline_set_period(&b, SEC);
+        for (t = 0; b.st.n_days == 0; t += SEC / 6)
+                assert_true(canary_baseline_add(&b, 0.002, t, REAL0 + t) >= 0);
+        t1 = t;
+        for (; b.st.n_days == 1; t += SEC / 6)
+                assert_true(canary_baseline_add(&b, 0.002, t, REAL0 + t) >= 0);
+        assert_true(t - t1 >= 23 * SEC && t - t1 <= 25 * SEC);
+}
+
 /* --canary.baseline-period scales the recent window behind the ratios: 5 min x period / 1 h. */
 static void test_recent_window_scaled(void **state)
 {
@@ -1707,6 +1739,7 @@ int main(void)
             cmocka_unit_test(test_short_period),
             cmocka_unit_test(test_period_grid),
             cmocka_unit_test(test_period_stamps),
+            cmocka_unit_test(test_period_no_shorter_than_spacing),
             cmocka_unit_test(test_recent_window_scaled),
             cmocka_unit_test(test_records_reference),
             cmocka_unit_test(test_records_header_and_limits),
