@@ -88,7 +88,7 @@
  * daily medians' CLOCK_REALTIME in days, over the last 30 daily medians (the median of the
  * slopes of every pair at least half a day apart: indifferent to up to 29 % bad days, e.g. a
  * week of maintenance load, and to spikes), as a factor per 30 days (1.35 = 1 % a day). Exported
- * with diskpulse_sync_trend_days (the daily medians it rests on) once there are 3.
+ * with diskpulse_sync_trend_daily_medians (the daily medians it rests on) once there are 3.
  *
  * Degradation ratio (diskpulse_sync_degradation_ratio) = recent median / baseline; absent while
  * the baseline warms up or the window is empty; never NaN or Inf (baseline >= 1 us, samples
@@ -121,7 +121,7 @@
 #define CANARY_FAMILY_REFERENCE   "diskpulse_sync_reference_seconds"
 #define CANARY_FAMILY_DRIFT       "diskpulse_sync_drift_ratio"
 #define CANARY_FAMILY_TREND       "diskpulse_sync_trend_factor"
-#define CANARY_FAMILY_TREND_DAYS  "diskpulse_sync_trend_days"
+#define CANARY_FAMILY_TREND_DAYS  "diskpulse_sync_trend_daily_medians"
 #define CANARY_FAMILY_SAMPLES     "diskpulse_sync_recent_samples"
 
 /* ---- Histogram ---- */

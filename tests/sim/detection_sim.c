@@ -13,7 +13,7 @@
  *
  * Output, one line every 10 minutes (the slow alert group's interval): seconds since the start,
  * then the gauges as the exporter shows them at that moment, "_" when absent:
- *   T drift_ratio trend_factor trend_days degradation_ratio
+ *   T drift_ratio trend_factor trend_daily_medians degradation_ratio
  * Cases: flat, creep:PCT (PCT % a day from day 0), step:X:DAY (x X from day DAY), replace:X:DAY
  * (a new disk X times as fast from DAY: a new identity), spell:X:DAY:HOURS (x X for HOURS from
  * DAY). */

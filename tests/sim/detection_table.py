@@ -98,7 +98,7 @@ def sync_rules(tmp):
 def first_firing(build, case, days, change, every, tmp):
     cols = simulate(build, case, days)
     names = ["diskpulse_sync_drift_ratio", "diskpulse_sync_trend_factor",
-             "diskpulse_sync_trend_days", "diskpulse_sync_degradation_ratio"]
+             "diskpulse_sync_trend_daily_medians", "diskpulse_sync_degradation_ratio"]
     lines = ["rule_files:", f"  - {sync_rules(tmp)}", f"evaluation_interval: {STEP}s", "tests:",
              f"  - interval: {STEP}s", "    input_series:"]
     for name, col in zip(names, cols):

@@ -45,8 +45,8 @@ sample_until() {
 	done
 	return 1
 }
-final_reference() { [ "$(canary /mnt/creep trend_days 'regime="idle"')" ] &&
-	num_cmp "$(canary /mnt/creep trend_days 'regime="idle"')" '>=' 8; }
+final_reference() { [ "$(canary /mnt/creep trend_daily_medians 'regime="idle"')" ] &&
+	num_cmp "$(canary /mnt/creep trend_daily_medians 'regime="idle"')" '>=' 8; }
 
 # 1. The first "week": 6 s of warm-up and 7 days of 24 s, then a day more.
 check "the reference is made (8 daily medians)" sample_until 600 final_reference
