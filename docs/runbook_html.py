@@ -92,6 +92,8 @@ class Converter:
                 if not m:
                     if re.match(r"\[[^\]]*\](\[|:)", text[i:]):
                         raise MarkdownError(lineno, "a reference link")
+                    if re.match(r"\[[^\]]*\]\(", text[i:]):
+                        raise MarkdownError(lineno, "a link this converter does not render")
                     out.append(esc(c))
                     i += 1
                     continue
