@@ -19,8 +19,8 @@ static bool etag_listed(const char *inm, const char *etag)
                         return true;
                 if (strncmp(p, "W/", 2) == 0)
                         p += 2;
-                if (strncmp(p, etag, n) == 0 && (p[n] == 0 || p[n] == ',' || p[n] == ' ' ||
-                                                 p[n] == '\t'))
+                if (strncmp(p, etag, n) == 0 &&
+                    (p[n] == 0 || p[n] == ',' || p[n] == ' ' || p[n] == '\t'))
                         return true;
                 while (*p && *p != ',')
                         p++;
