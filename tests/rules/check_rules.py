@@ -32,17 +32,19 @@ CONVERTER = os.path.join(ROOT, "docs", "runbook_html.py")
 # Every runbook_url: the base from the diskpulse:runbook:info rule's url label (DEFAULT_URL
 # while that series is missing), {instance} in it replaced by the alert's instance, then '#'
 # and the section. The two exporter alerts cannot link to the exporter that is down: they put in
-# the instance of a diskpulse whose last scrape in a day succeeded (else their own instance, or
-# for the absent job the default listen address).
+# the instance of another diskpulse that is up (Down; else its own instance), or whose last scrape
+# in the past day succeeded (Absent; else the default listen address).
 DEFAULT_URL = "http://{instance}/runbook"
 BASE = ('{{ $url := "%s" }}{{ with query "last_over_time(diskpulse:runbook:info[1h])" }}'
         '{{ with (. | first).Labels.url }}{{ $url = . }}{{ end }}{{ end }}' % DEFAULT_URL)
 PUT = "{{ reReplaceAll `\\{instance\\}` %s $url }}#"
-PEER = ('{{ with query `last_over_time(up{job="diskpulse"}[1d]) == 1` }}'
+PEER = ('{{ with query `%s` }}'
         '{{ $at = (. | sortByLabel "instance" | first).Labels.instance }}{{ end }}')
 RUNBOOK_URLS = {
-    "DiskpulseExporterDown": BASE + "{{ $at := $labels.instance }}" + PEER + PUT % "$at",
-    "DiskpulseExporterAbsent": BASE + '{{ $at := "localhost:9477" }}' + PEER + PUT % "$at",
+    "DiskpulseExporterDown": BASE + "{{ $at := $labels.instance }}"
+    + PEER % 'up{job="diskpulse"} == 1' + PUT % "$at",
+    "DiskpulseExporterAbsent": BASE + '{{ $at := "localhost:9477" }}'
+    + PEER % 'last_over_time(up{job="diskpulse"}[1d]) == 1' + PUT % "$at",
 }
 RUNBOOK_URL = BASE + PUT % "$labels.instance"
 # A critical alert pages someone: its description begins with what to do first, one of these
