@@ -9,7 +9,9 @@ set -euo pipefail
 # dpkg-shlibdeps (packaging/install.cmake), like every library it links.
 # clang, libbpf-dev and bpftool build the biolatency collector's BPF program (without them it is
 # built without it: collectors/biolatency/bpf.cmake).
-build_pkgs=(gcc make cmake pkg-config libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev
+# python3 turns docs/runbook.md into the HTML page the daemon serves at /runbook
+# (docs/runbook_html.py, run by the build).
+build_pkgs=(gcc make cmake pkg-config python3 libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev
             libyaml-dev libgnutls28-dev libcrypt-dev libpcre2-dev scdoc clang libbpf-dev bpftool
             protobuf-c-compiler libprotobuf-c-dev)
 package_pkgs=(dpkg-dev file)

@@ -16,6 +16,7 @@
 #include "framing.h"
 #include "log.h"
 #include "metrics.h"
+#include "runbook.h"
 #include "websec.h"
 
 struct http_server {
@@ -199,7 +200,8 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
         fputs(" (revision ", f);
         html_escape(f, s->cfg.revision);
         fputs(")</p>\n<ul><li><a href=\"/metrics\">Metrics</a></li>"
-              "<li><a href=\"/-/healthy\">Health</a></li></ul>\n",
+              "<li><a href=\"/-/healthy\">Health</a></li>"
+              "<li><a href=\"/runbook\">Runbook</a></li></ul>\n",
               f);
         if (snap) {
                 const struct summary *sum = snapshot_summary(snap);
@@ -294,8 +296,8 @@ static enum MHD_Result respond(struct http_server *s, struct MHD_Connection *c, 
                                const char *method)
 {
         bool star = strcmp(url, "*") == 0;
-        bool known =
-            strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0 || strcmp(url, "/-/healthy") == 0;
+        bool known = strcmp(url, "/metrics") == 0 || strcmp(url, "/") == 0 ||
+                     strcmp(url, "/-/healthy") == 0 || strcmp(url, "/runbook") == 0;
         bool get =
             strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 
@@ -324,6 +326,8 @@ static enum MHD_Result respond(struct http_server *s, struct MHD_Connection *c, 
                 return serve_index(s, c);
         if (strcmp(url, "/-/healthy") == 0)
                 return serve_health(s, c);
+        if (strcmp(url, "/runbook") == 0)
+                return http_runbook_serve(c);
         return reply(c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8", "not found\n");
 }
 

@@ -381,8 +381,9 @@ def main():
                          "its labels: %s" % a["labels"])
                 dp.check("ENOENT" in a["annotations"].get("summary", "")
                          and a["annotations"].get("runbook_url", "")
-                         == "file:///usr/share/doc/diskpulse/runbook.md#diskpulsesyncprobeerrors",
-                         "its summary %r and runbook link %r (from diskpulse:runbook:info)"
+                         == "http://127.0.0.1:%d/runbook#diskpulsesyncprobeerrors" % daemon.port,
+                         "its summary %r and runbook link %r (from diskpulse:runbook:info: its "
+                         "own exporter's /runbook)"
                          % (a["annotations"].get("summary"), a["annotations"].get("runbook_url")))
             others = [a["labels"] for a in unexplained(daemon, alerts(prom))
                       if a["labels"].get("path") != victim]

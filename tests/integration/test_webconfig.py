@@ -269,7 +269,7 @@ def basic_auth():
     with Daemon(cfg) as d:
         dp.check(mapped(d.proc.pid, "libcrypt.so.1"), "with users the daemon maps libcrypt")
         ctx = context()
-        for url in ("/metrics", "/", "/-/healthy", "/nothing"):
+        for url in ("/metrics", "/", "/-/healthy", "/runbook", "/nothing"):
             st, h, _ = d.get(ctx, url)
             dp.check(st == 401 and h.get("www-authenticate") == 'Basic realm="diskpulse", charset="UTF-8"',
                      "%s without credentials: 401 with WWW-Authenticate (%s %s)" % (url, st, h.get("www-authenticate")))
@@ -282,7 +282,7 @@ def basic_auth():
         dp.check(st == 401, "another scheme: 401")
         st, _, _ = d.get(ctx, headers={"Authorization": "Basic !!!"})
         dp.check(st == 401, "broken base64: 401")
-        for url in ("/metrics", "/", "/-/healthy"):
+        for url in ("/metrics", "/", "/-/healthy", "/runbook"):
             st, h, _ = d.get(ctx, url, headers=basic("alice", PASSWORD))
             dp.check(st == 200, "%s with alice's password: 200 (%s)" % (url, st))
         st, h, _ = d.get(ctx, "/nothing", headers=basic("bob", "bob's " + PASSWORD))

@@ -34,6 +34,8 @@ EXPECTED = {
     "usr/share/doc/": "d755", "usr/share/doc/diskpulse/": "d755",
     "usr/share/doc/diskpulse/README.md": "f644", "usr/share/doc/diskpulse/changelog.gz": "f644",
     "usr/share/doc/diskpulse/copyright": "f644", "usr/share/doc/diskpulse/runbook.md": "f644",
+    "usr/share/doc/diskpulse/runbook.html": "f644",
+    "usr/share/doc-base/": "d755", "usr/share/doc-base/diskpulse-runbook": "f644",
     "usr/share/doc/diskpulse/examples/": "d755", "usr/share/doc/diskpulse/examples/canary-paths.conf": "f644",
     "usr/share/doc/diskpulse/examples/ip-allow.conf": "f644",
     "usr/share/man/": "d755", "usr/share/man/man8/": "d755", "usr/share/man/man8/diskpulse.8.gz": "f644",

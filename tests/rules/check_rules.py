@@ -3,16 +3,22 @@
 
 promtool check rules/config, promtool test rules on every tests/rules/*.test.yml, and the
 contract around them: every alert has a severity, a summary, a description and a runbook_url
-whose anchor is a section of docs/runbook.md; every alert is shown firing and shown quiet by some
-test; every recording rule is checked by value; amtool accepts the routing and sends critical to
+in the one shape below, whose anchor is a heading's id in the page docs/runbook_html.py makes
+of docs/runbook.md (the page the daemon serves at /runbook); every critical alert's description
+begins with the first thing to do (an imperative from FIRST_VERBS) and its runbook section with
+"**First:**" and one of those verbs; the diskpulse:runbook:info url works as the one knob (a
+copy of the rules with it set to https://{instance}/runbook and to a wiki gives those links);
+every alert is shown firing and shown quiet by some test; every recording rule is checked by value; amtool accepts the routing and sends critical to
 the pager and warning to the ticket queue. Exit 77 (skip) when promtool is not installed.
 """
 import glob
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -22,8 +28,29 @@ RULES = os.path.join(ROOT, "etc", "prometheus", "diskpulse.rules.yml")
 PROMCONF = os.path.join(ROOT, "etc", "prometheus", "prometheus.yml")
 AMCONF = os.path.join(ROOT, "etc", "alertmanager", "diskpulse-route.yml")
 RUNBOOK = os.path.join(ROOT, "docs", "runbook.md")
-# Every runbook_url: the base from the diskpulse:runbook:info rule's url label, then the section.
-RUNBOOK_URL = '{{ with query "last_over_time(diskpulse:runbook:info[1h])" }}{{ (. | first).Labels.url }}{{ end }}#'
+CONVERTER = os.path.join(ROOT, "docs", "runbook_html.py")
+# Every runbook_url: the base from the diskpulse:runbook:info rule's url label (DEFAULT_URL
+# while that series is missing), {instance} in it replaced by the alert's instance, then '#'
+# and the section. The two exporter alerts cannot link to the exporter that is down: they put in
+# the instance of another diskpulse that is up (Down; else its own instance), or whose last scrape
+# in the past day succeeded (Absent; else the default listen address).
+DEFAULT_URL = "http://{instance}/runbook"
+BASE = ('{{ $url := "%s" }}{{ with query "last_over_time(diskpulse:runbook:info[1h])" }}'
+        '{{ with (. | first).Labels.url }}{{ $url = . }}{{ end }}{{ end }}' % DEFAULT_URL)
+PUT = "{{ reReplaceAll `\\{instance\\}` %s $url }}#"
+PEER = ('{{ with query `%s` }}'
+        '{{ $at = (. | sortByLabel "instance" | first).Labels.instance }}{{ end }}')
+RUNBOOK_URLS = {
+    "DiskpulseExporterDown": BASE + "{{ $at := $labels.instance }}"
+    + PEER % 'up{job="diskpulse"} == 1' + PUT % "$at",
+    "DiskpulseExporterAbsent": BASE + '{{ $at := "localhost:9477" }}'
+    + PEER % 'last_over_time(up{job="diskpulse"}[1d]) == 1' + PUT % "$at",
+}
+RUNBOOK_URL = BASE + PUT % "$labels.instance"
+# A critical alert pages someone: its description begins with what to do first, one of these
+# imperatives, and so does its runbook section, after "**First:** ".
+FIRST_VERBS = ("Check", "Copy", "Fail", "Move", "Plan", "Remount", "Replace", "Restore", "Stop",
+               "Thaw")
 
 failures = []
 
@@ -36,6 +63,75 @@ def fail(msg):
 def run(cmd):
     p = subprocess.run(cmd, capture_output=True, text=True)
     return p.returncode, p.stdout + p.stderr
+
+
+KNOB_TEST = """
+rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'diskpulse_sync_stuck{job="diskpulse",instance="db1:9477",path="/srv",device="sda",mode="fdatasync"}'
+        values: '1x10'
+      - series: 'up{job="diskpulse",instance="db1:9477"}'
+        values: '1x10'
+      - series: 'up{job="diskpulse",instance="db2:9477"}'
+        values: '0x10'
+    alert_rule_test:
+      - eval_time: 5m
+        alertname: DiskpulseSyncProbeStuck
+        exp_alerts:
+          - exp_labels: {severity: critical, job: diskpulse, instance: "db1:9477", path: /srv, device: sda, mode: fdatasync}
+            exp_annotations: {ANNOTATIONS_STUCK}
+      - eval_time: 9m
+        alertname: DiskpulseExporterDown
+        exp_alerts:
+          - exp_labels: {severity: critical, job: diskpulse, instance: "db2:9477"}
+            exp_annotations: {ANNOTATIONS_DOWN}
+"""
+
+
+def check_url_knob(rules):
+    """A copy of the rules with diskpulse:runbook:info's url changed gives every link from it:
+    the scheme of an exporter that serves TLS, and a wiki's address (no {instance})."""
+    import copy
+    for url, stuck, down in (
+            ("https://{instance}/runbook", "https://db1:9477/runbook#diskpulsesyncprobestuck",
+             "https://db1:9477/runbook#diskpulseexporterdown"),
+            ("https://wiki.example.org/diskpulse/runbook",
+             "https://wiki.example.org/diskpulse/runbook#diskpulsesyncprobestuck",
+             "https://wiki.example.org/diskpulse/runbook#diskpulseexporterdown")):
+        doc = copy.deepcopy(rules)
+        by_name = {}
+        for g in doc["groups"]:
+            for r in g["rules"]:
+                if r.get("record") == "diskpulse:runbook:info":
+                    r["labels"]["url"] = url
+                by_name[r.get("alert") or r.get("record")] = r
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "rules.yml"), "w") as f:
+                yaml.safe_dump(doc, f)
+            test = KNOB_TEST
+            # The expected annotations are the rules' own but for the link (only it is at test).
+            for name, want, key in (("DiskpulseSyncProbeStuck", stuck, "{ANNOTATIONS_STUCK}"),
+                                    ("DiskpulseExporterDown", down, "{ANNOTATIONS_DOWN}")):
+                r = by_name[name]
+                ann = {"runbook_url": want}
+                for k in ("summary", "description"):
+                    v = r["annotations"][k]
+                    for lab, val in (("path", "/srv"), ("device", "sda"),
+                                     ("instance", "db2:9477" if "Down" in name else "db1:9477")):
+                        v = v.replace("{{ $labels.%s }}" % lab, val)
+                    ann[k] = v
+                test = test.replace(key, yaml.safe_dump(ann, default_flow_style=True, width=10**6).strip())
+            with open(os.path.join(tmp, "knob.test.yml"), "w") as f:
+                f.write(test)
+            rc, out = run(["promtool", "test", "rules", os.path.join(tmp, "knob.test.yml")])
+            if rc != 0 or "SUCCESS" not in out:
+                fail(f"with diskpulse:runbook:info url={url!r} the links are not {stuck!r}, "
+                     f"{down!r}:\n{out}")
+            else:
+                print(f"url={url}: {stuck}, {down}")
 
 
 def main():
@@ -63,9 +159,23 @@ def main():
     if not alerts or not records:
         fail("no alerts or no recording rules found")
 
-    # Annotations, severities and the runbook.
+    # Annotations, severities and the runbook, as the page made of it has them.
     text = open(RUNBOOK).read() if os.path.exists(RUNBOOK) else ""
     headings = set(re.findall(r"^## (\S+)\s*$", text, re.M))
+    spec = importlib.util.spec_from_file_location("runbook_html", CONVERTER)
+    conv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conv)
+    try:
+        _, ids = conv.page(text)
+    except conv.MarkdownError as e:
+        fail("docs/runbook.md cannot be made HTML: %s" % e)
+        ids = []
+    sections = {}
+    for m in re.finditer(r"^## (\S+)\s*\n\n(.*?)(?=^## |\Z)", text, re.M | re.S):
+        sections[m.group(1)] = m.group(2)
+    info = records.get("diskpulse:runbook:info", {}).get("labels", {}).get("url")
+    if info != DEFAULT_URL:
+        fail(f"diskpulse:runbook:info's url {info!r} is not the alerts' fallback {DEFAULT_URL!r}")
     for name, r in alerts.items():
         sev = r.get("labels", {}).get("severity")
         if sev not in ("warning", "critical"):
@@ -75,13 +185,27 @@ def main():
             if not ann.get(key, "").strip():
                 fail(f"{name}: no {key}")
         url = ann.get("runbook_url", "")
-        if url != RUNBOOK_URL + name.lower():
-            fail(f"{name}: runbook_url {url!r} is not {RUNBOOK_URL + name.lower()!r}")
+        want = RUNBOOK_URLS.get(name, RUNBOOK_URL) + name.lower()
+        if url != want:
+            fail(f"{name}: runbook_url {url!r} is not {want!r}")
         if name not in headings:
             fail(f"{name}: docs/runbook.md has no '## {name}' section")
+        if name.lower() not in ids:
+            fail(f"{name}: the runbook page has no id {name.lower()!r}")
+        if sev == "critical":
+            first = ann.get("description", "").split(" ", 1)[0]
+            if first not in FIRST_VERBS:
+                fail(f"{name}: a critical alert's description begins with {first!r}, not with "
+                     f"the first thing to do (one of {', '.join(FIRST_VERBS)})")
+            m = re.match(r"\*\*First:\*\* (\w+)", sections.get(name, ""))
+            if not m or m.group(1) not in FIRST_VERBS:
+                fail(f"{name}: its runbook section does not begin with '**First:** ' and one of "
+                     f"{', '.join(FIRST_VERBS)}")
     for h in sorted(headings - set(alerts)):
         if h.startswith("Diskpulse"):
             fail(f"docs/runbook.md has a section for {h}, which is no alert")
+
+    check_url_knob(rules)
 
     # promtool test rules, and which alerts and records the tests exercise.
     tests = sorted(glob.glob(os.path.join(HERE, "*.test.yml")))
