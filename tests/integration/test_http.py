@@ -345,12 +345,14 @@ def keep_alive():
 
 
 def context_switches(pid):
-    """Times the threads of pid have slept and been woken (voluntary and involuntary switches)."""
+    """Times the threads of pid have slept to be woken: their voluntary switches. Involuntary ones
+    are preemptions of a thread already running, which a busy machine multiplies (a test run
+    beside a build counted 8 for a wake-up or two), not wake-ups."""
     total = 0
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
             with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                total += sum(int(l.split()[1]) for l in f if l.split()[0].endswith("ctxt_switches:"))
+                total += sum(int(l.split()[1]) for l in f if l.split()[0] == "voluntary_ctxt_switches:")
         except FileNotFoundError:
             pass
     return total
