@@ -53,8 +53,10 @@ static void parts_export(void *ud, struct mset *out)
 {
         struct daemon *d = ud;
 
-        if (d->event)
+        if (d->event) {
                 rounds_export(d, out);
+                daemon_reload_export(d, out);
+        }
         process_export(out, d->start_time);
         privsep_export(d->io, out);
         http_server_export(d->http, out);

@@ -1,5 +1,6 @@
 /* SIGHUP: the flags and the config file read again, and what may change applied while running:
- * the options, the log, the HTTP limits, every collector (daemon_collectors_apply()), the web config. */
+ * the options, the log, the HTTP limits, every collector (daemon_collectors_apply()), the web config;
+ * whether it succeeded, as a metric. */
 #include "daemon.h"
 #include "http.h"
 #include "log.h"
@@ -15,18 +16,21 @@ void daemon_reload(struct daemon *d)
 
         if (options_parse(d->argc, d->argv, &n, err, sizeof err) < 0) {
                 log_error("reload failed, keeping the running configuration", "reason", err);
+                d->reload_failed = true;
                 return;
         }
         if (options_device_filter(&n, &filter, err, sizeof err) < 0) {
                 log_error("reload failed: bad device filter, keeping the running configuration",
                           "reason", err);
                 options_free(&n);
+                d->reload_failed = true;
                 return;
         }
         if (websec_load(n.web_config_file, &web, err, sizeof err) < 0) {
                 log_error("reload failed, keeping the running configuration", "reason", err);
                 namefilter_free(filter);
                 options_free(&n);
+                d->reload_failed = true;
                 return;
         }
         /* the option table says what a reload applies */
@@ -45,5 +49,21 @@ void daemon_reload(struct daemon *d)
         daemon_collectors_apply(d, true);
         websec_install(web);
         options_free(&n);
+        d->reload_failed = false;
+        d->config_loaded = now_realtime();
         log_info("configuration reloaded");
+}
+
+void daemon_reload_export(const struct daemon *d, struct mset *out)
+{
+        mset_gauge(
+            out, "diskpulse_config_reload_success",
+            "Whether the last configuration reload (SIGHUP) succeeded: 0 when it was refused "
+            "and the daemon runs on with the configuration loaded before (the log says why); "
+            "1 at start.",
+            d->reload_failed ? 0.0 : 1.0, NULL);
+        mset_gauge(out, "diskpulse_config_reload_success_timestamp_seconds",
+                   "When the configuration running now was loaded (at start or by the last "
+                   "successful reload), in seconds since the epoch.",
+                   (double)d->config_loaded / (double)USEC_PER_SEC, NULL);
 }
