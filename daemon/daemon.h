@@ -61,6 +61,9 @@ struct daemon {
         sd_event_source *want;      /* a request waits for a new page or a heartbeat */
         usec_t last_round;          /* monotonic */
         uint64_t rounds[_SAMPLE_KIND_MAX];
+        /* what the helper was given at start: device commands, collector i's privileged
+         * function; nothing can add to it later */
+        bool helper_devices, helper_function[COLLECTOR_MAX];
         bool reload_failed; /* the last SIGHUP's configuration was refused (kept the running one) */
         usec_t config_loaded; /* realtime of the last configuration loaded, at start or by SIGHUP */
 };
@@ -110,6 +113,9 @@ void daemon_collector_start(struct daemon *d, size_t id);
  * configuration sets reload_failed and keeps the running one; a loaded one clears it and sets
  * config_loaded. */
 void daemon_reload(struct daemon *d);
+/* Whether the helper started with what collector id needs (device commands, its privileged
+ * function); a collector that needs none is always allowed. */
+bool daemon_helper_allows(const struct daemon *d, size_t id);
 /* diskpulse_config_reload_success and its timestamp. */
 void daemon_reload_export(const struct daemon *d, struct mset *out);
 

@@ -6,6 +6,30 @@
 #include "log.h"
 #include "websec.h"
 
+bool daemon_helper_allows(const struct daemon *d, size_t id)
+{
+        return (!collector_defs[id]->device_io || d->helper_devices) &&
+               (!collector_defs[id]->privileged || d->helper_function[id]);
+}
+
+/* A collector turned on by a reload whose privileged work the helper was not given at start
+ * (its capabilities were dropped for good, bounding set included): stays off until a restart,
+ * said on every reload that asks for it, like a listen address. */
+static void refuse_unprivileged(struct daemon *d)
+{
+        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+                if (!d->opts.collector[i] || daemon_helper_allows(d, i))
+                        continue;
+                d->opts.collector[i] = false;
+                log_warn("a collector turned on by reload needs privileges diskpulse dropped at "
+                         "start (it was off then); it stays off until diskpulse is restarted",
+                         "collector", collector_defs[i]->name, "needs",
+                         collector_defs[i]->device_io ? "CAP_SYS_ADMIN, CAP_SYS_RAWIO"
+                                                      : "CAP_SYS_ADMIN",
+                         NULL);
+        }
+}
+
 /* SIGHUP: read flags and config again; apply what can change while running. */
 void daemon_reload(struct daemon *d)
 {
@@ -36,6 +60,7 @@ void daemon_reload(struct daemon *d)
         /* the option table says what a reload applies */
         if (options_reload(&d->opts, &n, NULL) > 0)
                 log_warn("listen addresses and paths change only on restart");
+        refuse_unprivileged(d);
 
         namefilter_free(d->filter);
         d->filter = filter;
