@@ -231,7 +231,8 @@ def reload_on_sighup():
         m = d.scrape()
         fixed = dp.value(m, "diskpulse_config_reload_success_timestamp_seconds")
         dp.check(fixed and fixed >= good + 1, "and the timestamp is the new load's: %s > %s" % (fixed, good))
-        dp.check(dp.value(m, "diskpulse_disk_devices") == 0, "and the fixed file's settings run: no device included")
+        dp.check(dp.wait_until(lambda: dp.value(d.scrape(), "diskpulse_disk_devices") == 0, 10),
+                 "and the fixed file's settings run: no device included")
         rc, took = d.stop()
         dp.check(rc == 0 and took < 1, "SIGTERM after reloads: exit %d in %.3f s" % (rc, took))
 
