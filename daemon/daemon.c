@@ -53,8 +53,10 @@ static void parts_export(void *ud, struct mset *out)
 {
         struct daemon *d = ud;
 
-        if (d->event)
+        if (d->event) {
                 rounds_export(d, out);
+                daemon_reload_export(d, out);
+        }
         process_export(out, d->start_time);
         privsep_export(d->io, out);
         http_server_export(d->http, out);
@@ -477,21 +479,32 @@ int daemon_run(struct daemon *d)
         return r; /* 0, or EXIT_ZYGOTE_LOST */
 }
 
-/* Forks the privileged helper, which keeps only the capabilities device commands need, and
- * drops every capability of this process, the one that parses HTTP. The helper's table of
- * privileged functions is every collector's that has one (collector_def.privileged), enabled or
- * not (a reload may enable it): fixed here, in the zygote's copy of this process. Before any
- * thread. */
+/* Forks the privileged helper, which keeps only the capabilities the collectors enabled now
+ * need, and drops every capability of this process, the one that parses HTTP. Device commands
+ * (a collector_def.device_io one enabled: SMART) keep CAP_SYS_ADMIN and CAP_SYS_RAWIO; the
+ * table of privileged functions holds the enabled collectors' (collector_def.privileged:
+ * biolatency's BPF loader, CAP_SYS_ADMIN); with neither the zygote and its helpers hold no
+ * capability at all. Fixed here, in the zygote's copy of this process, bounding set included:
+ * a reload that enables a collector needing more is refused that collector
+ * (daemon_helper_allows()). Before any thread. */
 int daemon_start_helper(struct daemon *d)
 {
         static struct privsep_function fns[COLLECTOR_MAX];
-        struct privsep_config pc = {.dev_dir = d->opts.dev, .functions = fns};
+        struct privsep_config pc = {.dev_dir = d->opts.dev, .functions = fns, .no_devices = true};
         int r;
 
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
-                if (collector_defs[i]->privileged)
+        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+                if (!d->opts.collector[i])
+                        continue;
+                if (collector_defs[i]->device_io)
+                        pc.no_devices = false;
+                if (collector_defs[i]->privileged) {
                         fns[pc.n_functions++] = (struct privsep_function){
                             .name = collector_defs[i]->name, .fn = collector_defs[i]->privileged};
+                        d->helper_function[i] = true;
+                }
+        }
+        d->helper_devices = !pc.no_devices;
         r = privsep_start(&pc, &d->io);
 
         if (r < 0) {

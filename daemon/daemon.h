@@ -61,6 +61,11 @@ struct daemon {
         sd_event_source *want;      /* a request waits for a new page or a heartbeat */
         usec_t last_round;          /* monotonic */
         uint64_t rounds[_SAMPLE_KIND_MAX];
+        /* what the helper was given at start: device commands, collector i's privileged
+         * function; nothing can add to it later */
+        bool helper_devices, helper_function[COLLECTOR_MAX];
+        bool reload_failed; /* the last SIGHUP's configuration was refused (kept the running one) */
+        usec_t config_loaded; /* realtime of the last configuration loaded, at start or by SIGHUP */
 };
 
 /* daemon.c */
@@ -104,8 +109,15 @@ usec_t daemon_health_stale(const struct dp_options *o);
 void daemon_collectors_apply(struct daemon *d, bool start_new);
 /* Starts collector id's threads; a failure is logged. */
 void daemon_collector_start(struct daemon *d, size_t id);
-/* reload.c: SIGHUP: read flags and config again; apply what can change while running. */
+/* reload.c: SIGHUP: read flags and config again; apply what can change while running. A refused
+ * configuration sets reload_failed and keeps the running one; a loaded one clears it and sets
+ * config_loaded. */
 void daemon_reload(struct daemon *d);
+/* Whether the helper started with what collector id needs (device commands, its privileged
+ * function); a collector that needs none is always allowed. */
+bool daemon_helper_allows(const struct daemon *d, size_t id);
+/* diskpulse_config_reload_success and its timestamp. */
+void daemon_reload_export(const struct daemon *d, struct mset *out);
 
 /* cli.c */
 /* Flags and config file into *o, checked; what --help, --version and --check-config print.

@@ -52,6 +52,7 @@ int main(int argc, char **argv)
                 daemon_done(&d);
                 return 2;
         }
+        d.config_loaded = now_realtime(); /* diskpulse_config_reload_success_timestamp_seconds */
         if (r >= 0)
                 r = daemon_setup_collectors(&d);
         if (r >= 0)

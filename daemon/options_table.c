@@ -248,9 +248,11 @@ const struct opt_def options_table[] = {
     /* --canary.* (collectors/canary) */
     {.name = "canary", .type = OPT_FRAGMENT},
     /* --[no-]collector.NAME for every collector of the registry; last in --help */
+    /* a fact of the pre-start child: the helper keeps only what the enabled ones need */
     {.name = "collector",
      .type = OPT_COLLECTORS,
      .offset = OFF(collector),
+     .flags = OPT_PRESTART,
      .reload = OPT_RELOAD,
      .parts = OPT_PART_COLLECTORS},
     {.name = "state.directory",

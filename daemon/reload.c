@@ -1,9 +1,34 @@
 /* SIGHUP: the flags and the config file read again, and what may change applied while running:
- * the options, the log, the HTTP limits, every collector (daemon_collectors_apply()), the web config. */
+ * the options, the log, the HTTP limits, every collector (daemon_collectors_apply()), the web config;
+ * whether it succeeded, as a metric. */
 #include "daemon.h"
 #include "http.h"
 #include "log.h"
 #include "websec.h"
+
+bool daemon_helper_allows(const struct daemon *d, size_t id)
+{
+        return (!collector_defs[id]->device_io || d->helper_devices) &&
+               (!collector_defs[id]->privileged || d->helper_function[id]);
+}
+
+/* A collector turned on by a reload whose privileged work the helper was not given at start
+ * (its capabilities were dropped for good, bounding set included): stays off until a restart,
+ * said on every reload that asks for it, like a listen address. */
+static void refuse_unprivileged(struct daemon *d)
+{
+        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+                if (!d->opts.collector[i] || daemon_helper_allows(d, i))
+                        continue;
+                d->opts.collector[i] = false;
+                log_warn("a collector turned on by reload needs privileges diskpulse dropped at "
+                         "start (it was off then); it stays off until diskpulse is restarted",
+                         "collector", collector_defs[i]->name, "needs",
+                         collector_defs[i]->device_io ? "CAP_SYS_ADMIN, CAP_SYS_RAWIO"
+                                                      : "CAP_SYS_ADMIN",
+                         NULL);
+        }
+}
 
 /* SIGHUP: read flags and config again; apply what can change while running. */
 void daemon_reload(struct daemon *d)
@@ -15,23 +40,27 @@ void daemon_reload(struct daemon *d)
 
         if (options_parse(d->argc, d->argv, &n, err, sizeof err) < 0) {
                 log_error("reload failed, keeping the running configuration", "reason", err);
+                d->reload_failed = true;
                 return;
         }
         if (options_device_filter(&n, &filter, err, sizeof err) < 0) {
                 log_error("reload failed: bad device filter, keeping the running configuration",
                           "reason", err);
                 options_free(&n);
+                d->reload_failed = true;
                 return;
         }
         if (websec_load(n.web_config_file, &web, err, sizeof err) < 0) {
                 log_error("reload failed, keeping the running configuration", "reason", err);
                 namefilter_free(filter);
                 options_free(&n);
+                d->reload_failed = true;
                 return;
         }
         /* the option table says what a reload applies */
         if (options_reload(&d->opts, &n, NULL) > 0)
                 log_warn("listen addresses and paths change only on restart");
+        refuse_unprivileged(d);
 
         namefilter_free(d->filter);
         d->filter = filter;
@@ -45,5 +74,21 @@ void daemon_reload(struct daemon *d)
         daemon_collectors_apply(d, true);
         websec_install(web);
         options_free(&n);
+        d->reload_failed = false;
+        d->config_loaded = now_realtime();
         log_info("configuration reloaded");
+}
+
+void daemon_reload_export(const struct daemon *d, struct mset *out)
+{
+        mset_gauge(
+            out, "diskpulse_config_reload_success",
+            "Whether the last configuration reload (SIGHUP) succeeded: 0 when it was refused "
+            "and the daemon runs on with the configuration loaded before (the log says why); "
+            "1 at start.",
+            d->reload_failed ? 0.0 : 1.0, NULL);
+        mset_gauge(out, "diskpulse_config_reload_success_timestamp_seconds",
+                   "When the configuration running now was loaded (at start or by the last "
+                   "successful reload), in seconds since the epoch.",
+                   (double)d->config_loaded / (double)USEC_PER_SEC, NULL);
 }

@@ -102,6 +102,10 @@ struct collector_def {
          * helper's memory when it is made; nothing the daemon sends can change it. */
         int (*privileged)(const void *arg, size_t len, int fds[], size_t *nfds, char *err,
                           size_t errsz);
+        /* Sends device commands through host->io->ops->run (SMART): the helper keeps the
+         * capabilities they need (CAP_SYS_ADMIN, CAP_SYS_RAWIO) only when such a collector is
+         * enabled at start. */
+        bool device_io;
 };
 
 /* Embedded first in each adapter's own struct. */

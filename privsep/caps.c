@@ -83,13 +83,20 @@ int privsep_drop_all(void)
  * LOG SENSE and READ DEFECT DATA are read-safe: opening the node is enough. Opening needs read
  * permission on the node: uid 0 has it as the owner (nvme* 0600 root, sd* 0660 root:disk).
  * A non-root service user given the capabilities as ambient ones also needs to read the nodes:
- * for that case only, CAP_DAC_READ_SEARCH (read-only opens; narrower than CAP_DAC_OVERRIDE). */
-uint64_t privsep_helper_caps(void)
+ * for that case only, CAP_DAC_READ_SEARCH (read-only opens; narrower than CAP_DAC_OVERRIDE).
+ * Only what cfg needs: the device capabilities without no_devices, CAP_SYS_ADMIN for a table of
+ * privileged functions (privsep_function_caps()); nothing for neither. */
+uint64_t privsep_helper_caps(const struct privsep_config *cfg)
 {
-        uint64_t keep = CAP_BIT(CAP_SYS_ADMIN) | CAP_BIT(CAP_SYS_RAWIO);
+        uint64_t keep = 0;
 
-        if (geteuid() != 0)
-                keep |= CAP_BIT(CAP_DAC_READ_SEARCH);
+        if (!cfg->no_devices) {
+                keep |= CAP_BIT(CAP_SYS_ADMIN) | CAP_BIT(CAP_SYS_RAWIO);
+                if (geteuid() != 0)
+                        keep |= CAP_BIT(CAP_DAC_READ_SEARCH);
+        }
+        if (cfg->n_functions)
+                keep |= privsep_function_caps();
         return keep;
 }
 

@@ -37,6 +37,7 @@ struct helper {
         pid_t pid;
         char dev_dir[PATH_MAX];
         privsep_exec_fn exec;
+        bool no_devices; /* device requests refused (-EPERM): no capability kept for them */
         const struct privsep_function *functions; /* the table, in this process's memory */
         size_t n_functions;
         unsigned max;
@@ -314,6 +315,8 @@ static int helper_message(struct helper *h, bool hup)
         r = privsep_proto_decode_request(&hdr, buf, n, &req);
         if (r == -EINVAL)
                 helper_reply(h, hdr.id, -EINVAL);
+        else if (r == 0 && h->no_devices)
+                helper_reply(h, hdr.id, -EPERM); /* started without the capabilities for it */
         else if (r == 0)
                 helper_start_worker(h, hdr.id, &req, NULL, NULL);
         return 0;
@@ -329,6 +332,7 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         h.pid = getpid();
         h.exec = cfg->exec ? cfg->exec : privsep_devio_exec;
+        h.no_devices = cfg->no_devices;
         if (privsep_functions_valid(cfg) == 0) {
                 h.functions = cfg->functions;
                 h.n_functions = cfg->n_functions;
@@ -358,7 +362,7 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         h.fd = privsep_child_fds(fd);
         if (h.fd < 0)
                 _exit(2);
-        r = privsep_caps_restrict(privsep_helper_caps(), true);
+        r = privsep_caps_restrict(privsep_helper_caps(cfg), true);
         if (r < 0) {
                 log_debug("privsep: cannot drop capabilities", "error", strerror(-r));
                 _exit(2);

@@ -1,5 +1,6 @@
 /* Privilege separation (after OpenBSD ntpd): device ioctls run in a small forked helper that keeps
- * only CAP_SYS_ADMIN and CAP_SYS_RAWIO, while the daemon drops every capability; the daemon talks
+ * only CAP_SYS_ADMIN and CAP_SYS_RAWIO (only what the configuration needs: privsep_config's
+ * no_devices and functions), while the daemon drops every capability; the daemon talks
  * to it through a struct devio (lib/devio.h).
  *
  * Processes:
@@ -90,6 +91,12 @@ struct privsep_config {
          * sends only a name, which the helper looks up. */
         const struct privsep_function *functions;
         size_t n_functions;
+        /* No device requests (no collector that sends them runs: SMART off): the zygote and
+         * every helper keep neither CAP_SYS_RAWIO nor, unless a privileged function is in the
+         * table, CAP_SYS_ADMIN (nor CAP_DAC_READ_SEARCH), bounding set included, so no helper
+         * the zygote starts later has them either; a device request is answered -EPERM. Fixed
+         * when the zygote is forked, like the table: nothing can give them back. */
+        bool no_devices;
 };
 
 /* Forks the zygote, has it start the first helper, waits (up to 5 s each) for the helper's socket

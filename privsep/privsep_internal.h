@@ -28,8 +28,8 @@
  * capability from the bounding set, which needs CAP_SETPCAP (skipped without it). Returns 0 or
  * -errno. */
 int privsep_caps_restrict(uint64_t keep, bool bounding);
-/* What the zygote and the helper keep. */
-uint64_t privsep_helper_caps(void);
+/* What the zygote and the helper keep: only what cfg needs (its no_devices and functions). */
+uint64_t privsep_helper_caps(const struct privsep_config *cfg);
 /* What a worker keeps for a request of kind (enum devio_kind). */
 uint64_t privsep_worker_caps(uint32_t kind);
 /* What a worker keeps for a privileged function. */

@@ -1,4 +1,5 @@
-/* The zygote ("diskpulse-zyg"): holds the helper's capabilities and nothing else, and for each
+/* The zygote ("diskpulse-zyg"): holds the helper's capabilities (only those cfg needs) and nothing
+ * else, and for each
  * SPAWN from the daemon starts a helper as the daemon's child (CLONE_PARENT), sending back its
  * socket and pid. */
 #include <errno.h>
@@ -102,7 +103,7 @@ _Noreturn void privsep_zygote_main(int fd, const struct privsep_config *cfg)
         sigemptyset(&none);
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
         fd = privsep_child_fds(fd);
-        if (fd < 0 || privsep_caps_restrict(privsep_helper_caps(), true) < 0)
+        if (fd < 0 || privsep_caps_restrict(privsep_helper_caps(cfg), true) < 0)
                 _exit(2);
 
         for (;;) {

@@ -154,4 +154,5 @@ const struct collector_def smart_collector_def = {
     .n_options = sizeof(smart_options_def) / sizeof(smart_options_def[0]),
     .options_size = sizeof(struct smart_options),
     .setup = sc_setup,
+    .device_io = true,
 };

@@ -172,7 +172,13 @@ def once_with_canary():
 def reload_on_sighup():
     cfg = write("reload.conf", "collector.diskstats.device-include = ^no-such-device$\n")
     with dp.Daemon(BIN, "--config.file=" + cfg) as d:
-        dp.check(dp.value(d.scrape(), "diskpulse_disk_devices") == 0, "before reload: no device included")
+        m = d.scrape()
+        dp.check(dp.value(m, "diskpulse_disk_devices") == 0, "before reload: no device included")
+        started = dp.value(m, "diskpulse_config_reload_success_timestamp_seconds")
+        dp.check(dp.value(m, "diskpulse_config_reload_success") == 1 and started is not None and
+                 abs(started - time.time()) < 60,
+                 "at start: diskpulse_config_reload_success 1, loaded at %s (now %.0f)" % (started, time.time()))
+        time.sleep(1.1)  # the next load's timestamp is a second later at least
         write("reload.conf", "collector.diskstats.device-include = .\nlog.level = debug\n")
         d.signal(signal.SIGHUP)
         n = 0
@@ -202,12 +208,31 @@ def reload_on_sighup():
         dp.check(dp.value(d.scrape(), "diskpulse_disk_devices") == n, "and the running roots stay")
         out = hup("collector.diskstats.device-include = .\nlog.level = debug\npath.sysfs = /nonexistent-sys\n")
         dp.check(out.count(restart) == 2, "the warning again on the next reload: still not restarted")
+        m = d.scrape()
+        good = dp.value(m, "diskpulse_config_reload_success_timestamp_seconds")
+        dp.check(dp.value(m, "diskpulse_config_reload_success") == 1 and good and good >= started + 1,
+                 "after good reloads: success 1, loaded at %s, after the start's %s" % (good, started))
         write("reload.conf", "diskstats.interval = nonsense\n")
         d.signal(signal.SIGHUP)
-        time.sleep(0.5)
-        dp.check(d.proc.poll() is None and dp.value(d.scrape(), "diskpulse_disk_devices") == n,
+        dp.check(dp.wait_until(lambda: dp.value(d.scrape(), "diskpulse_config_reload_success") == 0, 10),
+                 "a bad config on SIGHUP: diskpulse_config_reload_success 0")
+        m = d.scrape()
+        dp.check(d.proc.poll() is None and dp.value(m, "diskpulse_disk_devices") == n,
                  "a bad config on SIGHUP keeps the running one and serving")
+        dp.check(dp.value(m, "diskpulse_config_reload_success_timestamp_seconds") == good,
+                 "a bad config on SIGHUP: the timestamp stays the last good load's (%s)" %
+                 dp.value(m, "diskpulse_config_reload_success_timestamp_seconds"))
         dp.check("nonsense" in d.output() and "reload failed" in d.output(), "the bad reload is logged")
+        time.sleep(1.1)
+        write("reload.conf", "collector.diskstats.device-include = ^no-such-device$\n")
+        d.signal(signal.SIGHUP)
+        dp.check(dp.wait_until(lambda: dp.value(d.scrape(), "diskpulse_config_reload_success") == 1, 10),
+                 "the file fixed, SIGHUP: diskpulse_config_reload_success 1 again")
+        m = d.scrape()
+        fixed = dp.value(m, "diskpulse_config_reload_success_timestamp_seconds")
+        dp.check(fixed and fixed >= good + 1, "and the timestamp is the new load's: %s > %s" % (fixed, good))
+        dp.check(dp.wait_until(lambda: dp.value(d.scrape(), "diskpulse_disk_devices") == 0, 10),
+                 "and the fixed file's settings run: no device included")
         rc, took = d.stop()
         dp.check(rc == 0 and took < 1, "SIGTERM after reloads: exit %d in %.3f s" % (rc, took))
 

@@ -5,12 +5,13 @@ computation from the fixture's diskstats. UPDATE_GOLDEN=1 rewrites the golden fi
 import os
 import re
 import sys
+import time
 
 import dp
 
 BIN = sys.argv[1]
 VOLATILE = re.compile(r"^(# (HELP|TYPE) )?(process_|diskpulse_collector_duration_seconds|diskpulse_build_info|"
-                      r"diskpulse_collection_rounds_total)")
+                      r"diskpulse_collection_rounds_total|diskpulse_config_reload_success)")
 DEFAULT_EXCLUDE = re.compile(r"^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$")
 
 CASES = [
@@ -155,6 +156,12 @@ def main():
                   if n == "diskpulse_collection_rounds_total"}
         dp.check(rounds == {"scrape": 0, "window": 0, "floor": 0, "demand": 0, "fixed": 0, "other": 1},
                  "%s: diskpulse_collection_rounds_total: one round, at start (%s)" % (case, rounds))
+        # the daemon's too (not --once's): the configuration loaded at start
+        m = dp.parse(text)
+        loaded = dp.value(m, "diskpulse_config_reload_success_timestamp_seconds")
+        dp.check(dp.value(m, "diskpulse_config_reload_success") == 1 and loaded is not None and
+                 abs(loaded - time.time()) < 120,
+                 "%s: diskpulse_config_reload_success 1, loaded at start (%s)" % (case, loaded))
     dp.finish()
 
 

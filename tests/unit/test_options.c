@@ -1192,7 +1192,7 @@ static void test_reload_contract(void **state)
 static void test_prestart_facts(void **state)
 {
         static const char *const carried[] = {"web.listen-address", "web.systemd-socket",
-                                              "path.dev", "once"};
+                                              "path.dev", "once", "collector"};
         struct dp_options a, b;
         char err[256];
         size_t n = 0;
@@ -1218,6 +1218,10 @@ static void test_prestart_facts(void **state)
         assert_false(options_same(&a, &b, OPT_PRESTART));
         options_free(&b);
         assert_int_equal(PARSE(&b, err, "--web.listen-address=:1", "--web.listen-address=:2"), 0);
+        assert_false(options_same(&a, &b, OPT_PRESTART));
+        options_free(&b);
+        /* the collectors: what the helper keeps depends on them */
+        assert_int_equal(PARSE(&b, err, "--web.listen-address=:1", "--no-collector.smart"), 0);
         assert_false(options_same(&a, &b, OPT_PRESTART));
         options_free(&b);
         options_free(&a);

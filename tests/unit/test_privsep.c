@@ -59,6 +59,10 @@ struct fixture {
         char dir[64];
         struct devio *io;
         usec_t restart_delay, restart_max;
+        /* what the helper is given: no device commands; a table of privileged functions */
+        bool no_devices;
+        const struct privsep_function *functions;
+        size_t n_functions;
 };
 
 static struct devio_request vpd(const char *name, uint32_t page)
@@ -84,6 +88,9 @@ static int start(struct fixture *f, unsigned max_workers, usec_t worker_timeout)
             .exec = fake_exec,
             .restart_delay = f->restart_delay,
             .restart_max = f->restart_max,
+            .no_devices = f->no_devices,
+            .functions = f->functions,
+            .n_functions = f->n_functions,
         };
 
         return privsep_start(&cfg, &f->io);
@@ -142,6 +149,43 @@ static int setup_restart_250ms_max_800ms(void **state)
 static int setup_restart_100ms(void **state)
 {
         return setup_restarting(state, 0, 0, 100 * USEC_PER_MSEC, 10 * USEC_PER_SEC);
+}
+
+static int noop_function(const void *arg, size_t len, int fds[], size_t *nfds, char *err,
+                         size_t errsz)
+{
+        (void)arg, (void)len, (void)fds, (void)nfds, (void)err, (void)errsz;
+        return 0;
+}
+
+static const struct privsep_function noop_table[] = {{.name = "noop", .fn = noop_function}};
+
+/* Set up like setup_restart_100ms with no device commands (SMART off) and functions (a table of
+ * privileged functions, as biolatency's) or none. */
+static int setup_no_devices_with(void **state, bool functions)
+{
+        struct fixture *f = calloc(1, sizeof *f);
+
+        snprintf(f->dir, sizeof f->dir, "/tmp/diskpulse-test-privsep-XXXXXX");
+        f->restart_delay = 100 * USEC_PER_MSEC;
+        f->restart_max = 10 * USEC_PER_SEC;
+        f->no_devices = true;
+        f->functions = functions ? noop_table : NULL;
+        f->n_functions = functions ? 1 : 0;
+        if (!mkdtemp(f->dir) || start(f, 0, 0) < 0)
+                return -1;
+        *state = f;
+        return 0;
+}
+
+static int setup_no_devices(void **state)
+{
+        return setup_no_devices_with(state, false);
+}
+
+static int setup_functions_only(void **state)
+{
+        return setup_no_devices_with(state, true);
 }
 
 /* True when this process has no child left, running or zombie: the zygote and every helper were
@@ -1397,6 +1441,65 @@ static void zygote_and_restarted_helper_capabilities(void **state)
         assert_int_equal(status_dec(path, "Threads"), 1);
 }
 
+/* The zygote's and a helper's capability sets (process pid) are want, bounding set included. */
+static void assert_caps(pid_t pid, uint64_t want)
+{
+        char path[64];
+
+        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+        assert_int_equal(status_hex(path, "CapEff"), want);
+        assert_int_equal(status_hex(path, "CapPrm"), want);
+        assert_int_equal(status_hex(path, "CapInh"), 0);
+        assert_int_equal(status_hex(path, "CapBnd"), want);
+        assert_int_equal(status_hex(path, "CapAmb"), 0);
+        assert_int_equal(status_dec(path, "NoNewPrivs"), 1);
+}
+
+/* Without device commands (SMART off) and with the table of functions given (biolatency's
+ * loader) or not, the zygote and the helper keep only what is left to do: CAP_SYS_ADMIN for the
+ * functions, nothing else; and so does the helper the zygote starts after one was killed. A
+ * device request is refused (-EPERM) before any worker runs it. */
+static void caps_dropped_for(struct fixture *f, uint64_t want)
+{
+        static struct devio_response resp;
+        struct devio_request r = vpd("sdxq", 4);
+        struct privsep_stats st;
+
+        assert_int_equal(f->io->ops->run(f->io, &r, 5 * USEC_PER_SEC, &resp), -EPERM);
+        if (!have_root_caps()) {
+                print_message("capability sets skipped: needs root with CAP_SYS_ADMIN, "
+                              "CAP_SYS_RAWIO, CAP_SETPCAP\n");
+                return;
+        }
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_caps(st.zygote_pid, want);
+        assert_caps(st.helper_pid, want);
+        (void)kill_helper_and_time_restart(f->io, 1);
+        assert_int_equal(privsep_stats(f->io, &st), 0);
+        assert_caps(st.helper_pid, want);
+        assert_int_equal(f->io->ops->run(f->io, &r, 5 * USEC_PER_SEC, &resp), -EPERM);
+}
+
+static void no_devices_no_capabilities(void **state)
+{
+        caps_dropped_for(*state, 0);
+}
+
+static void functions_only_sys_admin(void **state)
+{
+        struct fixture *f = *state;
+        char err[DEVIO_PRIV_ERR_MAX] = "";
+        int fds[DEVIO_MAX_FDS];
+        size_t n = 0;
+
+        caps_dropped_for(f, UINT64_C(1) << 21); /* CAP_SYS_ADMIN */
+        /* and the function still runs */
+        assert_int_equal(f->io->ops->privileged(f->io, "noop", "", 0, 5 * USEC_PER_SEC, fds, &n,
+                                                err, sizeof err),
+                         0);
+        assert_int_equal(n, 0);
+}
+
 /* privsep_start() without keep_privileges, in a child: the caller ends up with nothing, and the
  * helper still answers. Exit status: 0 ok, otherwise the number of the failed check. */
 static int child_drops(const char *dir)
@@ -1603,6 +1706,9 @@ int main(void)
             cmocka_unit_test_setup_teardown(helper_capabilities, setup, teardown),
             cmocka_unit_test_setup_teardown(zygote_and_restarted_helper_capabilities,
                                             setup_restart_100ms, teardown),
+            cmocka_unit_test_setup_teardown(no_devices_no_capabilities, setup_no_devices, teardown),
+            cmocka_unit_test_setup_teardown(functions_only_sys_admin, setup_functions_only,
+                                            teardown),
             cmocka_unit_test_setup_teardown(parent_drops_everything, setup, teardown),
             cmocka_unit_test_setup_teardown(drop_all_unprivileged, setup, teardown),
         };
