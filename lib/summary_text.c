@@ -20,17 +20,16 @@ static void cell(char *buf, size_t size, double v, double scale, int decimals)
 
 void summary_finish(struct summary *s)
 {
-        static const char *const cols[] = {"device",     "r/s",    "w/s",   "r_await_ms",
-                                           "w_await_ms", "aqu-sz", "%util", "p50_ms",
-                                           "p99_ms",     "verdict"};
+        static const char *const cols[] = {"device", "r/s",   "w/s",    "r_await_ms", "w_await_ms",
+                                           "aqu-sz", "%util", "p50_ms", "p99_ms",     "verdict"};
         struct summary_table *t, tmp;
 
         t = summary_table(s, "Devices", cols, ARRAY_SIZE(cols), 0, "devices", true);
         for (size_t i = 0; i < s->ndisks; i++) {
                 const struct summary_disk *d = &s->disks[i];
                 char v[SUMMARY_DISK_VALUES][32], verdict[512];
-                const char *row[] = {d->device, v[0], v[1], v[2], v[3], v[4],
-                                     v[5],      v[6], v[7], verdict};
+                const char *row[] = {d->device, v[0], v[1], v[2], v[3],
+                                     v[4],      v[5], v[6], v[7], verdict};
                 cell(v[0], sizeof v[0], d->v[SUMMARY_READS], 1, 1);
                 cell(v[1], sizeof v[1], d->v[SUMMARY_WRITES], 1, 1);
                 cell(v[2], sizeof v[2], d->v[SUMMARY_READ_AWAIT], 1000, 2);

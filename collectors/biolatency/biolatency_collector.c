@@ -172,7 +172,7 @@ struct bl_sum {
 /* The disk view's p50 and p99: the device time of each device's reads and writes together, from
  * the classic buckets (cumulative since the programs were attached), as histogram_quantile()
  * reads them. */
-static void bl_summarize(const struct mset *set, struct summary *sum)
+void biolatency_summarize(const struct mset *set, struct summary *sum)
 {
         const struct mfamily *f = mset_find(set, BIOLAT_FAMILY_DEVICE);
         struct bl_sum *acc;
@@ -222,7 +222,7 @@ static const struct collector_ops bl_ops = {
     .collect = bl_collect,
     .export = bl_export,
     .healthy = bl_healthy,
-    .summarize = bl_summarize,
+    .summarize = biolatency_summarize,
     .device_event = bl_device_event,
     .devices = bl_devices,
     .free = bl_free,

@@ -143,7 +143,7 @@ static void regime_row(const struct mset *set, struct summary_table *t, struct s
 /* Per target and regime: state, recent median, reference, drift and trend; the facts of its disk
  * (a probe stuck, the target down, latency against the reference, the baseline, its trend, no
  * flush reaching a disk with a write-back cache). */
-static void cc_summarize(const struct mset *set, struct summary *sum)
+void canary_summarize(const struct mset *set, struct summary *sum)
 {
         static const char *const cols[] = {"path",         "device", "mode",
                                            "regime",       "state",  "p50_5m_ms",
@@ -211,7 +211,7 @@ static const struct collector_ops cc_ops = {
     .start = cc_start,
     .export = cc_export,
     .healthy = cc_healthy,
-    .summarize = cc_summarize,
+    .summarize = canary_summarize,
     .reconfigure = cc_reconfigure,
     .begin_once = cc_start,
     .settle = cc_settle,

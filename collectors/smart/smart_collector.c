@@ -77,7 +77,7 @@ static double dev_value(const struct mset *set, const char *name, const char *de
  * (etc/prometheus/diskpulse.rules.yml: DiskpulseSmartUnhealthy, -SpareLow, -TemperatureCritical,
  * -TemperatureHigh, -WearExhausted, -SmartReadsFailing; as their value is now, without their
  * "for"). */
-static void sc_summarize(const struct mset *set, struct summary *sum)
+void smart_summarize(const struct mset *set, struct summary *sum)
 {
         const struct mfamily *up = mset_find(set, "diskpulse_smart_up");
         char lb[8192], dev[64];
@@ -118,7 +118,7 @@ static const struct collector_ops sc_ops = {
     .start = sc_start,
     .export = sc_export,
     .healthy = sc_healthy,
-    .summarize = sc_summarize,
+    .summarize = smart_summarize,
     .reconfigure = sc_reconfigure,
     .settle = sc_settle,
     .device_event = sc_device_event,
