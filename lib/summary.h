@@ -123,7 +123,8 @@ double summary_quantile(double q, const double *le, const double *cum, size_t n)
 void summary_finish(struct summary *s);
 
 /* The summary as plain text for a terminal: each table as aligned columns (numbers and "-"
- * right-aligned), its rows left out counted, its note; no escape sequence, nothing but the
+ * right-aligned), its rows left out counted, its note (indented by two spaces); no control
+ * character, nothing but the
  * summary's text. A malloc'd NUL-terminated string (the caller frees); *ret_len its length. */
 char *summary_text(const struct summary *s, size_t *ret_len);
 

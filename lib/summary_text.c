@@ -162,16 +162,17 @@ static void text_table(struct buf *b, const struct summary_table *t)
         }
         if (t->note) {
                 puts_(b, "\n");
-                /* the note wrapped at 98 columns, at spaces */
+                /* the note indented by 2, wrapped at 98 columns, at spaces */
                 for (const char *p = t->note; *p;) {
                         size_t n = strlen(p), cut = n;
-                        if (n > 98) {
-                                cut = 98;
+                        if (n > 96) {
+                                cut = 96;
                                 while (cut > 0 && p[cut] != ' ')
                                         cut--;
                                 if (!cut)
-                                        cut = 98;
+                                        cut = 96;
                         }
+                        puts_(b, "  ");
                         for (size_t j = 0; j < cut; j++) {
                                 unsigned char c = (unsigned char)p[j];
                                 char r = c < 0x20 || c == 0x7f ? '?' : p[j];

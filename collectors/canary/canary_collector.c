@@ -140,7 +140,7 @@ static void regime_row(const struct mset *set, struct summary_table *t, struct s
                              busy);
 }
 
-/* Per target and regime: state, recent median, reference, drift and trend; the facts of its disk
+/* Per target and regime (busy only where it has series): state, recent median, reference, drift and trend; the facts of its disk
  * (a probe stuck, the target down, latency against the reference, the baseline, its trend, no
  * flush reaching a disk with a write-back cache). */
 void canary_summarize(const struct mset *set, struct summary *sum)
@@ -177,8 +177,10 @@ void canary_summarize(const struct mset *set, struct summary *sum)
                 else if (d && !is_up)
                         summary_fact(d, SUMMARY_WARNING, "canary target down");
                 regime_row(set, t, d, id, state, "idle");
+                /* busy while bursts are on or were (the regime's series exist) */
                 d = *dev ? summary_disk(sum, dev, false) : NULL; /* the view may have grown */
-                regime_row(set, t, d, id, state, "busy");
+                if (target_value(set, CANARY_FAMILY_SAMPLES, path, mode, "busy", NULL) >= 0)
+                        regime_row(set, t, d, id, state, "busy");
                 if (strcmp(mode, "direct") != 0 &&
                     target_value(set, CANARY_FAMILY_FLUSH_RATIO, path, mode, NULL, NULL) == 0)
                         no_flush(set, sum, path, mode);

@@ -102,9 +102,7 @@ static char *text_page(const struct summary *sum, const char *version, const cha
 
         if (sum)
                 body = summary_text(sum, &blen);
-        n = asprintf(&page,
-                     "diskpulse %s (revision %s): /metrics for Prometheus, this page as HTML "
-                     "with Accept: text/html\n%s%s",
+        n = asprintf(&page, "diskpulse %s (revision %s); as HTML with Accept: text/html\n%s%s",
                      version, revision, sum ? "" : "\nno collection has finished yet\n",
                      body ? body : "");
         free(body);

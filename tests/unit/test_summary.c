@@ -42,8 +42,8 @@ static void test_quantile(void **state)
         (void)state;
         assert_near(summary_quantile(0.5, le, cum, 4), 0.3);   /* rank 20: 0.1 + 0.4 * 10/20 */
         assert_near(summary_quantile(0.99, le, cum, 4), 0.98); /* rank 39.6: 0.5 + 0.5 * 9.6/10 */
-        assert_near(summary_quantile(0.25, le, cum, 4), 0.1);  /* rank 10: the first bucket, whole */
-        assert_near(summary_quantile(0.1, le, cum, 4), 0.04);  /* rank 4: 0 + 0.1 * 4/10 */
+        assert_near(summary_quantile(0.25, le, cum, 4), 0.1); /* rank 10: the first bucket, whole */
+        assert_near(summary_quantile(0.1, le, cum, 4), 0.04); /* rank 4: 0 + 0.1 * 4/10 */
         assert_near(summary_quantile(1, le, cum, 4), 1);
         /* a rank in +Inf: the highest finite bound */
         assert_near(summary_quantile(0.99, le, inf_cum, 4), 1);
@@ -161,17 +161,23 @@ static void test_text(void **state)
         static const char want[] =
             "\n"
             "Devices\n"
-            "device    r/s     w/s  r_await_ms  w_await_ms  aqu-sz  %util  p50_ms  p99_ms  verdict\n"
-            "sda      12.5  1200.0        0.25        3.50    0.75   42.0   0.125   7.500  SMART failing\n"
+            "device    r/s     w/s  r_await_ms  w_await_ms  aqu-sz  %util  p50_ms  p99_ms  "
+            "verdict\n"
+            "sda      12.5  1200.0        0.25        3.50    0.75   42.0   0.125   7.500  SMART "
+            "failing\n"
             "nvme0n1     -       -           -           -       -      -       -       -  ok\n"
             "and 3 more devices: see /metrics\n"
             "\n"
-            "r/s, w/s, r_await_ms, w_await_ms, aqu-sz, %util: as iostat -x prints them, over\n"
-            "--diskstats.window. p50_ms, p99_ms: block-layer device time (issued to completed) of reads and\n"
-            "writes together since the eBPF programs were attached, interpolated linearly inside a histogram\n"
-            "bucket as Prometheus' histogram_quantile() does; \"-\" without the biolatency collector or without\n"
-            "I/O. verdict: today's numbers against the alert rules' thresholds (an alert also waits its \"for\"\n"
-            "time).\n"
+            "  r/s, w/s, r_await_ms, w_await_ms, aqu-sz, %util: as iostat -x prints them, over\n"
+            "  --diskstats.window. p50_ms, p99_ms: block-layer device time (issued to completed) "
+            "of reads and\n"
+            "  writes together since the eBPF programs were attached, interpolated linearly inside "
+            "a histogram\n"
+            "  bucket as Prometheus' histogram_quantile() does; \"-\" without the biolatency "
+            "collector or without\n"
+            "  I/O. verdict: today's numbers against the alert rules' thresholds (an alert also "
+            "waits its \"for\"\n"
+            "  time).\n"
             "\n"
             "T\n"
             "name      n\n"
@@ -233,15 +239,17 @@ static void test_canary_summarize(void **state)
         target(set, "diskpulse_sync_stuck", 0, NULL);
         target(set, "diskpulse_sync_flush_ratio", 0, NULL);
         f = mset_family(set, "diskpulse_sync_backing_disk_info", "h", MT_GAUGE);
-        mfamily_add(set, f, "", 1, "path", "/srv/db", "device", "dm-0", "mode", "fdatasync",
-                    "disk", "sda", NULL);
-        mfamily_add(set, f, "", 1, "path", "/srv/db", "device", "dm-0", "mode", "fdatasync",
-                    "disk", "sdb", NULL);
+        mfamily_add(set, f, "", 1, "path", "/srv/db", "device", "dm-0", "mode", "fdatasync", "disk",
+                    "sda", NULL);
+        mfamily_add(set, f, "", 1, "path", "/srv/db", "device", "dm-0", "mode", "fdatasync", "disk",
+                    "sdb", NULL);
         f = mset_family(set, "diskpulse_sync_recent_seconds", "h", MT_SUMMARY);
         mfamily_add(set, f, "", 0.0023, "path", "/srv/db", "device", "dm-0", "mode", "fdatasync",
                     "regime", "idle", "quantile", "0.5", NULL);
         mfamily_add(set, f, "", 0.0009, "path", "/srv/db", "device", "dm-0", "mode", "fdatasync",
                     "regime", "busy", "quantile", "0.5", NULL);
+        target(set, "diskpulse_sync_recent_samples", 10, "idle");
+        target(set, "diskpulse_sync_recent_samples", 12, "busy");
         target(set, "diskpulse_sync_reference_seconds", 0.001, "idle");
         target(set, "diskpulse_sync_reference_seconds", 0.0005, "busy");
         target(set, "diskpulse_sync_drift_ratio", 2.3, "idle");
@@ -261,8 +269,10 @@ static void test_canary_summarize(void **state)
         assert_string_equal(t->cols[5], "p50_5m_ms");
         {
                 static const char *const want[2][9] = {
-                    {"/srv/db", "dm-0", "fdatasync", "idle", "up", "2.300", "1.000", "2.30", "1.31"},
-                    {"/srv/db", "dm-0", "fdatasync", "busy", "up", "0.900", "0.500", "1.80", "1.40"},
+                    {"/srv/db", "dm-0", "fdatasync", "idle", "up", "2.300", "1.000", "2.30",
+                     "1.31"},
+                    {"/srv/db", "dm-0", "fdatasync", "busy", "up", "0.900", "0.500", "1.80",
+                     "1.40"},
                 };
                 for (size_t i = 0; i < 2; i++)
                         for (size_t k = 0; k < 9; k++)
@@ -287,6 +297,8 @@ static void test_canary_summarize(void **state)
         target(set, "diskpulse_sync_target_up", 0, NULL);
         target(set, "diskpulse_sync_stuck", 1, NULL);
         canary_summarize(set, s);
+        assert_int_equal(s->tables[0].nrows, 1); /* no busy regime: bursts off */
+        assert_string_equal(s->tables[0].cells[3], "idle");
         assert_string_equal(s->tables[0].cells[4], "stuck");
         assert_string_equal(s->tables[0].cells[5], "-");
         assert_string_equal(verdict(summary_disk(s, "dm-0", false)), "probe stuck");
@@ -359,8 +371,7 @@ static void buckets(struct mset *set, const char *dev, const char *op, const dou
 
 static void test_biolatency_summarize(void **state)
 {
-        static const double rd[] = {10, 50, 60, 60}, wr[] = {0, 30, 38, 40},
-                            fl[] = {0, 0, 0, 1000};
+        static const double rd[] = {10, 50, 60, 60}, wr[] = {0, 30, 38, 40}, fl[] = {0, 0, 0, 1000};
         struct mset *set = mset_new();
         struct summary *s = summary_new();
         const struct summary_disk *d;
