@@ -118,8 +118,9 @@ void summary_verdict(const struct summary_disk *d, char *buf, size_t size);
  * without observations, without buckets or for q out of range. Pure. */
 double summary_quantile(double q, const double *le, const double *cum, size_t n);
 
-/* Lays the disk view out as the first table, "Devices" (after every collector has filled it):
- * the numbers, the verdict, a note saying what they are. */
+/* Lays the disk view out as the first two tables (after every collector has filled it):
+ * "Devices", the numbers, and "Verdicts", a line per device; each with a note saying what they
+ * are. */
 void summary_finish(struct summary *s);
 
 /* The summary as plain text for a terminal: each table as aligned columns (numbers and "-"

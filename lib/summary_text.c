@@ -21,15 +21,15 @@ static void cell(char *buf, size_t size, double v, double scale, int decimals)
 void summary_finish(struct summary *s)
 {
         static const char *const cols[] = {"device", "r/s",   "w/s",    "r_await_ms", "w_await_ms",
-                                           "aqu-sz", "%util", "p50_ms", "p99_ms",     "verdict"};
-        struct summary_table *t, tmp;
+                                           "aqu-sz", "%util", "p50_ms", "p99_ms"};
+        static const char *const vcols[] = {"device", "verdict"};
+        struct summary_table *t, tmp[2];
 
         t = summary_table(s, "Devices", cols, ARRAY_SIZE(cols), 0, "devices", true);
         for (size_t i = 0; i < s->ndisks; i++) {
                 const struct summary_disk *d = &s->disks[i];
-                char v[SUMMARY_DISK_VALUES][32], verdict[512];
-                const char *row[] = {d->device, v[0], v[1], v[2], v[3],
-                                     v[4],      v[5], v[6], v[7], verdict};
+                char v[SUMMARY_DISK_VALUES][32];
+                const char *row[] = {d->device, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
                 cell(v[0], sizeof v[0], d->v[SUMMARY_READS], 1, 1);
                 cell(v[1], sizeof v[1], d->v[SUMMARY_WRITES], 1, 1);
                 cell(v[2], sizeof v[2], d->v[SUMMARY_READ_AWAIT], 1000, 2);
@@ -38,7 +38,6 @@ void summary_finish(struct summary *s)
                 cell(v[5], sizeof v[5], d->v[SUMMARY_UTIL], 100, 1);
                 cell(v[6], sizeof v[6], d->v[SUMMARY_LAT_P50], 1000, 3);
                 cell(v[7], sizeof v[7], d->v[SUMMARY_LAT_P99], 1000, 3);
-                summary_verdict(d, verdict, sizeof verdict);
                 summary_row(t, row);
         }
         t->more = s->disks_more;
@@ -48,12 +47,20 @@ void summary_finish(struct summary *s)
                      "to completed) of reads and writes together since the eBPF programs were "
                      "attached, interpolated linearly inside a histogram bucket as Prometheus' "
                      "histogram_quantile() does; \"-\" without the biolatency collector or "
-                     "without I/O. verdict: today's numbers against the alert rules' thresholds "
-                     "(an alert also waits its \"for\" time).");
+                     "without I/O.");
+        t = summary_table(s, "Verdicts", vcols, ARRAY_SIZE(vcols), 0, "devices", true);
+        for (size_t i = 0; i < s->ndisks; i++) {
+                char verdict[512];
+                summary_verdict(&s->disks[i], verdict, sizeof verdict);
+                summary_row(t, (const char *const[]){s->disks[i].device, verdict});
+        }
+        t->more = s->disks_more;
+        summary_note(t, "Today's numbers against the alert rules' conditions, critical first; an "
+                        "alert also waits its window and its \"for\" time.");
         /* the disk view comes first */
-        tmp = s->tables[s->n - 1];
-        memmove(&s->tables[1], &s->tables[0], (s->n - 1) * sizeof(*s->tables));
-        s->tables[0] = tmp;
+        memcpy(tmp, &s->tables[s->n - 2], sizeof tmp);
+        memmove(&s->tables[2], &s->tables[0], (s->n - 2) * sizeof(*s->tables));
+        memcpy(&s->tables[0], tmp, sizeof tmp);
 }
 
 /* A growing string. */

@@ -156,10 +156,11 @@ void canary_summarize(const struct mset *set, struct summary *sum)
         char lb[8192];
 
         summary_note(t,
-                     "p50_5m_ms: median of the last 5 minutes' probes (idle: the cycle's spaced "
-                     "probe, busy: its burst); reference_ms: the disk's as-new median (its first "
-                     "7 daily medians); drift: p50 / reference; trend_30d: growth of the daily "
-                     "median per 30 days. \"-\": not learnt yet.");
+                     "p50_5m_ms: median of the recent window (the last 5 minutes, at least the "
+                     "last 10 probes; idle: each cycle's spaced probe, busy: its burst); "
+                     "reference_ms: the disk's as-new median (its first 7 daily medians); drift: "
+                     "p50 / reference; trend_30d: growth of the daily median per 30 days. \"-\": "
+                     "not learnt yet.");
         while (up && mfamily_next(up, &pos, &sm, lb, sizeof lb)) {
                 char path[4096], dev[64], mode[32];
                 const char *id[3] = {path, dev, mode}, *state;

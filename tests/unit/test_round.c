@@ -206,14 +206,16 @@ static void test_round_self_metrics(void **state)
         assert_ptr_equal(snapshot_summary(snap), sum); /* and kept */
         assert_int_equal(summarized, 1);
         assert_non_null(sum);
-        /* the disk view first (no device here), then a's table */
-        assert_int_equal(sum->n, 2);
+        /* the disk view first (no device here: two empty tables), then a's table */
+        assert_int_equal(sum->n, 3);
         assert_string_equal(sum->tables[0].title, "Devices");
         assert_int_equal(sum->tables[0].nrows, 0);
-        assert_string_equal(sum->tables[1].title, "fake_a");
-        assert_int_equal(sum->tables[1].nrows, 1);
-        assert_string_equal(sum->tables[1].cells[0], "fake_a");
-        assert_string_equal(sum->tables[1].cells[1], "1");
+        assert_string_equal(sum->tables[1].title, "Verdicts");
+        assert_int_equal(sum->tables[1].nrows, 0);
+        assert_string_equal(sum->tables[2].title, "fake_a");
+        assert_int_equal(sum->tables[2].nrows, 1);
+        assert_string_equal(sum->tables[2].cells[0], "fake_a");
+        assert_string_equal(sum->tables[2].cells[1], "1");
         snapshot_unref(snap);
 
         /* a failed collect: success 0; canary turned off: gone from the page */
@@ -230,7 +232,7 @@ static void test_round_self_metrics(void **state)
         assert_null(strstr(page, "collector=\"canary\""));
         assert_null(strstr(page, "fake_c"));
         free(page);
-        assert_string_equal(snapshot_summary(snap)->tables[1].cells[1], "2");
+        assert_string_equal(snapshot_summary(snap)->tables[2].cells[1], "2");
         snapshot_unref(snap);
 
         round_free(&r);
@@ -254,7 +256,7 @@ static void test_round_empty(void **state)
         assert_null(strstr(page, "collector=\""));
         free(page);
         /* the disk view alone, empty */
-        assert_int_equal(snapshot_summary(snap)->n, 1);
+        assert_int_equal(snapshot_summary(snap)->n, 2);
         assert_int_equal(snapshot_summary(snap)->tables[0].nrows, 0);
         snapshot_unref(snap);
 }
@@ -314,10 +316,12 @@ static void test_round_diskstats(void **state)
         free(page);
 
         sum = snapshot_summary(snap);
-        assert_int_equal(sum->n, 1);
+        assert_int_equal(sum->n, 2);
+        assert_string_equal(sum->tables[1].title, "Verdicts");
+        assert_int_equal(sum->tables[1].nrows, sum->tables[0].nrows);
         t = &sum->tables[0];
         assert_string_equal(t->title, "Devices");
-        assert_int_equal(t->ncols, 10);
+        assert_int_equal(t->ncols, 9);
         assert_string_equal(t->cols[4], "w_await_ms");
         assert_true(t->show_empty);
         assert_int_equal(t->more, 0);

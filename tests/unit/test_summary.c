@@ -161,11 +161,9 @@ static void test_text(void **state)
         static const char want[] =
             "\n"
             "Devices\n"
-            "device    r/s     w/s  r_await_ms  w_await_ms  aqu-sz  %util  p50_ms  p99_ms  "
-            "verdict\n"
-            "sda      12.5  1200.0        0.25        3.50    0.75   42.0   0.125   7.500  SMART "
-            "failing\n"
-            "nvme0n1     -       -           -           -       -      -       -       -  ok\n"
+            "device    r/s     w/s  r_await_ms  w_await_ms  aqu-sz  %util  p50_ms  p99_ms\n"
+            "sda      12.5  1200.0        0.25        3.50    0.75   42.0   0.125   7.500\n"
+            "nvme0n1     -       -           -           -       -      -       -       -\n"
             "and 3 more devices: see /metrics\n"
             "\n"
             "  r/s, w/s, r_await_ms, w_await_ms, aqu-sz, %util: as iostat -x prints them, over\n"
@@ -175,9 +173,17 @@ static void test_text(void **state)
             "a histogram\n"
             "  bucket as Prometheus' histogram_quantile() does; \"-\" without the biolatency "
             "collector or without\n"
-            "  I/O. verdict: today's numbers against the alert rules' thresholds (an alert also "
-            "waits its \"for\"\n"
-            "  time).\n"
+            "  I/O.\n"
+            "\n"
+            "Verdicts\n"
+            "device   verdict\n"
+            "sda      SMART failing\n"
+            "nvme0n1  ok\n"
+            "and 3 more devices: see /metrics\n"
+            "\n"
+            "  Today's numbers against the alert rules' conditions, critical first; an alert also "
+            "waits its\n"
+            "  window and its \"for\" time.\n"
             "\n"
             "T\n"
             "name      n\n"
@@ -201,8 +207,9 @@ static void test_text(void **state)
         disk(s, "nvme0n1");
         s->disks_more = 3;
         summary_finish(s);
-        assert_int_equal(s->n, 2);
+        assert_int_equal(s->n, 3);
         assert_string_equal(s->tables[0].title, "Devices");
+        assert_string_equal(s->tables[1].title, "Verdicts");
         text = summary_text(s, &len);
         assert_int_equal(len, strlen(text));
         if (strcmp(text, want) != 0)
