@@ -128,13 +128,13 @@ static void regime_row(const struct mset *set, struct summary_table *t, struct s
         if (!d)
                 return;
         if (drift >= CC_DRIFT_CRITICAL)
-                summary_fact(d, SUMMARY_CRITICAL, "commit latency %.1fx its reference%s", drift,
+                summary_fact(d, SUMMARY_CRITICAL, "commit latency %.2fx its reference%s", drift,
                              busy);
         else if (drift > CC_DRIFT_WARNING)
-                summary_fact(d, SUMMARY_WARNING, "commit latency %.1fx its reference%s", drift,
+                summary_fact(d, SUMMARY_WARNING, "commit latency %.2fx its reference%s", drift,
                              busy);
         else if (degr > CC_DEGRADED)
-                summary_fact(d, SUMMARY_WARNING, "commit latency %.1fx its baseline%s", degr, busy);
+                summary_fact(d, SUMMARY_WARNING, "commit latency %.2fx its baseline%s", degr, busy);
         if (trend > CC_TREND && days >= CC_TREND_DAYS && drift > CC_TREND_DRIFT)
                 summary_fact(d, SUMMARY_WARNING, "commit latency grows %.2fx a month%s", trend,
                              busy);

@@ -289,8 +289,8 @@ static void test_canary_summarize(void **state)
         assert_non_null(d);
         /* the critical one first, then the warnings as found: idle's trend, busy's drift (busy's
          * trend rests on too few days, its degradation is left out beside its drift) */
-        assert_string_equal(verdict(d), "commit latency 2.3x its reference; commit latency grows "
-                                        "1.31x a month; commit latency 1.8x its reference (busy)");
+        assert_string_equal(verdict(d), "commit latency 2.30x its reference; commit latency grows "
+                                        "1.31x a month; commit latency 1.80x its reference (busy)");
         /* no flush reached the backing disks: the one with a write-back cache says so */
         assert_string_equal(verdict(summary_disk(s, "sda", false)),
                             "write-back cache gets no flush from fdatasync");
@@ -320,7 +320,7 @@ static void test_canary_summarize(void **state)
         canary_summarize(set, s);
         assert_string_equal(s->tables[0].cells[4], "down");
         assert_string_equal(verdict(summary_disk(s, "dm-0", false)),
-                            "canary target down; commit latency 1.5x its baseline");
+                            "canary target down; commit latency 1.51x its baseline");
         summary_free(s);
         mset_free(set);
 }
