@@ -90,7 +90,9 @@ void smart_summarize(const struct mset *set, struct summary *sum)
                 if (!labels_get(sm.labels, "device", dev, sizeof dev) ||
                     !(d = summary_disk(sum, dev, true)))
                         continue;
-                if ((sm.is_int ? (double)sm.u : sm.d) == 0)
+                /* not read yet (at start) is not unreadable: a failure was counted */
+                if ((sm.is_int ? (double)sm.u : sm.d) == 0 &&
+                    dev_value(set, "diskpulse_smart_read_errors_total", dev) > 0)
                         summary_fact(d, SUMMARY_WARNING, "SMART unreadable");
                 if (dev_value(set, "diskpulse_smart_healthy", dev) == 0)
                         summary_fact(d, SUMMARY_CRITICAL, "SMART failing");

@@ -348,6 +348,9 @@ static void test_smart_summarize(void **state)
         dev_gauge(set, "diskpulse_smart_temperature_critical_threshold_celsius", 85, "nvme0n1");
         dev_gauge(set, "diskpulse_smart_wear_used_ratio", 1.02, "nvme0n1");
         dev_gauge(set, "diskpulse_smart_up", 0, "sdb");
+        mfamily_add(set, mset_family(set, "diskpulse_smart_read_errors_total", "h", MT_COUNTER), "",
+                    3, "device", "sdb", "reason", "timeout", NULL);
+        dev_gauge(set, "diskpulse_smart_up", 0, "sdd"); /* not read yet: no failure counted */
         dev_gauge(set, "diskpulse_smart_up", 1, "sdc");
         dev_gauge(set, "diskpulse_smart_healthy", 1, "sdc");
         dev_gauge(set, "diskpulse_smart_temperature_celsius", 40, "sdc");
@@ -360,6 +363,7 @@ static void test_smart_summarize(void **state)
                             "spare used up (5 %); 80 °C, hot; past its rated endurance (102 %)");
         assert_string_equal(verdict(summary_disk(s, "sdb", false)), "SMART unreadable");
         assert_string_equal(verdict(summary_disk(s, "sdc", false)), "ok");
+        assert_string_equal(verdict(summary_disk(s, "sdd", false)), "ok");
         summary_free(s);
         mset_free(set);
 }
