@@ -111,7 +111,8 @@ static void put_clean(struct buf *b, const char *s)
         }
 }
 
-/* Whether s reads as a number ("12.5", "-3") or is "-": such columns are right-aligned. */
+/* Whether s reads as a number ("12.5", "-3", "42%") or is "-": a column of them, one a number at
+ * least, is right-aligned. */
 static bool numeric(const char *s)
 {
         char *end;
@@ -136,14 +137,17 @@ static void text_table(struct buf *b, const struct summary_table *t)
         put_clean(b, t->title);
         puts_(b, "\n");
         for (size_t k = 0; k < t->ncols; k++) {
+                bool number = false; /* a column of dashes alone is text */
                 w[k] = width(t->cols[k]);
-                right[k] = t->nrows > 0;
+                right[k] = true;
                 for (size_t i = 0; i < t->nrows; i++) {
                         const char *c = t->cells[i * t->ncols + k];
                         if (width(c) > w[k])
                                 w[k] = width(c);
                         right[k] = right[k] && numeric(c);
+                        number = number || strcmp(c, "-") != 0;
                 }
+                right[k] = right[k] && number;
         }
         for (size_t i = 0; i <= t->nrows; i++) {
                 const char *const *row = i ? (const char *const *)&t->cells[(i - 1) * t->ncols]

@@ -118,7 +118,8 @@ static void regime_row(const struct mset *set, struct summary_table *t, struct s
         double trend = target_value(set, CANARY_FAMILY_TREND, path, mode, regime, NULL);
         double days = target_value(set, CANARY_FAMILY_TREND_DAYS, path, mode, regime, NULL);
         char v[5][32];
-        const char *row[] = {id[0], id[1], id[2], regime, state, v[0], v[1], v[2], v[3]};
+        const char *row[] = {id[0], *id[1] ? id[1] : "-", id[2], regime, state, v[0], v[1], v[2],
+                             v[3]};
 
         cell(v[0], sizeof v[0], 1000 * med, 3);
         cell(v[1], sizeof v[1], 1000 * ref, 3);

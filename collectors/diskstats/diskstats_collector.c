@@ -51,7 +51,7 @@ static double row_gauge(const struct mset *set, const struct mfamily *g, const s
 }
 
 /* The disk view's iostat columns of every device (the first SUMMARY_MAX_DISKS), and whether its
- * write cache is volatile. */
+ * write cache is volatile; a table of the devices' identity (which disk to pull). */
 static void ds_summarize(const struct mset *set, struct summary *sum)
 {
         static const struct {
@@ -68,18 +68,24 @@ static void ds_summarize(const struct mset *set, struct summary *sum)
         const struct mfamily *info = mset_find(set, DISKSTATS_FAMILY_INFO);
         const struct mfamily *cache = mset_find(set, DISKSTATS_FAMILY_WRITE_CACHE);
         const struct mtable *t = info ? info->table : NULL;
+        static const char *const idcols[] = {"device", "model", "serial", "write cache"};
+        struct summary_table *id = summary_table(sum, "Identity", idcols, ARRAY_SIZE(idcols),
+                                                 SUMMARY_MAX_DISKS, "devices", false);
         const struct mfamily *fam[ARRAY_SIZE(cols)];
         size_t shown = 0;
 
         for (size_t k = 0; k < ARRAY_SIZE(cols); k++)
                 fam[k] = mset_find(set, cols[k].name);
         for (size_t row = 0; t && row < t->added; row++) {
-                char lb[8192], dev[64] = "", mode[32] = "";
+                char lb[8192], dev[64] = "", mode[32] = "", model[128] = "", serial[128] = "";
+                const char *idrow[] = {dev, model, serial, mode};
                 struct summary_disk *d;
                 if (!(t->present[row] & (1u << info->col)))
                         continue;
                 mtable_row_labels(t, row, info->label_mask, lb, sizeof lb);
                 labels_get(lb, "device", dev, sizeof dev);
+                labels_get(lb, "model", model, sizeof model);
+                labels_get(lb, "serial", serial, sizeof serial);
                 d = summary_disk(sum, dev, true);
                 if (!d)
                         break;
@@ -92,9 +98,14 @@ static void ds_summarize(const struct mset *set, struct summary *sum)
                             strcmp(mode, "write back") == 0)
                                 d->flags |= SUMMARY_DISK_WRITE_BACK;
                 }
+                for (size_t k = 1; k < ARRAY_SIZE(idrow); k++)
+                        if (!*idrow[k])
+                                idrow[k] = "-"; /* unknown */
+                summary_row(id, idrow);
         }
         if (info && info->n > shown)
                 sum->disks_more = info->n - shown;
+        id->more = sum->disks_more;
 }
 
 static int ds_reconfigure(struct collector *c, const void *settings)

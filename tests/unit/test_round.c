@@ -316,9 +316,19 @@ static void test_round_diskstats(void **state)
         free(page);
 
         sum = snapshot_summary(snap);
-        assert_int_equal(sum->n, 2);
+        assert_int_equal(sum->n, 3);
         assert_string_equal(sum->tables[1].title, "Verdicts");
         assert_int_equal(sum->tables[1].nrows, sum->tables[0].nrows);
+        /* which disk to pull: its model and serial */
+        t = &sum->tables[2];
+        assert_string_equal(t->title, "Identity");
+        assert_int_equal(t->nrows, sum->tables[0].nrows);
+        for (size_t i = 0; i < t->nrows; i++)
+                if (strcmp(t->cells[i * t->ncols], "sda") == 0)
+                        sda = t->cells[i * t->ncols + 1];
+        assert_non_null(sda);
+        assert_string_equal(sda, "ST4000NM0035-1V4107");
+        sda = NULL;
         t = &sum->tables[0];
         assert_string_equal(t->title, "Devices");
         assert_int_equal(t->ncols, 9);
