@@ -163,11 +163,66 @@ static void bl_free(struct collector *c)
         free(b);
 }
 
+/* The classic buckets of reads and writes summed per device of the disk view. */
+struct bl_sum {
+        size_t n;
+        double le[BIOLAT_MAX_CLASSIC + 1], cum[BIOLAT_MAX_CLASSIC + 1];
+};
+
+/* The disk view's p50 and p99: the device time of each device's reads and writes together, from
+ * the classic buckets (cumulative since the programs were attached), as histogram_quantile()
+ * reads them. */
+void biolatency_summarize(const struct mset *set, struct summary *sum)
+{
+        const struct mfamily *f = mset_find(set, BIOLAT_FAMILY_DEVICE);
+        struct bl_sum *acc;
+        char lb[8192], dev[64], op[16], le[64];
+        struct msample sm;
+        size_t pos = 0;
+
+        if (!f)
+                return;
+        acc = xcalloc(SUMMARY_MAX_DISKS, sizeof(*acc));
+        while (mfamily_next(f, &pos, &sm, lb, sizeof lb)) {
+                struct summary_disk *d;
+                struct bl_sum *a;
+                double bound, v = sm.is_int ? (double)sm.u : sm.d;
+                size_t k;
+                if (strcmp(sm.suffix, "_bucket") != 0 ||
+                    !labels_get(sm.labels, "op", op, sizeof op) ||
+                    (strcmp(op, "read") != 0 && strcmp(op, "write") != 0) ||
+                    !labels_get(sm.labels, "device", dev, sizeof dev) ||
+                    !labels_get(sm.labels, "le", le, sizeof le) ||
+                    !(d = summary_disk(sum, dev, true)))
+                        continue;
+                a = &acc[d - sum->disks];
+                bound = strtod(le, NULL);
+                for (k = 0; k < a->n && a->le[k] != bound; k++)
+                        ;
+                if (k == a->n) {
+                        if (a->n == ARRAY_SIZE(a->le) || (a->n && bound < a->le[a->n - 1]))
+                                continue; /* not the grid's classic bounds in order */
+                        a->le[a->n++] = bound;
+                }
+                a->cum[k] += v;
+        }
+        for (size_t i = 0; i < sum->ndisks && i < SUMMARY_MAX_DISKS; i++) {
+                if (!acc[i].n)
+                        continue;
+                sum->disks[i].v[SUMMARY_LAT_P50] =
+                    summary_quantile(0.5, acc[i].le, acc[i].cum, acc[i].n);
+                sum->disks[i].v[SUMMARY_LAT_P99] =
+                    summary_quantile(0.99, acc[i].le, acc[i].cum, acc[i].n);
+        }
+        free(acc);
+}
+
 static const struct collector_ops bl_ops = {
     .name = "biolatency",
     .collect = bl_collect,
     .export = bl_export,
     .healthy = bl_healthy,
+    .summarize = biolatency_summarize,
     .device_event = bl_device_event,
     .devices = bl_devices,
     .free = bl_free,

@@ -43,3 +43,7 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
 
 /* Its definition, for the daemon's registry. */
 extern const struct collector_def biolatency_collector_def;
+
+/* Its part of the landing page's summary from the set it exported (its summarize function, named
+ * for tests): pure, any thread. */
+void biolatency_summarize(const struct mset *set, struct summary *sum);

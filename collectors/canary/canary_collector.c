@@ -73,21 +73,82 @@ static double target_value(const struct mset *set, const char *name, const char 
         return mset_value(&set, 1, name, want);
 }
 
-/* Per target: up, recent medians of both regimes, the idle baseline and degradation, busy/idle
- * and flush ratios, probes. */
-static void cc_summarize(const struct mset *set, struct summary *sum)
+/* The thresholds of the canary's facts in the disk view: the alert rules' (etc/prometheus/
+ * diskpulse.rules.yml) DiskpulseSyncLatencyDoubled (drift 2, critical) and -Drift (1.5),
+ * -Degraded (degradation 1.5), -Trend (1.26 a month on 14 daily medians, 10 % above new). */
+#define CC_DRIFT_CRITICAL 2.0
+#define CC_DRIFT_WARNING  1.5
+#define CC_DEGRADED       1.5
+#define CC_TREND          1.26
+#define CC_TREND_DAYS     14
+#define CC_TREND_DRIFT    1.1
+
+/* Marks every disk backing the target (diskpulse_sync_backing_disk_info) as one its flushes do
+ * not reach. */
+static void no_flush(const struct mset *set, struct summary *sum, const char *path,
+                     const char *mode)
 {
-        static const char *const cols[] = {"path",
-                                           "device",
-                                           "mode",
-                                           "up",
-                                           "idle median 5m (ms)",
-                                           "busy median 5m (ms)",
-                                           "busy/idle",
-                                           "idle baseline (ms)",
-                                           "idle degradation",
-                                           "flushes per probe",
-                                           "probes"};
+        const struct mfamily *f = mset_find(set, "diskpulse_sync_backing_disk_info");
+        char lb[8192], p[4096], m[32], disk[64];
+        struct msample sm;
+        size_t pos = 0;
+
+        while (f && mfamily_next(f, &pos, &sm, lb, sizeof lb)) {
+                struct summary_disk *d;
+                if (!labels_get(sm.labels, "path", p, sizeof p) || strcmp(p, path) != 0 ||
+                    !labels_get(sm.labels, "mode", m, sizeof m) || strcmp(m, mode) != 0 ||
+                    !labels_get(sm.labels, "disk", disk, sizeof disk))
+                        continue;
+                d = summary_disk(sum, disk, true);
+                if (d)
+                        d->flags |= SUMMARY_DISK_NO_FLUSH;
+        }
+}
+
+/* One regime of a target: its row, and its facts on the disk d (may be NULL). */
+static void regime_row(const struct mset *set, struct summary_table *t, struct summary_disk *d,
+                       const char *const id[3], const char *state, const char *regime)
+{
+        const char *path = id[0], *mode = id[2],
+                   *busy = strcmp(regime, "busy") == 0 ? " (busy)" : "";
+        double med = target_value(set, CANARY_FAMILY_RECENT, path, mode, regime, "0.5");
+        double ref = target_value(set, CANARY_FAMILY_REFERENCE, path, mode, regime, NULL);
+        double drift = target_value(set, CANARY_FAMILY_DRIFT, path, mode, regime, NULL);
+        double degr = target_value(set, CANARY_FAMILY_DEGRADATION, path, mode, regime, NULL);
+        double trend = target_value(set, CANARY_FAMILY_TREND, path, mode, regime, NULL);
+        double days = target_value(set, CANARY_FAMILY_TREND_DAYS, path, mode, regime, NULL);
+        char v[5][32];
+        const char *row[] = {id[0], *id[1] ? id[1] : "-", id[2], regime, state, v[0], v[1], v[2],
+                             v[3]};
+
+        cell(v[0], sizeof v[0], 1000 * med, 3);
+        cell(v[1], sizeof v[1], 1000 * ref, 3);
+        cell(v[2], sizeof v[2], drift, 2);
+        cell(v[3], sizeof v[3], trend, 2);
+        summary_row(t, row);
+        if (!d)
+                return;
+        if (drift >= CC_DRIFT_CRITICAL)
+                summary_fact(d, SUMMARY_CRITICAL, "commit latency %.2fx its reference%s", drift,
+                             busy);
+        else if (drift > CC_DRIFT_WARNING)
+                summary_fact(d, SUMMARY_WARNING, "commit latency %.2fx its reference%s", drift,
+                             busy);
+        else if (degr > CC_DEGRADED)
+                summary_fact(d, SUMMARY_WARNING, "commit latency %.2fx its baseline%s", degr, busy);
+        if (trend > CC_TREND && days >= CC_TREND_DAYS && drift > CC_TREND_DRIFT)
+                summary_fact(d, SUMMARY_WARNING, "commit latency grows %.2fx a month%s", trend,
+                             busy);
+}
+
+/* Per target and regime (busy only where it has series): state, recent median, reference, drift and trend; the facts of its disk
+ * (a probe stuck, the target down, latency against the reference, the baseline, its trend, no
+ * flush reaching a disk with a write-back cache). */
+void canary_summarize(const struct mset *set, struct summary *sum)
+{
+        static const char *const cols[] = {"path",         "device", "mode",
+                                           "regime",       "state",  "p50_5m_ms",
+                                           "reference_ms", "drift",  "trend_30d"};
         const struct mfamily *up = mset_find(set, CANARY_FAMILY_TARGET_UP);
         struct summary_table *t =
             summary_table(sum, "Sync canary", cols, ARRAY_SIZE(cols), 0, NULL, false);
@@ -95,31 +156,36 @@ static void cc_summarize(const struct mset *set, struct summary *sum)
         size_t pos = 0;
         char lb[8192];
 
+        summary_note(t,
+                     "p50_5m_ms: median of the recent window (the last 5 minutes, at least the "
+                     "last 10 probes; idle: each cycle's spaced probe, busy: its burst); "
+                     "reference_ms: the disk's as-new median (its first 7 daily medians); drift: "
+                     "p50 / reference; trend_30d: growth of the daily median per 30 days. \"-\": "
+                     "not learnt yet.");
         while (up && mfamily_next(up, &pos, &sm, lb, sizeof lb)) {
-                char path[4096], dev[64], mode[32], v[8][32];
-                const char *row[] = {path, dev,  mode, v[0], v[1], v[2],
-                                     v[3], v[4], v[5], v[6], v[7]};
+                char path[4096], dev[64], mode[32];
+                const char *id[3] = {path, dev, mode}, *state;
+                struct summary_disk *d;
+                bool is_up = (sm.is_int ? (double)sm.u : sm.d) > 0, stuck;
                 path[0] = dev[0] = mode[0] = 0;
                 labels_get(sm.labels, "path", path, sizeof path);
                 labels_get(sm.labels, "device", dev, sizeof dev);
                 labels_get(sm.labels, "mode", mode, sizeof mode);
-                snprintf(v[0], sizeof v[0], "%s",
-                         (sm.is_int ? (double)sm.u : sm.d) > 0 ? "yes" : "no");
-                cell(v[1], sizeof v[1],
-                     1000 * target_value(set, CANARY_FAMILY_RECENT, path, mode, "idle", "0.5"), 3);
-                cell(v[2], sizeof v[2],
-                     1000 * target_value(set, CANARY_FAMILY_RECENT, path, mode, "busy", "0.5"), 3);
-                cell(v[3], sizeof v[3],
-                     target_value(set, CANARY_FAMILY_BUSY_IDLE, path, mode, NULL, NULL), 2);
-                cell(v[4], sizeof v[4],
-                     1000 * target_value(set, CANARY_FAMILY_BASELINE, path, mode, "idle", NULL), 3);
-                cell(v[5], sizeof v[5],
-                     target_value(set, CANARY_FAMILY_DEGRADATION, path, mode, "idle", NULL), 2);
-                cell(v[6], sizeof v[6],
-                     target_value(set, CANARY_FAMILY_FLUSH_RATIO, path, mode, NULL, NULL), 2);
-                cell(v[7], sizeof v[7],
-                     target_value(set, CANARY_FAMILY_PROBES, path, mode, NULL, NULL), 0);
-                summary_row(t, row);
+                stuck = target_value(set, "diskpulse_sync_stuck", path, mode, NULL, NULL) > 0;
+                state = stuck ? "stuck" : is_up ? "up" : "down";
+                d = *dev ? summary_disk(sum, dev, true) : NULL;
+                if (d && stuck)
+                        summary_fact(d, SUMMARY_CRITICAL, "probe stuck");
+                else if (d && !is_up)
+                        summary_fact(d, SUMMARY_WARNING, "canary target down");
+                regime_row(set, t, d, id, state, "idle");
+                /* busy while bursts are on or were (the regime's series exist) */
+                d = *dev ? summary_disk(sum, dev, false) : NULL; /* the view may have grown */
+                if (target_value(set, CANARY_FAMILY_SAMPLES, path, mode, "busy", NULL) >= 0)
+                        regime_row(set, t, d, id, state, "busy");
+                if (strcmp(mode, "direct") != 0 &&
+                    target_value(set, CANARY_FAMILY_FLUSH_RATIO, path, mode, NULL, NULL) == 0)
+                        no_flush(set, sum, path, mode);
         }
 }
 
@@ -149,7 +215,7 @@ static const struct collector_ops cc_ops = {
     .start = cc_start,
     .export = cc_export,
     .healthy = cc_healthy,
-    .summarize = cc_summarize,
+    .summarize = canary_summarize,
     .reconfigure = cc_reconfigure,
     .begin_once = cc_start,
     .settle = cc_settle,

@@ -29,3 +29,7 @@ struct collector *canary_collector_new(const struct canary_config *cfg);
 
 /* Its definition, for the daemon's registry. */
 extern const struct collector_def canary_collector_def;
+
+/* Its part of the landing page's summary from the set it exported (its summarize function, named
+ * for tests): pure, any thread. */
+void canary_summarize(const struct mset *set, struct summary *sum);

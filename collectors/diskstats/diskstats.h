@@ -13,6 +13,11 @@
 #define DISKSTATS_FAMILY_WRITE_AWAIT "diskpulse_disk_write_await_seconds"
 #define DISKSTATS_FAMILY_FLUSH_AWAIT "diskpulse_disk_flush_await_seconds"
 #define DISKSTATS_FAMILY_UTILIZATION "diskpulse_disk_utilization_ratio"
+#define DISKSTATS_FAMILY_READ_AWAIT  "diskpulse_disk_read_await_seconds"
+#define DISKSTATS_FAMILY_QUEUE_DEPTH "diskpulse_disk_queue_depth"
+#define DISKSTATS_FAMILY_READ_IOPS   "diskpulse_disk_read_iops"
+#define DISKSTATS_FAMILY_WRITE_IOPS  "diskpulse_disk_write_iops"
+#define DISKSTATS_FAMILY_WRITE_CACHE "diskpulse_disk_write_cache_info"
 
 struct diskstats_config {
         int procfs_fd;                   /* borrowed; /proc/diskstats and /proc/uptime below it */

@@ -1,11 +1,12 @@
 /* The diskstats collector as the daemon drives it: a round reads /proc/diskstats and exports;
- * the landing page gets a row per device (identity, write and flush await, utilization). */
+ * the landing page's disk view gets iostat's numbers per device. */
 #include "diskstats_collector.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 
@@ -15,8 +16,6 @@ struct ds_collector {
         char *procfs;
         struct ratelimit rl; /* a failed read is logged once in ten minutes */
 };
-
-#define DS_SUMMARY_MAX_DEVICES 200
 
 static struct ds_collector *ds_of(struct collector *c)
 {
@@ -51,35 +50,62 @@ static double row_gauge(const struct mset *set, const struct mfamily *g, const s
         return mset_value(&set, 1, g->name, (const char *const[]){"device", dev, NULL});
 }
 
+/* The disk view's iostat columns of every device (the first SUMMARY_MAX_DISKS), and whether its
+ * write cache is volatile; a table of the devices' identity (which disk to pull). */
 static void ds_summarize(const struct mset *set, struct summary *sum)
 {
-        static const char *const cols[] = {
-            "device", "model", "serial", "write await (ms)", "flush await (ms)", "utilization"};
+        static const struct {
+                const char *name;
+                enum summary_disk_value v;
+        } cols[] = {
+            {DISKSTATS_FAMILY_READ_IOPS, SUMMARY_READS},
+            {DISKSTATS_FAMILY_WRITE_IOPS, SUMMARY_WRITES},
+            {DISKSTATS_FAMILY_READ_AWAIT, SUMMARY_READ_AWAIT},
+            {DISKSTATS_FAMILY_WRITE_AWAIT, SUMMARY_WRITE_AWAIT},
+            {DISKSTATS_FAMILY_QUEUE_DEPTH, SUMMARY_QUEUE_DEPTH},
+            {DISKSTATS_FAMILY_UTILIZATION, SUMMARY_UTIL},
+        };
         const struct mfamily *info = mset_find(set, DISKSTATS_FAMILY_INFO);
-        const struct mfamily *wa = mset_find(set, DISKSTATS_FAMILY_WRITE_AWAIT);
-        const struct mfamily *fa = mset_find(set, DISKSTATS_FAMILY_FLUSH_AWAIT);
-        const struct mfamily *ut = mset_find(set, DISKSTATS_FAMILY_UTILIZATION);
-        struct summary_table *tab = summary_table(sum, "Devices", cols, ARRAY_SIZE(cols),
-                                                  DS_SUMMARY_MAX_DEVICES, "devices", true);
+        const struct mfamily *cache = mset_find(set, DISKSTATS_FAMILY_WRITE_CACHE);
         const struct mtable *t = info ? info->table : NULL;
+        static const char *const idcols[] = {"device", "model", "serial", "write cache"};
+        struct summary_table *id = summary_table(sum, "Identity", idcols, ARRAY_SIZE(idcols),
+                                                 SUMMARY_MAX_DISKS, "devices", false);
+        const struct mfamily *fam[ARRAY_SIZE(cols)];
+        size_t shown = 0;
 
-        for (size_t row = 0; t && row < t->added && summary_room(tab); row++) {
-                char lb[8192], dev[64], model[128], serial[128], w[32], f[32], u[32];
-                const char *cells[] = {dev, model, serial, w, f, u};
-                dev[0] = model[0] = serial[0] = 0;
+        for (size_t k = 0; k < ARRAY_SIZE(cols); k++)
+                fam[k] = mset_find(set, cols[k].name);
+        for (size_t row = 0; t && row < t->added; row++) {
+                char lb[8192], dev[64] = "", mode[32] = "", model[128] = "", serial[128] = "";
+                const char *idrow[] = {dev, model, serial, mode};
+                struct summary_disk *d;
                 if (!(t->present[row] & (1u << info->col)))
                         continue;
                 mtable_row_labels(t, row, info->label_mask, lb, sizeof lb);
                 labels_get(lb, "device", dev, sizeof dev);
                 labels_get(lb, "model", model, sizeof model);
                 labels_get(lb, "serial", serial, sizeof serial);
-                snprintf(w, sizeof w, "%.3f", 1000 * row_gauge(set, wa, t, row, dev));
-                snprintf(f, sizeof f, "%.3f", 1000 * row_gauge(set, fa, t, row, dev));
-                snprintf(u, sizeof u, "%.1f%%", 100 * row_gauge(set, ut, t, row, dev));
-                summary_row(tab, cells);
+                d = summary_disk(sum, dev, true);
+                if (!d)
+                        break;
+                shown++;
+                for (size_t k = 0; k < ARRAY_SIZE(cols); k++)
+                        d->v[cols[k].v] = row_gauge(set, fam[k], t, row, dev);
+                if (cache && cache->table == t && (t->present[row] & (1u << cache->col))) {
+                        mtable_row_labels(t, row, cache->label_mask, lb, sizeof lb);
+                        if (labels_get(lb, "mode", mode, sizeof mode) &&
+                            strcmp(mode, "write back") == 0)
+                                d->flags |= SUMMARY_DISK_WRITE_BACK;
+                }
+                for (size_t k = 1; k < ARRAY_SIZE(idrow); k++)
+                        if (!*idrow[k])
+                                idrow[k] = "-"; /* unknown */
+                summary_row(id, idrow);
         }
-        if (info && info->n > tab->nrows)
-                tab->more = info->n - tab->nrows;
+        if (info && info->n > shown)
+                sum->disks_more = info->n - shown;
+        id->more = sum->disks_more;
 }
 
 static int ds_reconfigure(struct collector *c, const void *settings)

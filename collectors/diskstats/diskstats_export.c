@@ -176,7 +176,7 @@ struct gauge_def {
 
 #define G(field) offsetof(struct iostat_derived, field)
 static const struct gauge_def gauges[] = {
-    {"diskpulse_disk_read_await_seconds",
+    {DISKSTATS_FAMILY_READ_AWAIT,
      "Average time reads took to be served, queue included, over the window (iostat r_await).",
      G(read_await)},
     {DISKSTATS_FAMILY_WRITE_AWAIT,
@@ -189,12 +189,12 @@ static const struct gauge_def gauges[] = {
      G(flush_await)},
     {DISKSTATS_FAMILY_UTILIZATION,
      "Fraction of the window the device had I/O in flight (iostat %util / 100).", G(utilization)},
-    {"diskpulse_disk_queue_depth",
+    {DISKSTATS_FAMILY_QUEUE_DEPTH,
      "Average number of requests queued or in service over the window (iostat aqu-sz).",
      G(queue_depth)},
-    {"diskpulse_disk_read_iops", "Reads completed per second over the window (iostat r/s).",
+    {DISKSTATS_FAMILY_READ_IOPS, "Reads completed per second over the window (iostat r/s).",
      G(read_iops)},
-    {"diskpulse_disk_write_iops", "Writes completed per second over the window (iostat w/s).",
+    {DISKSTATS_FAMILY_WRITE_IOPS, "Writes completed per second over the window (iostat w/s).",
      G(write_iops)},
     {"diskpulse_disk_read_bytes_per_second",
      "Bytes read per second over the window (iostat rkB/s x 1024).", G(read_bytes_per_second)},
@@ -303,7 +303,7 @@ void diskstats_export(struct diskstats *d, struct mset *out)
         mset_table_family(out, DISKSTATS_FAMILY_INFO,
                           "Facts about a monitored block device; identity lives only here.",
                           MT_GAUGE, d->table, COL_INFO, MCELL_ONE, MASK_INFO);
-        mset_table_family(out, "diskpulse_disk_write_cache_info",
+        mset_table_family(out, DISKSTATS_FAMILY_WRITE_CACHE,
                           "The kernel's write cache mode of the device (queue/write_cache).",
                           MT_GAUGE, d->table, COL_CACHE, MCELL_ONE, MASK_CACHE);
         mset_table_family(out, "diskpulse_disk_set_info",

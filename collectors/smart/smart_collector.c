@@ -67,11 +67,60 @@ static void sc_free(struct collector *c)
         free(s);
 }
 
+/* The value of family name for device in set, or NaN. */
+static double dev_value(const struct mset *set, const char *name, const char *dev)
+{
+        return mset_value(&set, 1, name, (const char *const[]){"device", dev, NULL});
+}
+
+/* Each read device's facts in the disk view, on the alert rules' conditions
+ * (etc/prometheus/diskpulse.rules.yml: DiskpulseSmartUnhealthy, -SpareLow, -TemperatureCritical,
+ * -TemperatureHigh, -WearExhausted, -SmartReadsFailing; as their value is now, without their
+ * "for"). */
+void smart_summarize(const struct mset *set, struct summary *sum)
+{
+        const struct mfamily *up = mset_find(set, "diskpulse_smart_up");
+        char lb[8192], dev[64];
+        struct msample sm;
+        size_t pos = 0;
+
+        while (up && mfamily_next(up, &pos, &sm, lb, sizeof lb)) {
+                double temp, crit, warn, spare, spare_min, wear;
+                struct summary_disk *d;
+                if (!labels_get(sm.labels, "device", dev, sizeof dev) ||
+                    !(d = summary_disk(sum, dev, true)))
+                        continue;
+                /* not read yet (at start) is not unreadable: a failure was counted */
+                if ((sm.is_int ? (double)sm.u : sm.d) == 0 &&
+                    dev_value(set, "diskpulse_smart_read_errors_total", dev) > 0)
+                        summary_fact(d, SUMMARY_WARNING, "SMART unreadable");
+                if (dev_value(set, "diskpulse_smart_healthy", dev) == 0)
+                        summary_fact(d, SUMMARY_CRITICAL, "SMART failing");
+                spare = dev_value(set, "diskpulse_smart_available_spare_ratio", dev);
+                spare_min = dev_value(set, "diskpulse_smart_available_spare_threshold_ratio", dev);
+                if (spare_min > 0 && spare <= spare_min)
+                        summary_fact(d, SUMMARY_CRITICAL, "spare used up (%.0f %%)", 100 * spare);
+                temp = dev_value(set, "diskpulse_smart_temperature_celsius", dev);
+                crit =
+                    dev_value(set, "diskpulse_smart_temperature_critical_threshold_celsius", dev);
+                warn = dev_value(set, "diskpulse_smart_temperature_warning_threshold_celsius", dev);
+                if (temp >= crit || (crit != crit && temp >= 70 && !(temp < warn)))
+                        summary_fact(d, SUMMARY_CRITICAL, "%.0f °C, critical", temp);
+                else if (temp >= warn || (warn != warn && temp >= 60))
+                        summary_fact(d, SUMMARY_WARNING, "%.0f °C, hot", temp);
+                wear = dev_value(set, "diskpulse_smart_wear_used_ratio", dev);
+                if (wear >= 1)
+                        summary_fact(d, SUMMARY_WARNING, "past its rated endurance (%.0f %%)",
+                                     100 * wear);
+        }
+}
+
 static const struct collector_ops sc_ops = {
     .name = "smart",
     .start = sc_start,
     .export = sc_export,
     .healthy = sc_healthy,
+    .summarize = smart_summarize,
     .reconfigure = sc_reconfigure,
     .settle = sc_settle,
     .device_event = sc_device_event,

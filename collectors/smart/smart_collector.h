@@ -22,3 +22,7 @@ struct collector *smart_collector_new(const struct smart_settings *s);
 
 /* Its definition, for the daemon's registry. */
 extern const struct collector_def smart_collector_def;
+
+/* Its part of the landing page's summary from the set it exported (its summarize function, named
+ * for tests): pure, any thread. */
+void smart_summarize(const struct mset *set, struct summary *sum);

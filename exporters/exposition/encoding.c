@@ -262,6 +262,30 @@ bool encoding_accept_protobuf(const char *value)
         return q.pb > 0 && q.pb >= q.om && q.pb >= q.text;
 }
 
+bool encoding_accept_html(const char *value)
+{
+        /* the qvalue of each range that matters, -1 when not named */
+        int html = -1, plain = -1, text = -1, any = -1, q_html, q_plain;
+        struct element el;
+        const char *end;
+
+        if (!value)
+                return false;
+        end = value + strnlen(value, ACCEPT_ENCODING_MAX);
+        while (next_element(&value, end, &el)) {
+                int *best = token_is(&el, "text/html")    ? &html
+                            : token_is(&el, "text/plain") ? &plain
+                            : token_is(&el, "text/*")     ? &text
+                            : token_is(&el, "*/*")        ? &any
+                                                          : NULL;
+                if (best && el.q > *best)
+                        *best = el.q;
+        }
+        q_html = html >= 0 ? html : text >= 0 ? text : any;
+        q_plain = plain >= 0 ? plain : text >= 0 ? text : any;
+        return q_html > 0 && q_html > q_plain;
+}
+
 struct gzip_stream {
         z_stream z;
         int level;

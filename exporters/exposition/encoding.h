@@ -27,6 +27,14 @@ bool encoding_accept_openmetrics(const char *value);
  * subtype and any type). Read up to ACCEPT_ENCODING_MAX bytes. Pure, any thread. */
 bool encoding_accept_protobuf(const char *value);
 
+/* Whether the Accept value (NUL-terminated; NULL = no header) prefers HTML to plain text: the
+ * qvalue that text/html gets is above 0 and above the one text/plain gets, each from the most
+ * specific range that matches it (RFC 9110 §12.5.1: "text/html" before "text" with any subtype
+ * before any type; not matched: not acceptable). Any type alone, as curl asks, or no header
+ * gives plain text; a browser's "text/html,...;q=0.8" HTML. Read up to ACCEPT_ENCODING_MAX
+ * bytes. Pure, any thread. */
+bool encoding_accept_html(const char *value);
+
 /* Compresses len bytes of in into a malloc'd gzip member (*ret, *ret_len; the caller frees).
  * level: zlib's 1 (fastest) to 9. Returns 0, -EINVAL for a bad level or a length zlib cannot
  * take, -ENOMEM. */

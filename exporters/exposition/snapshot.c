@@ -595,6 +595,7 @@ const struct summary *snapshot_summary(struct snapshot *s)
                 for (size_t i = 0; s->summarize && i < s->n; i++)
                         if (s->summarize[i])
                                 s->summarize[i](s->sets[i], s->summary);
+                summary_finish(s->summary);
         }
         pthread_mutex_unlock(&s->lock);
         return s->summary;

@@ -14,6 +14,7 @@
 #include "escape.h"
 #include "expo.h"
 #include "framing.h"
+#include "index.h"
 #include "log.h"
 #include "metrics.h"
 #include "runbook.h"
@@ -138,84 +139,32 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
         return r;
 }
 
-/* s as HTML text (lib's escaper), written to f. */
-static void html_escape(FILE *f, const char *s)
-{
-        size_t n = escape_html(s, NULL);
-        char small[256], *buf = n < sizeof small ? small : xmalloc(n + 1);
-
-        fwrite(buf, 1, escape_html(s, buf), f);
-        if (buf != small)
-                free(buf);
-}
-
-/* One table of the status summary: its heading, rows and the count of rows left out. */
-static void index_table(FILE *f, const struct summary_table *t)
-{
-        if (!t->nrows && !t->more && !t->show_empty)
-                return;
-        fputs("<h2>", f);
-        html_escape(f, t->title);
-        fputs("</h2>\n<table><tr>", f);
-        for (size_t k = 0; k < t->ncols; k++) {
-                fputs("<th>", f);
-                html_escape(f, t->cols[k]);
-                fputs("</th>", f);
-        }
-        fputs("</tr>\n", f);
-        for (size_t i = 0; i < t->nrows; i++) {
-                fputs("<tr>", f);
-                for (size_t k = 0; k < t->ncols; k++) {
-                        fputs("<td>", f);
-                        html_escape(f, t->cells[i * t->ncols + k]);
-                        fputs("</td>", f);
-                }
-                fputs("</tr>\n", f);
-        }
-        fputs("</table>\n", f);
-        if (t->more) {
-                fprintf(f, "<p>and %zu more ", t->more);
-                html_escape(f, t->more_what ? t->more_what : "rows");
-                fputs(": see /metrics</p>\n", f);
-        }
-}
-
+/* The landing page, text or HTML as the client's Accept prefers (index.c). */
 static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection *c)
 {
         struct snapshot *snap = publisher_fresh(s->pub);
-        char *page = NULL;
+        const char *accept =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+        const char *type = NULL;
+        struct MHD_Response *resp;
         size_t len = 0;
-        FILE *f = open_memstream(&page, &len);
+        char *page = http_index_page(snap ? snapshot_summary(snap) : NULL, accept, s->cfg.version,
+                                     s->cfg.revision, &len, &type);
         enum MHD_Result r;
 
-        if (!f) {
-                snapshot_unref(snap);
-                return MHD_NO;
-        }
-        fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>diskpulse</title>"
-              "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;"
-              "text-align:left}</style></head><body>\n<h1>diskpulse</h1>\n<p>Version ",
-              f);
-        html_escape(f, s->cfg.version);
-        fputs(" (revision ", f);
-        html_escape(f, s->cfg.revision);
-        fputs(")</p>\n<ul><li><a href=\"/metrics\">Metrics</a></li>"
-              "<li><a href=\"/-/healthy\">Health</a></li>"
-              "<li><a href=\"/runbook\">Runbook</a></li></ul>\n",
-              f);
-        if (snap) {
-                const struct summary *sum = snapshot_summary(snap);
-                for (size_t i = 0; i < sum->n; i++)
-                        index_table(f, &sum->tables[i]);
-        }
-        fputs("</body></html>\n", f);
         snapshot_unref(snap);
-        if (fclose(f) != 0) {
+        if (!page)
+                return MHD_NO;
+        resp = MHD_create_response_from_buffer_with_free_callback(len, page, free);
+        if (!resp) {
                 free(page);
                 return MHD_NO;
         }
-        r = reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", page);
-        free(page);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept");
+        websec_add_headers(resp);
+        r = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp);
         return r;
 }
 

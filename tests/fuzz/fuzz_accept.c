@@ -1,7 +1,7 @@
-/* Fuzz target of the Accept-Encoding and Accept parsers (HTTP input) and the gzip encoder: no
- * crash, the decisions ignore letter case (but for the protobuf parameters' values, which
- * compare exactly), protobuf is only chosen when named, and every input survives a gzip round
- * trip. */
+/* Fuzz target of the Accept-Encoding and Accept parsers (HTTP input: the metrics page's forms,
+ * the landing page's HTML or text) and the gzip encoder: no crash, the decisions ignore letter
+ * case (but for the protobuf parameters' values, which compare exactly), protobuf is only chosen
+ * when named, HTML only when a text range is, and every input survives a gzip round trip. */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,7 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i <= size; i++)
                 up[i] = (char)toupper((unsigned char)v[i]);
         if (encoding_accept_gzip(v) != encoding_accept_gzip(up) ||
-            encoding_accept_openmetrics(v) != encoding_accept_openmetrics(up))
+            encoding_accept_openmetrics(v) != encoding_accept_openmetrics(up) ||
+            encoding_accept_html(v) != encoding_accept_html(up))
+                abort();
+        /* HTML only when text/html (or the text range) is named: any type alone gives text */
+        if (encoding_accept_html(v) && !strcasestr(v, "text/"))
                 abort();
         if ((encoding_accept_protobuf(v) && !strcasestr(v, "application/vnd.google.protobuf")) ||
             (encoding_accept_protobuf(up) && !strstr(up, "APPLICATION/VND.GOOGLE.PROTOBUF")))

@@ -140,10 +140,16 @@ def test_modes():
             # too, not only a parse error.
             lint = (p.stdout + p.stderr).strip().splitlines()
             dp.check(p.returncode == 0 and not lint, "promtool check metrics finds nothing to say %s" % lint[:3])
-        _, _, body = dp.http_get(d.url + "/")
+        _, _, body = dp.http_get(d.url + "/", headers={"Accept": "text/html"})
         page = body.decode()
-        dp.check("Sync canary" in page and fs.mnt in page and page.count("<td>%s</td>" % fs.mnt) == 4,
-                 "/ lists the four targets")
+        # a row per target and regime (idle, and busy with the default bursts)
+        dp.check("Sync canary" in page and fs.mnt in page and page.count("<td>%s</td>" % fs.mnt) == 8,
+                 "/ (HTML) lists the four targets, idle and busy")
+        _, h, body = dp.http_get(d.url + "/")
+        text = body.decode()
+        dp.check(h["Content-Type"].startswith("text/plain") and "<td>" not in text
+                 and len([l for l in text.splitlines() if l.startswith(fs.mnt)]) == 8,
+                 "/ (text) lists the four targets, idle and busy")
         rc, took = d.stop()
         dp.check(rc == 0 and took < 1.0, "SIGTERM with four probing targets: exit %s in %.2f s" % (rc, took))
 

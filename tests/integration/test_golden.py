@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Golden end-to-end test: the real binary on fixture trees of every kernel format, by --once and
 over HTTP, diffed against tests/golden/*.prom and checked value by value against an independent
-computation from the fixture's diskstats. UPDATE_GOLDEN=1 rewrites the golden files."""
+computation from the fixture's diskstats. The landing page too: its text form (curl's Accept)
+diffed against tests/golden/*.txt and checked against the same computation, its HTML form parsed
+(html.parser) and compared cell by cell with the text. UPDATE_GOLDEN=1 rewrites the golden
+files."""
+import html.parser
 import os
 import re
 import sys
@@ -112,6 +116,134 @@ def check_values(case, fixture, args, metrics):
         dp.check(not bad, "%s: %s counters and gauges %s" % (case, name, "; ".join(bad) or "match"))
 
 
+# What a browser sends (Firefox).
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+
+def text_tables(text):
+    """The tables of the landing page's text form: {title: (headings, rows)}, columns split at
+    two spaces or more (no cell holds two spaces in a row); notes are indented."""
+    tables, lines, i = {}, text.split("\n"), 0
+    while i < len(lines):
+        # a title, then a line of headings, then rows up to an empty line or "and N more"
+        if lines[i] and not lines[i].startswith(" ") and i + 1 < len(lines) and lines[i + 1] \
+                and (i == 0 or not lines[i - 1]):
+            title, heads = lines[i], re.split(r" {2,}", lines[i + 1].strip())
+            rows, i = [], i + 2
+            while i < len(lines) and lines[i] and not lines[i].startswith("and "):
+                rows.append(re.split(r" {2,}", lines[i].strip()))
+                i += 1
+            tables[title] = (heads, rows)
+        i += 1
+    return tables
+
+
+class Tables(html.parser.HTMLParser):
+    """The <h2> titles and <table>s of an HTML page: {title: (headings, rows)}."""
+    def __init__(self):
+        super().__init__()
+        self.tables, self.title, self.cell, self.row, self.heads, self.rows = {}, None, None, None, None, None
+        self.in_h2 = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "h2":
+            self.in_h2, self.title = True, ""
+        elif tag == "table":
+            self.heads, self.rows = [], []
+        elif tag == "tr":
+            self.row = []
+        elif tag in ("td", "th"):
+            self.cell = ""
+
+    def handle_endtag(self, tag):
+        if tag == "h2":
+            self.in_h2 = False
+        elif tag in ("td", "th"):
+            self.row.append(self.cell)
+            self.cell = None
+        elif tag == "tr":
+            if self.heads == []:
+                self.heads = self.row
+            else:
+                self.rows.append(self.row)
+        elif tag == "table":
+            self.tables[self.title] = (self.heads, self.rows)
+
+    def handle_data(self, data):
+        if self.in_h2:
+            self.title += data
+        elif self.cell is not None:
+            self.cell += data
+
+
+def check_index(case, fixture, args, d, update):
+    """The landing page of the first (since-boot) round: text golden, values, HTML alike."""
+    st, h, body = dp.http_get(d.url + "/")
+    text = body.decode()
+    dp.check(st == 200 and h["Content-Type"] == "text/plain; charset=utf-8" and h.get("Vary") == "Accept",
+             "%s: / without Accept is text/plain (Vary: Accept)" % case)
+    st, h2, body = dp.http_get(d.url + "/", headers={"Accept": "*/*"})
+    dp.check(body.decode() == text and h2["Content-Type"].startswith("text/plain"), "%s: / for curl's */* is the same text" % case)
+    dp.check("<" not in text and "\033" not in text, "%s: the text form has no tag and no escape sequence" % case)
+    # the first line names the version and revision: not golden
+    first, rest = text.split("\n", 1)
+    dp.check(first.startswith("diskpulse "), "%s: the text starts with the version" % case)
+    golden = os.path.join(dp.GOLDEN, case + ".txt")
+    if update:
+        open(golden, "w").write(rest)
+    expected = open(golden).read()
+    dp.check(rest == expected, "%s: / (text) equals %s" % (case, os.path.relpath(golden)))
+    if rest != expected:
+        import difflib
+        sys.stdout.writelines(difflib.unified_diff(expected.splitlines(True), rest.splitlines(True), "golden", "got", n=1))
+    wide = [l for l in text.split("\n") if len(l) > 100]
+    dp.check(not wide, "%s: every line of / within 100 columns %s" % (case, wide[:2]))
+    tables = text_tables(rest)
+    heads, rows = tables.get("Devices", ([], []))
+    dp.check(heads == ["device", "r/s", "w/s", "r_await_ms", "w_await_ms", "aqu-sz", "%util", "p50_ms", "p99_ms"],
+             "%s: the devices' headings %s" % (case, heads))
+    vheads, vrows = tables.get("Verdicts", ([], []))
+    verdicts = dict((r[0], r[1]) for r in vrows if len(r) == 2)
+    dp.check(vheads == ["device", "verdict"] and [r[0] for r in vrows] == [r[0] for r in rows],
+             "%s: a verdict per device, in the same order" % case)
+    # the numbers, computed again from the fixture (iostat's first report: since boot)
+    devs, uptime = read_fixture(fixture)
+    include = re.compile(args[0].split("=", 1)[1]) if args else None
+    want = sorted(n for n in devs if (include.search(n) if include else not DEFAULT_EXCLUDE.search(n)))
+    dp.check(sorted(r[0] for r in rows) == want, "%s: / lists the devices %s" % (case, want))
+    bad = []
+    for row in rows:
+        v = devs[row[0]][2]
+        g = lambda f: v.get(f, 0)
+        await_ms = lambda t, n: t / n if n else 0
+        expect = ["%.1f" % (g("reads") / uptime), "%.1f" % (g("writes") / uptime),
+                  "%.2f" % await_ms(g("read_ms"), g("reads") if "read_ms" in v else 0),
+                  "%.2f" % await_ms(g("write_ms"), g("writes") if "write_ms" in v else 0),
+                  "%.2f" % (g("weighted_ms") / 1000 / uptime), "%.1f" % (100 * min(1.0, g("io_ms") / 1000 / uptime)),
+                  "-", "-"]
+        if row[1:9] != expect:
+            bad.append("%s: %s want %s" % (row[0], row[1:9], expect))
+        rate = g("reads") / uptime + g("writes") / uptime
+        wait = (g("read_ms") + g("write_ms")) / 1000 / (g("reads") + g("writes")) if g("reads") + g("writes") else 0
+        if wait > 0.25 and rate >= 0.1:
+            want_verdict = "requests wait %.0f ms on average" % (1000 * wait)
+        elif g("weighted_ms") / 1000 / uptime > 4 and wait > 0.05:
+            want_verdict = "saturated: %.1f requests queued, %.0f ms wait" % (g("weighted_ms") / 1000 / uptime, 1000 * wait)
+        else:
+            want_verdict = "ok"
+        if verdicts.get(row[0]) != want_verdict:
+            bad.append("%s: verdict %r want %r" % (row[0], verdicts.get(row[0]), want_verdict))
+    dp.check(not bad, "%s: / numbers and verdicts from the fixture %s" % (case, "; ".join(bad) or "match"))
+    # the HTML form: the same tables, cell by cell
+    st, h, body = dp.http_get(d.url + "/", headers={"Accept": BROWSER_ACCEPT})
+    dp.check(st == 200 and h["Content-Type"] == "text/html; charset=utf-8", "%s: / for a browser is HTML" % case)
+    p = Tables()
+    p.feed(body.decode())
+    p.close()
+    dp.check(p.tables == tables, "%s: the HTML tables hold the text form's headings and cells (%s vs %s)"
+             % (case, sorted(p.tables), sorted(tables)))
+
+
 def main():
     update = os.environ.get("UPDATE_GOLDEN") == "1"
     for case, fixture, args in CASES:
@@ -149,6 +281,7 @@ def main():
         # The same page over HTTP (the long interval keeps the first, since-boot round).
         with dp.Daemon(BIN, "--diskstats.interval=1h", "--diskstats.window=1h", *roots) as d:
             text = d.scrape_text()
+            check_index(case, fixture, args, d, update)
         dp.check(stable(text) == expected, "%s: HTTP /metrics equals %s" % (case, os.path.relpath(golden)))
         # the daemon counts its rounds (--once runs one, uncounted): the start-up one, and no other
         # (the page is younger than --diskstats.interval)

@@ -64,11 +64,19 @@ def endpoints():
 
         st, h, body = dp.http_get(d.url + "/metrics", method="HEAD")
         dp.check(st == 200 and body == b"", "HEAD /metrics is 200 without a body")
-        st, h, body = dp.http_get(d.url + "/")
-        dp.check(st == 200 and b"diskpulse" in body and b"/metrics" in body and h["Content-Type"].startswith("text/html"),
-                 "/ is an HTML page with a link to /metrics")
+        # / for a browser: HTML; for curl (*/*), text/plain or no Accept: plain text (issue 34)
+        st, h, body = dp.http_get(d.url + "/", headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
+        dp.check(st == 200 and b"diskpulse" in body and b'href="/metrics"' in body
+                 and h["Content-Type"] == "text/html; charset=utf-8" and h.get("Vary") == "Accept",
+                 "/ for a browser is an HTML page with a link to /metrics")
         devices = [dict(ls)["device"] for ls in dp.series(m, "diskpulse_disk_info")]
-        dp.check(all(dev.encode() in body for dev in devices), "/ lists the devices %s" % devices)
+        dp.check(all(("<td>%s</td>" % dev).encode() in body for dev in devices), "/ (HTML) lists the devices %s" % devices)
+        for accept in (None, "*/*", "text/plain", "text/html;q=0.5, text/plain"):
+            st, h, body = dp.http_get(d.url + "/", headers={"Accept": accept} if accept else None)
+            lines = body.decode().splitlines()
+            dp.check(st == 200 and h["Content-Type"] == "text/plain; charset=utf-8" and b"<" not in body
+                     and all(any(l.startswith(dev + " ") for l in lines) for dev in devices),
+                     "/ with Accept %r is plain text listing the devices" % accept)
         st, _, body = dp.http_get(d.url + "/-/healthy")
         dp.check(st == 200, "/-/healthy is 200")
         for path in ("/nope", "/metrics/", "/metricsx", "/-/ready"):

@@ -206,11 +206,16 @@ static void test_round_self_metrics(void **state)
         assert_ptr_equal(snapshot_summary(snap), sum); /* and kept */
         assert_int_equal(summarized, 1);
         assert_non_null(sum);
-        assert_int_equal(sum->n, 1);
-        assert_string_equal(sum->tables[0].title, "fake_a");
-        assert_int_equal(sum->tables[0].nrows, 1);
-        assert_string_equal(sum->tables[0].cells[0], "fake_a");
-        assert_string_equal(sum->tables[0].cells[1], "1");
+        /* the disk view first (no device here: two empty tables), then a's table */
+        assert_int_equal(sum->n, 3);
+        assert_string_equal(sum->tables[0].title, "Devices");
+        assert_int_equal(sum->tables[0].nrows, 0);
+        assert_string_equal(sum->tables[1].title, "Verdicts");
+        assert_int_equal(sum->tables[1].nrows, 0);
+        assert_string_equal(sum->tables[2].title, "fake_a");
+        assert_int_equal(sum->tables[2].nrows, 1);
+        assert_string_equal(sum->tables[2].cells[0], "fake_a");
+        assert_string_equal(sum->tables[2].cells[1], "1");
         snapshot_unref(snap);
 
         /* a failed collect: success 0; canary turned off: gone from the page */
@@ -227,7 +232,7 @@ static void test_round_self_metrics(void **state)
         assert_null(strstr(page, "collector=\"canary\""));
         assert_null(strstr(page, "fake_c"));
         free(page);
-        assert_string_equal(snapshot_summary(snap)->tables[0].cells[1], "2");
+        assert_string_equal(snapshot_summary(snap)->tables[2].cells[1], "2");
         snapshot_unref(snap);
 
         round_free(&r);
@@ -250,7 +255,9 @@ static void test_round_empty(void **state)
         assert_non_null(strstr(page, "diskpulse_build_info{version=\"v\",revision=\"r\"} 1\n"));
         assert_null(strstr(page, "collector=\""));
         free(page);
-        assert_int_equal(snapshot_summary(snap)->n, 0);
+        /* the disk view alone, empty */
+        assert_int_equal(snapshot_summary(snap)->n, 2);
+        assert_int_equal(snapshot_summary(snap)->tables[0].nrows, 0);
         snapshot_unref(snap);
 }
 
@@ -309,18 +316,51 @@ static void test_round_diskstats(void **state)
         free(page);
 
         sum = snapshot_summary(snap);
-        assert_int_equal(sum->n, 1);
-        t = &sum->tables[0];
-        assert_string_equal(t->title, "Devices");
-        assert_int_equal(t->ncols, 6);
-        assert_string_equal(t->cols[3], "write await (ms)");
-        assert_true(t->show_empty);
-        assert_int_equal(t->more, 0);
+        assert_int_equal(sum->n, 3);
+        assert_string_equal(sum->tables[1].title, "Verdicts");
+        assert_int_equal(sum->tables[1].nrows, sum->tables[0].nrows);
+        /* which disk to pull: its model and serial */
+        t = &sum->tables[2];
+        assert_string_equal(t->title, "Identity");
+        assert_int_equal(t->nrows, sum->tables[0].nrows);
         for (size_t i = 0; i < t->nrows; i++)
                 if (strcmp(t->cells[i * t->ncols], "sda") == 0)
                         sda = t->cells[i * t->ncols + 1];
         assert_non_null(sda);
         assert_string_equal(sda, "ST4000NM0035-1V4107");
+        sda = NULL;
+        t = &sum->tables[0];
+        assert_string_equal(t->title, "Devices");
+        assert_int_equal(t->ncols, 9);
+        assert_string_equal(t->cols[4], "w_await_ms");
+        assert_true(t->show_empty);
+        assert_int_equal(t->more, 0);
+        for (size_t i = 0; i < t->nrows; i++)
+                if (strcmp(t->cells[i * t->ncols], "sda") == 0)
+                        sda = t->cells[i * t->ncols + 4];
+        assert_non_null(sda);
+        /* the first round reads since boot: w_await = write ms / writes of the fixture's line */
+        {
+                char want[32];
+                double ms = 0, n = 0;
+                FILE *f = fopen(FIXTURES "/linux-6.1/proc/diskstats", "r");
+                char line[512], name[64];
+                double v[11];
+                assert_non_null(f);
+                while (fgets(line, sizeof line, f))
+                        if (sscanf(line, "%*u %*u %63s %lf %lf %lf %lf %lf %lf %lf %lf", name,
+                                   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 9 &&
+                            strcmp(name, "sda") == 0) {
+                                n = v[4];
+                                ms = v[7];
+                        }
+                fclose(f);
+                assert_true(n > 0);
+                snprintf(want, sizeof want, "%.2f", ms / n);
+                assert_string_equal(sda, want);
+        }
+        /* the p50/p99 columns: no biolatency collector here */
+        assert_string_equal(t->cells[7], "-");
         snapshot_unref(snap);
 
         round_free(&r);
