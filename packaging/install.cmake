@@ -35,6 +35,10 @@ endforeach()
 install(FILES "${_unit_build}/diskpulse.service" "${_unit_build}/diskpulse.socket"
   DESTINATION "${DISKPULSE_SYSTEMD_UNITDIR}")
 install(FILES systemd/diskpulse.sysusers DESTINATION "${DISKPULSE_SYSUSERSDIR}" RENAME diskpulse.conf)
+# Inactive: an administrator links it into /etc/tmpfiles.d once PostgreSQL is installed (the
+# file says why and how).
+install(FILES systemd/postgresql-canary.tmpfiles DESTINATION ${CMAKE_INSTALL_DATADIR}/diskpulse/tmpfiles.d
+  RENAME postgresql-canary.conf)
 install(FILES etc/diskpulse.conf DESTINATION "${DISKPULSE_CONFDIR}")
 install(FILES systemd/examples/ip-allow.conf systemd/examples/canary-paths.conf
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)

@@ -107,6 +107,7 @@ DEB_PATHS = {
     "usr/share/diskpulse/grafana/": "d755", "usr/share/diskpulse/grafana/diskpulse.json": "f644",
     "usr/share/diskpulse/prometheus/": "d755", "usr/share/diskpulse/prometheus/diskpulse.rules.yml": "f644",
     "usr/share/diskpulse/prometheus/prometheus.yml": "f644",
+    "usr/share/diskpulse/tmpfiles.d/": "d755", "usr/share/diskpulse/tmpfiles.d/postgresql-canary.conf": "f644",
     "usr/share/doc/": "d755", "usr/share/doc/diskpulse/": "d755",
     "usr/share/doc/diskpulse/README.md": "f644", "usr/share/doc/diskpulse/changelog.gz": "f644",
     "usr/share/doc/diskpulse/copyright": "f644", "usr/share/doc/diskpulse/runbook.md": "f644",
