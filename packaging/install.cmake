@@ -35,6 +35,10 @@ endforeach()
 install(FILES "${_unit_build}/diskpulse.service" "${_unit_build}/diskpulse.socket"
   DESTINATION "${DISKPULSE_SYSTEMD_UNITDIR}")
 install(FILES systemd/diskpulse.sysusers DESTINATION "${DISKPULSE_SYSUSERSDIR}" RENAME diskpulse.conf)
+# Inactive: an administrator links it into /etc/tmpfiles.d once PostgreSQL is installed (the
+# file says why and how).
+install(FILES systemd/postgresql-canary.tmpfiles DESTINATION ${CMAKE_INSTALL_DATADIR}/diskpulse/tmpfiles.d
+  RENAME postgresql-canary.conf)
 install(FILES etc/diskpulse.conf DESTINATION "${DISKPULSE_CONFDIR}")
 install(FILES systemd/examples/ip-allow.conf systemd/examples/canary-paths.conf
   DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
@@ -110,7 +114,14 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
+# A .deb is made only from a /usr build: with another prefix the conffile, the units and the
+# documentation would land where Debian's package tools and systemd do not look. cpack (and the
+# package target) stop with this error before installing anything (packaging/check_prefix.cmake).
+set(CPACK_DISKPULSE_BUILD_PREFIX "${CMAKE_INSTALL_PREFIX}") # CPACK_*: copied into CPackConfig.cmake
+set(CPACK_PROJECT_CONFIG_FILE "${CMAKE_SOURCE_DIR}/packaging/check_prefix.cmake")
 if(NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
-  message(STATUS "CMAKE_INSTALL_PREFIX is ${CMAKE_INSTALL_PREFIX}: a .deb for Debian wants /usr")
+  message(WARNING "CMAKE_INSTALL_PREFIX is ${CMAKE_INSTALL_PREFIX}: `cmake --install` works, but "
+    "cpack will refuse to make the .deb, which installs under /usr only (configure without "
+    "CMAKE_INSTALL_PREFIX, or with -DCMAKE_INSTALL_PREFIX=/usr, or use the presets)")
 endif()
 include(CPack)

@@ -17,7 +17,7 @@ import sys
 
 # The dashboard's own selection variables match everything; Grafana's built-in intervals get
 # fixed values.
-SELECTION_VARIABLES = ("instance", "device", "target", "regime")
+SELECTION_VARIABLES = ("instance", "device", "target", "regime", "op")
 BUILTIN_VARIABLES = {"__interval": "15s", "__range": "5m"}
 
 # $name, ${name}, ${name:format}, ${name.field:format}, [[name]], [[name:format]]. A name starts
@@ -132,6 +132,53 @@ def dashboard_queries(path, rate_interval="1m"):
                 continue
             result.append((title, substitute(expr, "panel %r" % title, rate_interval)))
     return result
+
+
+def panels_of(path):
+    """Every panel of the dashboard at path (depth first, rows' nested panels included), each
+    with "_row": the row it sits in (the last row above it at top level, or the collapsed row
+    holding it), or None."""
+    with open(path, encoding="utf-8") as f:
+        dashboard = json.load(f)
+    if "dashboard" in dashboard and "panels" not in dashboard:
+        dashboard = dashboard["dashboard"]
+    out, row = [], None
+    for panel in dashboard.get("panels") or []:
+        if panel.get("type") == "row":
+            row = panel
+            panel["_row"] = None
+            out.append(panel)
+            for inner in panel.get("panels") or []:
+                inner["_row"] = panel
+                out.append(inner)
+        else:
+            panel["_row"] = row
+            out.append(panel)
+    return out
+
+
+def heatmap_queries(path, rate_interval="1m"):
+    """[(title, expr)] of the heatmap panels' targets, variables substituted."""
+    return [(p.get("title"), substitute(t["expr"], "panel %r" % p.get("title"), rate_interval))
+            for p in panels_of(path) if p.get("type") == "heatmap"
+            for t in p.get("targets") or [] if isinstance(t.get("expr"), str) and t["expr"].strip()]
+
+
+def rule_queries(path, rate_interval="1m"):
+    """[(title, expr)] of the panel queries that read a recording rule (a name with colons)."""
+    return [(t, e) for t, e in dashboard_queries(path, rate_interval)
+            if not t.startswith("variable ") and any(":" in n for n in metric_names(e))]
+
+
+def split_or(expr):
+    """(left, right) of expr's first top-level ' or ', or None."""
+    depth = 0
+    for i, c in enumerate(expr):
+        depth += c in "({["
+        depth -= c in ")}]"
+        if depth == 0 and expr.startswith(" or ", i):
+            return expr[:i], expr[i + 4:]
+    return None
 
 
 # Aggregation operators may be followed by "by"/"without" rather than "(".

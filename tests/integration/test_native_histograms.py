@@ -16,18 +16,24 @@ Both load the shipped recording rules: the canary's median, mean and share of sl
 out the same from native histograms as from classic buckets (the rules read either), and where
 the block-latency programs are attached (root, kernel BTF) the device-time histograms are native
 and the rule's median of each agrees with the classic one within the classic bucket.
+A third Prometheus stores native histograms and loads no rules: the Grafana dashboard's queries
+run on it and on the native one with rules (each heatmap gives one native histogram there and
+the classic buckets on the classic one; each panel that reads a recording rule gives, without
+the rules, the series the rule gives).
 
 Usage: test_native_histograms.py BINARY
 """
 import gzip
 import os
+import re
 import shutil
 import time
 
 import yaml
 
 import dp
-from test_prometheus import Prometheus, api, families, query, setup
+import grafana_queries
+from test_prometheus import DASHBOARD, Prometheus, api, check_dashboard, families, query, setup
 
 SCRAPE_FOR = 40  # seconds
 
@@ -148,10 +154,10 @@ RULES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "et
                      "diskpulse.rules.yml")
 
 
-def write_config(path, port):
+def write_config(path, port, rules=True):
     conf = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s",
                        "evaluation_interval": "1s"},
-            "rule_files": [os.path.abspath(RULES)],
+            "rule_files": [os.path.abspath(RULES)] if rules else [],
             "scrape_configs": [{"job_name": "diskpulse",
                                 "static_configs": [{"targets": ["127.0.0.1:%d" % port]}]}]}
     with open(path, "w") as f:
@@ -221,6 +227,42 @@ def check_biolatency(native, classic):
                  % (rule, dict(k), rn[k], lo, hi, rc[k]))
 
 
+def labelsets(res):
+    return {tuple(sorted((k, v) for k, v in r["metric"].items() if k != "__name__")) for r in res}
+
+
+def check_dashboard_live(native, classic, norules):
+    """The dashboard's queries on the Prometheus that stores native histograms, with the shipped
+    rules and without them: all accepted and answered where their series exist (test_prometheus'
+    check); each heatmap answers with the classic buckets (le series) where those are stored and
+    with one native histogram where they are not, never both; each query reading a recording rule
+    gives, without the rules, the series the rule gives with them."""
+    for prom in (native, norules):
+        print("the dashboard on %s (%s)" % (prom.url, "rules" if prom is native else "no rules"))
+        check_dashboard(prom)
+    attached = (query(native.url, "diskpulse_io_latency_up") or [{"value": [0, "0"]}])[0]["value"][1] == "1"
+    for title, expr in grafana_queries.heatmap_queries(DASHBOARD):
+        histogram = re.search(r"\((\w+)_bucket\{", expr).group(1)
+        if histogram.startswith("diskpulse_io_") and not (
+                attached and query(classic.url, "count(%s_bucket)" % histogram)):
+            print("skip: %s: no %s here (block-latency programs not attached, or no such operation)"
+                  % (title, histogram))
+            continue
+        rc = query(classic.url, expr)
+        dp.check(rc and all("le" in r["metric"] and "value" in r for r in rc),
+                 "heatmap %s, classic Prometheus: %d le series" % (title, len(rc)))
+        for name, prom in (("native", native), ("no rules, native", norules)):
+            rn = query(prom.url, expr)
+            dp.check(len(rn) == 1 and "histogram" in rn[0] and "le" not in rn[0]["metric"],
+                     "heatmap %s, %s Prometheus: one native histogram (%s)"
+                     % (title, name, [sorted(r["metric"]) + sorted(k for k in r if k != "metric") for r in rn]))
+    for title, expr in grafana_queries.rule_queries(DASHBOARD):
+        rule = grafana_queries.split_or(expr)[0]
+        with_rules, without = labelsets(query(native.url, rule)), labelsets(query(norules.url, expr))
+        dp.check(without == with_rules, "%s without the rules: the series the rule gives (%d, %d): %s"
+                 % (title, len(without), len(with_rules), rule.split("{")[0]))
+
+
 def main():
     binary, tmp = setup(__doc__, "diskpulse-native-")
     canary = os.path.join(tmp, "canary")
@@ -233,12 +275,13 @@ def main():
             dp.wait_until(lambda: (dp.value(daemon.scrape(), "diskpulse_sync_latency_seconds_count")
                                    or 0) >= 5, 30, poll=0.5)
             check_negotiation(daemon)
-            for name, extra in (("native", ["--enable-feature=native-histograms"]), ("classic", [])):
+            for name, extra in (("native", ["--enable-feature=native-histograms"]), ("classic", []),
+                                ("norules", ["--enable-feature=native-histograms"])):
                 d = os.path.join(tmp, name)
                 os.mkdir(d)
-                write_config(os.path.join(d, "prometheus.yml"), daemon.port)
+                write_config(os.path.join(d, "prometheus.yml"), daemon.port, rules=name != "norules")
                 proms.append(Prometheus(os.path.join(d, "prometheus.yml"), d, extra))
-            native, classic = proms
+            native, classic, norules = proms
             print("scraping for %d s" % SCRAPE_FOR)
             time.sleep(SCRAPE_FOR)
             for p in proms:
@@ -281,6 +324,7 @@ def main():
                          "bucket (%g, %g]" % (dict(k), qn[k], qc[k], lo, hi))
             check_rules(native, classic)
             check_biolatency(native, classic)
+            check_dashboard_live(native, classic, norules)
     finally:
         for p in proms:
             p.finish()

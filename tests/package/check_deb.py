@@ -19,27 +19,7 @@ import tempfile
 
 import pkg
 
-# Every path in the package, with its type and mode (the binary is the only executable).
-EXPECTED = {
-    "etc/": "d755", "etc/diskpulse/": "d755", "etc/diskpulse/diskpulse.conf": "f644",
-    "lib/": "d755", "lib/systemd/": "d755", "lib/systemd/system/": "d755",
-    "lib/systemd/system/diskpulse.service": "f644", "lib/systemd/system/diskpulse.socket": "f644",
-    "usr/": "d755", "usr/lib/": "d755", "usr/lib/sysusers.d/": "d755", "usr/lib/sysusers.d/diskpulse.conf": "f644",
-    "usr/sbin/": "d755", "usr/sbin/diskpulse": "f755",
-    "usr/share/": "d755", "usr/share/diskpulse/": "d755",
-    "usr/share/diskpulse/alertmanager/": "d755", "usr/share/diskpulse/alertmanager/diskpulse-route.yml": "f644",
-    "usr/share/diskpulse/grafana/": "d755", "usr/share/diskpulse/grafana/diskpulse.json": "f644",
-    "usr/share/diskpulse/prometheus/": "d755", "usr/share/diskpulse/prometheus/diskpulse.rules.yml": "f644",
-    "usr/share/diskpulse/prometheus/prometheus.yml": "f644",
-    "usr/share/doc/": "d755", "usr/share/doc/diskpulse/": "d755",
-    "usr/share/doc/diskpulse/README.md": "f644", "usr/share/doc/diskpulse/changelog.gz": "f644",
-    "usr/share/doc/diskpulse/copyright": "f644", "usr/share/doc/diskpulse/runbook.md": "f644",
-    "usr/share/doc/diskpulse/runbook.html": "f644",
-    "usr/share/doc-base/": "d755", "usr/share/doc-base/diskpulse-runbook": "f644",
-    "usr/share/doc/diskpulse/examples/": "d755", "usr/share/doc/diskpulse/examples/canary-paths.conf": "f644",
-    "usr/share/doc/diskpulse/examples/ip-allow.conf": "f644",
-    "usr/share/man/": "d755", "usr/share/man/man8/": "d755", "usr/share/man/man8/diskpulse.8.gz": "f644",
-}
+EXPECTED = pkg.DEB_PATHS
 SYSUSERS_DEP = "systemd | systemd-standalone-sysusers | systemd-sysusers"
 # Loaded with dlopen() when configured (lib/dynlib.h: a web config file, its users), so not in
 # dpkg-shlibdeps' list, and named in Depends: by packaging/install.cmake.
@@ -84,12 +64,6 @@ def package_of(path):
         if r.returncode == 0:
             return r.stdout.split(":")[0].strip()
     return None
-
-
-def documented_lintian_tags():
-    """Tags explained in packaging/lintian.md (lines "- `tag` (level): why")."""
-    with open(os.path.join(pkg.SOURCE, "packaging", "lintian.md")) as f:
-        return set(re.findall(r"^- `([a-z0-9+.-]+)`", f.read(), re.M))
 
 
 def main():
@@ -224,7 +198,7 @@ def main():
         errors = sorted({t for lvl, t in tags if lvl == "E"})
         pkg.check(not errors and p.returncode in (0, 1), "lintian: no error%s" % (": " + " ".join(errors) if errors else ""))
         pkg.check(not re.search(r"^E: ", p.stdout + p.stderr, re.M) or errors, "lintian ran (exit %d)" % p.returncode)
-        documented = documented_lintian_tags()
+        documented = pkg.documented_lintian_tags()
         undocumented = sorted({"%s:%s" % (lvl, t) for lvl, t in tags if lvl != "E" and t not in documented})
         pkg.check(not undocumented, "every lintian tag is explained in packaging/lintian.md%s"
                   % (": not " + " ".join(undocumented) if undocumented else ""))

@@ -7,7 +7,9 @@ process holds no capability, the helper exactly its three; `systemd-analyze secu
 loaded unit is at most 2.0; the journal has its logfmt lines with priorities (info, warning,
 error); `systemctl reload` applies a changed config (and survives a broken one); `systemctl
 stop` is clean; diskpulse.socket alone starts the service at the first connection; the example
-IPAddressAllow= drop-in lets only the listed addresses in; `dpkg -P` and `dpkg -i` with systemd
+IPAddressAllow= drop-in lets only the listed addresses in; a canary target in a postgres-owned
+/var/lib/postgresql counts EACCES, and the documented diskpulse-canary directory there (the
+shipped tmpfiles.d snippet, the runbook's sed) is probed; `dpkg -P` and `dpkg -i` with systemd
 running stop and start the units and leave nothing running behind.
 Usage: check_nspawn.py BUILD_DIR"""
 import json
@@ -249,6 +251,57 @@ def check_serving(c, label):
     pkg.check(st4 == "200" and "diskpulse_build_info" in body, "%s: /metrics on 127.0.0.1:9477 (%s)" % (label, st4))
     pkg.check(st6 == "200" and "diskpulse_build_info" in body6, "%s: /metrics on [::1]:9477 (%s)" % (label, st6))
     return body
+
+
+def check_postgresql_canary(c):
+    """The documented canary target on PostgreSQL's filesystem under the real unit: with a
+    postgres user and /var/lib/postgresql as PostgreSQL's package makes them, a target there
+    counts EACCES; after the README's two lines (the shipped tmpfiles.d snippet linked into
+    /etc/tmpfiles.d, systemd-tmpfiles --create) and the runbook's sed on the config file, its
+    diskpulse-canary subdirectory is up and probed. The config file is restored afterwards."""
+    conf = "/etc/diskpulse/diskpulse.conf"
+    pg, mine = "/var/lib/postgresql", "/var/lib/postgresql/diskpulse-canary"
+    rc, _, err = c.sh("groupadd --system postgres && useradd --system -g postgres -d %s -s /bin/sh postgres && "
+                      "install -d -o postgres -g postgres -m 0755 %s" % (pg, pg))
+    if not pkg.check(rc == 0, "a postgres user and %s (0755) as PostgreSQL's package makes them %s" % (pg, err.strip())):
+        return
+    c.sh("cp %s /tmp/diskpulse.conf.canary && sed -i 's/^canary.interval = .*/canary.interval = 200ms/' %s && "
+         "echo 'canary.path = %s' >> %s && systemctl restart diskpulse.service" % (conf, conf, pg, conf))
+
+    def counted(errno):
+        return lambda: (metric(c.http("127.0.0.1")[1], "diskpulse_sync_errors_total", path=pg, errno=errno) or 0) >= 2
+
+    def errnos():
+        return sorted({m.group(1) for line in c.http("127.0.0.1")[1].splitlines()
+                       if line.startswith("diskpulse_sync_errors_total{") and 'path="%s"' % pg in line
+                       for m in [re.search(r'errno="(\w+)"', line)] if m})
+    # The unit mounts it read-only (ProtectSystem=strict, not in ReadWritePaths=): EROFS. With the
+    # drop-in the documentation used to give (ReadWritePaths=/var/lib/postgresql): EACCES, the
+    # directory being postgres'.
+    pkg.check(wait("EROFS", counted("EROFS"), 60), "canary.path = %s: EROFS under the unit as shipped (%s)" % (pg, errnos()))
+    c.sh("mkdir -p /etc/systemd/system/diskpulse.service.d && "
+         "printf '[Service]\\nReadWritePaths=%s\\n' > /etc/systemd/system/diskpulse.service.d/pg.conf && "
+         "systemctl daemon-reload && systemctl restart diskpulse.service" % pg)
+    pkg.check(wait("EACCES", counted("EACCES"), 60),
+              "with ReadWritePaths=%s the service counts EACCES: the directory is postgres' (%s)" % (pg, errnos()))
+    c.sh("rm -r /etc/systemd/system/diskpulse.service.d && systemctl daemon-reload")
+
+    rc, _, err = c.sh("ln -s /usr/share/diskpulse/tmpfiles.d/postgresql-canary.conf /etc/tmpfiles.d/diskpulse-canary.conf && "
+                      "systemd-tmpfiles --create /etc/tmpfiles.d/diskpulse-canary.conf")
+    owner = c.out("stat -c '%%U:%%G %%a' %s" % mine)
+    pkg.check(rc == 0 and owner == "diskpulse:postgres 750",
+              "the README's tmpfiles.d lines make %s: %s %s" % (mine, owner, err.strip()))
+    c.sh("sed -i 's|^canary.path = /var/lib/postgresql$|canary.path = /var/lib/postgresql/diskpulse-canary|' %s && "
+         "systemctl restart diskpulse.service" % conf)
+
+    def probed():
+        body = c.http("127.0.0.1")[1]
+        return (metric(body, "diskpulse_sync_target_up", path=mine) == 1
+                and (metric(body, "diskpulse_sync_probes_total", path=mine) or 0) >= 3
+                and metric(body, "diskpulse_sync_target_up", path=pg) is None)
+    pkg.check(wait("probed", probed, 60), "after the runbook's sed the service probes %s, up" % mine)
+    c.sh("cp /tmp/diskpulse.conf.canary %s && rm %s/* %s/.[!.]* 2>/dev/null; systemctl restart diskpulse.service"
+         % (conf, mine, mine))
 
 
 RESET_PATH = "/srv/db"
@@ -567,6 +620,7 @@ def main():
         pkg.check(rc == 0 and both == ("active", "active"),
                   "systemctl start diskpulse.service starts the socket with it: %s %s" % (both, err.strip()))
         check_serving(c, "service started alone")
+        check_postgresql_canary(c)
 
         # Maintainer scripts with systemd running: purge stops everything, install starts it.
         rc, out, err = c.sh("dpkg -P diskpulse", timeout=120)

@@ -81,6 +81,24 @@ def main():
         pkg.check(rc == 0 and out == "", "systemd-analyze verify of both units: exit %d, %s"
                   % (rc, "silent" if not out else "said:\n" + out))
 
+        # The canary directory the installed tmpfiles.d snippet makes is writable for the service:
+        # named in ReadWritePaths= (ProtectSystem=strict makes every other path read-only), not
+        # under ProtectHome='s directories, nor in InaccessiblePaths=/ReadOnlyPaths=.
+        with open(os.path.join(root, "usr/share/diskpulse/tmpfiles.d/postgresql-canary.conf")) as f:
+            made = [l.split() for l in f if l.strip() and not l.lstrip().startswith("#")]
+        pkg.check(len(made) == 1 and made[0][0] == "d" and made[0][3:5] == ["diskpulse", "postgres"],
+                  "the tmpfiles.d snippet makes one directory, the diskpulse user's, group postgres: %s" % made)
+        with open(root + service) as f:
+            settings = [l.strip().split("=", 1) for l in f if "=" in l and not l.lstrip().startswith("#")]
+        writable = [w.lstrip("-+") for k, v in settings if k == "ReadWritePaths" for w in v.split()]
+        hidden = [w.lstrip("-+") for k, v in settings if k in ("InaccessiblePaths", "ReadOnlyPaths") for w in v.split()]
+        target = made[0][1] if made else None
+        pkg.check(target in writable and ["ProtectSystem", "strict"] in settings
+                  and not target.startswith(("/home", "/root", "/run/user"))
+                  and not any(target == h or target.startswith(h.rstrip("/") + "/") for h in hidden),
+                  "the service may write %s (ReadWritePaths=%s, ProtectSystem=strict, ProtectHome= hides /home, /root, "
+                  "/run/user only)" % (target, writable))
+
         # With the example drop-ins in place (an address allow-list on the socket, canary paths).
         examples = os.path.join(root, "usr/share/doc/diskpulse/examples")
         for unit, example in (("diskpulse.socket", "ip-allow.conf"), ("diskpulse.service", "canary-paths.conf")):

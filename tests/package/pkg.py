@@ -95,6 +95,43 @@ def deb_path(build):
     return found[-1] if found else None
 
 
+# Every path in the .deb, with its type and mode (the binary is the only executable).
+DEB_PATHS = {
+    "etc/": "d755", "etc/diskpulse/": "d755", "etc/diskpulse/diskpulse.conf": "f644",
+    "lib/": "d755", "lib/systemd/": "d755", "lib/systemd/system/": "d755",
+    "lib/systemd/system/diskpulse.service": "f644", "lib/systemd/system/diskpulse.socket": "f644",
+    "usr/": "d755", "usr/lib/": "d755", "usr/lib/sysusers.d/": "d755", "usr/lib/sysusers.d/diskpulse.conf": "f644",
+    "usr/sbin/": "d755", "usr/sbin/diskpulse": "f755",
+    "usr/share/": "d755", "usr/share/diskpulse/": "d755",
+    "usr/share/diskpulse/alertmanager/": "d755", "usr/share/diskpulse/alertmanager/diskpulse-route.yml": "f644",
+    "usr/share/diskpulse/grafana/": "d755", "usr/share/diskpulse/grafana/diskpulse.json": "f644",
+    "usr/share/diskpulse/prometheus/": "d755", "usr/share/diskpulse/prometheus/diskpulse.rules.yml": "f644",
+    "usr/share/diskpulse/prometheus/prometheus.yml": "f644",
+    "usr/share/diskpulse/tmpfiles.d/": "d755", "usr/share/diskpulse/tmpfiles.d/postgresql-canary.conf": "f644",
+    "usr/share/doc/": "d755", "usr/share/doc/diskpulse/": "d755",
+    "usr/share/doc/diskpulse/README.md": "f644", "usr/share/doc/diskpulse/changelog.gz": "f644",
+    "usr/share/doc/diskpulse/copyright": "f644", "usr/share/doc/diskpulse/runbook.md": "f644",
+    "usr/share/doc/diskpulse/runbook.html": "f644",
+    "usr/share/doc-base/": "d755", "usr/share/doc-base/diskpulse-runbook": "f644",
+    "usr/share/doc/diskpulse/examples/": "d755", "usr/share/doc/diskpulse/examples/canary-paths.conf": "f644",
+    "usr/share/doc/diskpulse/examples/ip-allow.conf": "f644",
+    "usr/share/man/": "d755", "usr/share/man/man8/": "d755", "usr/share/man/man8/diskpulse.8.gz": "f644",
+}
+
+
+def documented_lintian_tags():
+    """Tags explained in packaging/lintian.md (lines "- `tag` (level): why")."""
+    with open(os.path.join(SOURCE, "packaging", "lintian.md")) as f:
+        return set(re.findall(r"^- `([a-z0-9+.-]+)`", f.read(), re.M))
+
+
+def lintian_tags(deb):
+    """lintian --pedantic of the .deb: (exit status, [(level, tag)], everything it printed)."""
+    p = run(["lintian", "--allow-root", "--pedantic", "--display-info", "--display-experimental", deb], timeout=600)
+    tags = re.findall(r"^([EWIPX]): diskpulse(?: \w+)?: (\S+)", p.stdout, re.M)
+    return p.returncode, tags, p.stdout + p.stderr
+
+
 def deb_field(deb, field):
     return run(["dpkg-deb", "-f", deb, field], check_rc=True).stdout.strip()
 

@@ -1,0 +1,11 @@
+# Read by cpack before it makes a package (CPACK_PROJECT_CONFIG_FILE, set in install.cmake): a
+# Debian package installs under /usr, so a build directory configured with another
+# CMAKE_INSTALL_PREFIX makes none. Its install rules put the conffile, the units and the
+# documentation below that prefix (/usr/local/etc/diskpulse, ...), where dpkg's conffiles list,
+# systemd and the runbook links do not look.
+if(NOT CPACK_DISKPULSE_BUILD_PREFIX STREQUAL "/usr" OR NOT CPACK_PACKAGING_INSTALL_PREFIX STREQUAL "/usr")
+  message(FATAL_ERROR "diskpulse: this build directory installs under "
+    "CMAKE_INSTALL_PREFIX=${CPACK_DISKPULSE_BUILD_PREFIX}, not /usr: no .deb is made from it. "
+    "Configure the build directory again with -DCMAKE_INSTALL_PREFIX=/usr (the default, and "
+    "the presets': cmake --preset default), or run scripts/package.sh.")
+endif()
