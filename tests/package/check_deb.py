@@ -8,12 +8,10 @@ packaging/lintian.md does not explain. The .deb stays in the build directory for
 that install it.
 Usage: check_deb.py BUILD_DIR"""
 import glob
-import io
 import os
 import re
 import shutil
 import sys
-import tarfile
 import tempfile
 
 
@@ -24,20 +22,6 @@ SYSUSERS_DEP = "systemd | systemd-standalone-sysusers | systemd-sysusers"
 # Loaded with dlopen() when configured (lib/dynlib.h: a web config file, its users), so not in
 # dpkg-shlibdeps' list, and named in Depends: by packaging/install.cmake.
 DLOPEN_DEPS = ["libyaml-0-2", "libcrypt1"]
-
-
-def data_members(deb):
-    """{path without ./: (tarinfo, bytes or None)} of the data archive."""
-    raw = pkg.run(["dpkg-deb", "--fsys-tarfile", deb], text=False, check_rc=True)
-    out = {}
-    with tarfile.open(fileobj=io.BytesIO(raw.stdout)) as t:
-        for m in t.getmembers():
-            name = m.name[2:] if m.name.startswith("./") else m.name
-            if not name:
-                continue
-            name += "/" if m.isdir() else ""
-            out[name] = (m, t.extractfile(m).read() if m.isfile() else None)
-    return out
 
 
 def shlibdeps(binary):
@@ -97,7 +81,7 @@ def main():
     pkg.check(len(desc) >= 4 and desc[0] != desc[1].strip(), "Description: a synopsis and an extended text (%d lines)" % len(desc))
 
     # Depends: dpkg-shlibdeps' answer for the binary in the package, and the sysusers provider.
-    members = data_members(deb)
+    members = pkg.data_members(deb)
     tmp = tempfile.mkdtemp(prefix="diskpulse-deb-")
     try:
         binary = os.path.join(tmp, "diskpulse")
@@ -150,7 +134,7 @@ def main():
 
     # Contents: exactly the expected paths, owned by root, with the expected modes.
     print(pkg.run(["dpkg-deb", "--contents", deb]).stdout)
-    got = {n: ("d" if m.isdir() else "f" if m.isfile() else "?") + "%o" % (m.mode & 0o7777) for n, (m, _) in members.items()}
+    got = pkg.member_modes(members)
     extra = sorted(set(got) - set(EXPECTED))
     missing = sorted(set(EXPECTED) - set(got))
     pkg.check(not extra and not missing, "the package holds exactly the expected %d paths%s%s" % (

@@ -9,28 +9,13 @@ error that names the prefix and the fix, before anything is installed.
 The build directory (BUILD/package-noprefix, tests off) is configured afresh on every run.
 Usage: check_noprefix.py BUILD_DIR"""
 import glob
-import io
 import os
 import shutil
 import sys
-import tarfile
 import tempfile
 import time
 
 import pkg
-
-
-def members(deb):
-    """{path without ./ (directories with a trailing /): type and mode} of the data archive."""
-    raw = pkg.run(["dpkg-deb", "--fsys-tarfile", deb], text=False, check_rc=True)
-    out = {}
-    with tarfile.open(fileobj=io.BytesIO(raw.stdout)) as t:
-        for m in t.getmembers():
-            name = m.name[2:] if m.name.startswith("./") else m.name
-            if name:
-                out[name + ("/" if m.isdir() else "")] = ("d" if m.isdir() else "f" if m.isfile() else "?") + \
-                    "%o" % (m.mode & 0o7777)
-    return out
 
 
 def main():
@@ -78,7 +63,7 @@ def main():
         pkg.finish()
     deb = debs[0]
     print(pkg.run(["dpkg-deb", "-c", deb], check_rc=True).stdout)
-    got = members(deb)
+    got = pkg.member_modes(pkg.data_members(deb))
     local_paths = sorted(n for n in got if n.startswith("usr/local"))
     pkg.check(not local_paths, "nothing under /usr/local%s" % (": " + " ".join(local_paths) if local_paths else ""))
     extra = sorted(set(got) - set(pkg.DEB_PATHS))

@@ -1,12 +1,14 @@
 """Shared helpers of the package tests: results, the staged `cmake --install`, the .deb, a fresh
 Debian 12 root made by debootstrap (built once per build directory and kept), containers."""
-import hashlib
 import glob
+import hashlib
+import io
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 
 SKIP = 77
@@ -117,6 +119,27 @@ DEB_PATHS = {
     "usr/share/doc/diskpulse/examples/ip-allow.conf": "f644",
     "usr/share/man/": "d755", "usr/share/man/man8/": "d755", "usr/share/man/man8/diskpulse.8.gz": "f644",
 }
+
+
+def data_members(deb):
+    """{path without ./ (directories with a trailing /): (tarinfo, bytes or None)} of the .deb's
+    data archive."""
+    raw = run(["dpkg-deb", "--fsys-tarfile", deb], text=False, check_rc=True)
+    out = {}
+    with tarfile.open(fileobj=io.BytesIO(raw.stdout)) as t:
+        for m in t.getmembers():
+            name = m.name[2:] if m.name.startswith("./") else m.name
+            if not name:
+                continue
+            name += "/" if m.isdir() else ""
+            out[name] = (m, t.extractfile(m).read() if m.isfile() else None)
+    return out
+
+
+def member_modes(members):
+    """{path: type and mode} of data_members(), as DEB_PATHS writes them ("d755", "f644")."""
+    return {n: ("d" if m.isdir() else "f" if m.isfile() else "?") + "%o" % (m.mode & 0o7777)
+            for n, (m, _) in members.items()}
 
 
 def documented_lintian_tags():
