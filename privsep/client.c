@@ -18,7 +18,8 @@
 #include <unistd.h>
 
 #include "devio_linux.h"
-#include "devio_proto.h"
+#include "privsep_proto.h"
+#include "fdpass.h"
 #include "log.h"
 #include "privsep_internal.h"
 
@@ -52,12 +53,12 @@ static int send_until(int fd, const void *msg, size_t len, usec_t deadline)
         for (;;) {
                 struct pollfd p = {.fd = fd, .events = POLLOUT};
 
-                if (send(fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len)
+                int r = privsep_send_fds(fd, msg, len, NULL, 0, MSG_DONTWAIT);
+
+                if (r == 0)
                         return 0;
-                if (errno == EINTR)
-                        continue;
-                if (errno != EAGAIN)
-                        return errno == EPIPE ? -ECONNRESET : -errno;
+                if (r != -EAGAIN)
+                        return r == -EPIPE ? -ECONNRESET : r;
                 if (now_monotonic() >= deadline)
                         return -ETIMEDOUT;
                 (void)poll(&p, 1, privsep_ms_until(deadline));
@@ -156,7 +157,7 @@ static int privsep_run(struct devio *io, const struct devio_request *req, usec_t
                        struct devio_response *resp)
 {
         struct privsep *ps = (struct privsep *)io;
-        uint8_t msg[DEVIO_PROTO_REQUEST_SIZE];
+        uint8_t msg[PRIVSEP_PROTO_REQUEST_SIZE];
         struct pending *p;
         struct conn *c;
         usec_t deadline;
@@ -181,7 +182,7 @@ static int privsep_privileged(struct devio *io, const char *name, const void *ar
                               usec_t timeout, int fds[], size_t *nfds, char *err, size_t errsz)
 {
         struct privsep *ps = (struct privsep *)io;
-        uint8_t msg[DEVIO_PROTO_PRIV_MAX];
+        uint8_t msg[PRIVSEP_PROTO_PRIV_MAX];
         struct priv_out out = {.nfds = 0};
         struct pending *p;
         struct conn *c;

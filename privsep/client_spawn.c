@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "devio_proto.h"
+#include "privsep_proto.h"
 #include "fdpass.h"
 #include "log.h"
 #include "privsep_internal.h"
@@ -93,7 +93,7 @@ static void zygote_lost(struct privsep *ps)
  * when the zygote is gone (zygote_lost() done). */
 static int zygote_recv(struct privsep *ps, int *ret_status, pid_t *ret_pid, int *ret_fd)
 {
-        uint8_t buf[DEVIO_PROTO_CTL_SIZE + 1];
+        uint8_t buf[PRIVSEP_PROTO_CTL_SIZE + 1];
         int status, fd, r, d;
         int32_t pid;
         size_t n;
@@ -163,23 +163,23 @@ static int wait_readable(struct privsep *ps, int fd, usec_t deadline)
  * something else, or nothing). */
 static int wait_hello(struct privsep *ps, int fd, usec_t deadline)
 {
-        uint8_t buf[DEVIO_PROTO_HDR_SIZE + 1];
-        struct devio_proto_hdr hdr;
-        ssize_t n;
+        uint8_t buf[PRIVSEP_PROTO_HDR_SIZE + 1];
+        struct privsep_proto_hdr hdr;
+        size_t n;
         int r = wait_readable(ps, fd, deadline);
 
         if (r <= 0)
                 return r == -ECANCELED ? r : -EIO;
-        n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (n <= 0 || privsep_proto_decode_header(buf, (size_t)n, &hdr) < 0 ||
-            hdr.type != DEVIO_PROTO_HELLO)
+        r = privsep_recv_fds(fd, buf, sizeof buf, MSG_DONTWAIT, &n, NULL, 0, NULL);
+        if (r < 0 || n == 0 || privsep_proto_decode_header(buf, n, &hdr) < 0 ||
+            hdr.type != PRIVSEP_PROTO_HELLO)
                 return -EIO;
         return 0;
 }
 
 int privsep_spawn_helper(struct privsep *ps, struct conn **ret)
 {
-        uint8_t msg[DEVIO_PROTO_CTL_SIZE];
+        uint8_t msg[PRIVSEP_PROTO_CTL_SIZE];
         struct conn *c;
         int len, r, status, fd;
         pid_t pid;
@@ -190,8 +190,8 @@ int privsep_spawn_helper(struct privsep *ps, struct conn **ret)
         len = privsep_proto_encode_spawn(msg, sizeof msg);
         if (len < 0)
                 return len;
-        if (send(ps->zfd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) != len) {
-                r = -errno;
+        r = privsep_send_fds(ps->zfd, msg, (size_t)len, NULL, 0, MSG_DONTWAIT);
+        if (r < 0) {
                 if (r == -EPIPE || r == -ECONNRESET) {
                         zygote_lost(ps);
                         return -ENOTCONN;

@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "devio_proto.h"
+#include "privsep_proto.h"
 #include "fdpass.h"
 #include "log.h"
 #include "privsep_internal.h"
@@ -33,12 +33,12 @@ static void close_all(const int *fds, size_t n)
 /* A privileged function's answer for p, whose caller waits: its result, its message and exactly
  * the descriptors it announced, or -EIO (everything that came closed). bad: the message came with
  * something fdpass.c refused (its descriptors are already closed). */
-static void deliver_priv(struct privsep *ps, struct pending *p, const struct devio_proto_hdr *hdr,
+static void deliver_priv(struct privsep *ps, struct pending *p, const struct privsep_proto_hdr *hdr,
                          const uint8_t *buf, size_t len, const int *fds, size_t nfds, bool bad)
 {
-        struct devio_proto_priv_answer a;
+        struct privsep_proto_priv_answer a;
 
-        if (bad || hdr->type != DEVIO_PROTO_PRIV_ANSWER ||
+        if (bad || hdr->type != PRIVSEP_PROTO_PRIV_ANSWER ||
             privsep_proto_decode_priv_answer(hdr, buf, len, &a) < 0 || a.nfds != nfds) {
                 ps->stats.dropped++;
                 close_all(fds, nfds);
@@ -58,11 +58,11 @@ static void deliver_priv(struct privsep *ps, struct pending *p, const struct dev
 static void deliver(struct privsep *ps, struct conn *c, const uint8_t *buf, size_t len,
                     const int *fds, size_t nfds, bool bad)
 {
-        struct devio_proto_hdr hdr;
+        struct privsep_proto_hdr hdr;
         struct pending *p;
 
         if (privsep_proto_decode_header(buf, len, &hdr) < 0 ||
-            (hdr.type != DEVIO_PROTO_RESPONSE && hdr.type != DEVIO_PROTO_PRIV_ANSWER)) {
+            (hdr.type != PRIVSEP_PROTO_RESPONSE && hdr.type != PRIVSEP_PROTO_PRIV_ANSWER)) {
                 ps->stats.dropped++;
                 close_all(fds, nfds);
                 return;
@@ -86,7 +86,7 @@ static void deliver(struct privsep *ps, struct conn *c, const uint8_t *buf, size
         }
         if (p->priv) {
                 deliver_priv(ps, p, &hdr, buf, len, fds, nfds, bad);
-        } else if (bad || nfds || hdr.type != DEVIO_PROTO_RESPONSE) {
+        } else if (bad || nfds || hdr.type != PRIVSEP_PROTO_RESPONSE) {
                 /* A device answer never carries a descriptor. */
                 ps->stats.dropped++;
                 close_all(fds, nfds);
@@ -110,7 +110,7 @@ static int receive_one(struct privsep *ps, struct conn *c, uint8_t *buf)
         size_t n, nfds;
         /* At most DEVIO_MAX_FDS descriptors (a privileged function's answer); with more, or
          * anything else along, every one is closed (-EBADMSG) and the answer fails. */
-        int r = privsep_recv_fds(c->fd, buf, DEVIO_PROTO_RESPONSE_MAX, MSG_DONTWAIT, &n, fds,
+        int r = privsep_recv_fds(c->fd, buf, PRIVSEP_PROTO_RESPONSE_MAX, MSG_DONTWAIT, &n, fds,
                                  DEVIO_MAX_FDS, &nfds);
 
         if (r < 0 && r != -EMSGSIZE && r != -EBADMSG)
@@ -245,7 +245,7 @@ static void restart(struct privsep *ps)
 void *privsep_client_thread(void *arg)
 {
         struct privsep *ps = arg;
-        uint8_t *buf = xmalloc(DEVIO_PROTO_RESPONSE_MAX);
+        uint8_t *buf = xmalloc(PRIVSEP_PROTO_RESPONSE_MAX);
 
         /* Created with capabilities if the caller kept them: this thread needs none. */
         (void)privsep_drop_all();

@@ -1,6 +1,6 @@
-/* One message with a bounded number of file descriptors (at most PRIVSEP_FDPASS_MAX) over a
- * SOCK_SEQPACKET socket (SCM_RIGHTS, unix(7), cmsg(3)): the only place in privsep/ that sends or
- * receives them. The zygote sends a helper's socket with it (one), a worker the descriptors of a
+/* One message with a bounded number of file descriptors (at most PRIVSEP_FDPASS_MAX, none for
+ * most) over a SOCK_SEQPACKET socket (SCM_RIGHTS, unix(7), cmsg(3)): the only place in privsep/
+ * that sends or receives a message, with descriptors or without. The zygote sends a helper's socket with it (one), a worker the descriptors of a
  * privileged function (up to DEVIO_MAX_FDS, in its one answer), the client receives them; the
  * helper, the zygote and the client thread receive every message through it. Tests speak to the
  * zygote and the helper with it.

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "devio_linux.h"
-#include "devio_proto.h"
+#include "privsep_proto.h"
 #include "fdpass.h"
 #include "log.h"
 #include "privsep_internal.h"
@@ -50,21 +50,21 @@ struct helper {
  * daemon's receive queue is full the answer is lost and the caller times out. */
 static void helper_reply(struct helper *h, uint64_t id, int status)
 {
-        uint8_t msg[DEVIO_PROTO_HDR_SIZE];
-        int len = privsep_proto_encode_response(id, status, NULL, msg, sizeof msg);
+        uint8_t msg[PRIVSEP_PROTO_HDR_SIZE];
+        int len = privsep_proto_encode_response(id, status, NULL, msg, sizeof msg), r;
 
-        if (len > 0 && send(h->fd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-                log_debug("privsep: answer lost", "error", strerror(errno));
+        if (len > 0 && (r = privsep_send_fds(h->fd, msg, (size_t)len, NULL, 0, MSG_DONTWAIT)) < 0)
+                log_debug("privsep: answer lost", "error", strerror(-r));
 }
 
 /* The helper's own answer to a PRIV (an error status, with a message): never blocks. */
 static void helper_reply_priv(struct helper *h, uint64_t id, int status, const char *err)
 {
-        uint8_t msg[DEVIO_PROTO_PRIV_ANSWER_MAX];
-        int len = privsep_proto_encode_priv_answer(id, status, 0, err, msg, sizeof msg);
+        uint8_t msg[PRIVSEP_PROTO_PRIV_ANSWER_MAX];
+        int len = privsep_proto_encode_priv_answer(id, status, 0, err, msg, sizeof msg), r;
 
-        if (len > 0 && send(h->fd, msg, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-                log_debug("privsep: answer lost", "error", strerror(errno));
+        if (len > 0 && (r = privsep_send_fds(h->fd, msg, (size_t)len, NULL, 0, MSG_DONTWAIT)) < 0)
+                log_debug("privsep: answer lost", "error", strerror(-r));
 }
 
 int privsep_functions_valid(const struct privsep_config *cfg)
@@ -114,9 +114,9 @@ static void worker_setup(struct helper *h, uint64_t keep)
  * DEVIO_MAX_FDS descriptors, one that is not open, a result that is not 0 or -errno) is
  * answered -EIO and nothing it opened is sent; its descriptors end with this process. */
 static _Noreturn void priv_worker_main(struct helper *h, uint64_t id, privsep_function_fn fn,
-                                       const struct devio_proto_priv *pr)
+                                       const struct privsep_proto_priv *pr)
 {
-        uint8_t msg[DEVIO_PROTO_PRIV_ANSWER_MAX];
+        uint8_t msg[PRIVSEP_PROTO_PRIV_ANSWER_MAX];
         char err[DEVIO_PRIV_ERR_MAX] = "";
         int fds[DEVIO_MAX_FDS] = {-1, -1, -1, -1};
         size_t nfds = 0;
@@ -162,26 +162,22 @@ static _Noreturn void worker_main(struct helper *h, uint64_t id, const struct de
         worker_setup(h, privsep_worker_caps(req->kind));
 
         resp = calloc(1, sizeof *resp);
-        msg = malloc(DEVIO_PROTO_RESPONSE_MAX);
+        msg = malloc(PRIVSEP_PROTO_RESPONSE_MAX);
         if (!resp || !msg)
                 _exit(5);
         r = h->exec(h->dev_dir, req, resp);
         if (r > 0 || r < -4095 || (r == 0 && resp->n > DEVIO_MAX_CMDS))
                 r = -EIO;
-        len = privsep_proto_encode_response(id, r, resp, msg, DEVIO_PROTO_RESPONSE_MAX);
+        len = privsep_proto_encode_response(id, r, resp, msg, PRIVSEP_PROTO_RESPONSE_MAX);
         if (len < 0)
                 _exit(6);
         /* Blocking: the daemon reads continuously; a worker stuck here is killed at its
          * deadline like any other. */
-        for (;;) {
-                ssize_t n = send(h->fd, msg, (size_t)len, MSG_NOSIGNAL);
-                if (n == len || errno != EINTR) {
-                        /* freed although the process ends, so that leak checkers stay quiet */
-                        free(msg);
-                        free(resp);
-                        _exit(n == len ? 0 : 1);
-                }
-        }
+        r = privsep_send_fds(h->fd, msg, (size_t)len, NULL, 0, 0);
+        /* freed although the process ends, so that leak checkers stay quiet */
+        free(msg);
+        free(resp);
+        _exit(r == 0 ? 0 : 1);
 }
 
 static struct worker *worker_by_pid(struct helper *h, pid_t pid)
@@ -194,7 +190,7 @@ static struct worker *worker_by_pid(struct helper *h, pid_t pid)
 
 /* Starts a worker for a device request (req) or a privileged function (fn with pr). */
 static void helper_start_worker(struct helper *h, uint64_t id, const struct devio_request *req,
-                                privsep_function_fn fn, const struct devio_proto_priv *pr)
+                                privsep_function_fn fn, const struct privsep_proto_priv *pr)
 {
         struct worker *w;
         pid_t pid;
@@ -276,10 +272,10 @@ static int helper_deadlines(struct helper *h)
 static int helper_message(struct helper *h, bool hup)
 {
         /* Room for a PRIV with an argument too long, so that it is answered -EINVAL. */
-        uint8_t buf[DEVIO_PROTO_PRIV_MAX + DEVIO_PRIV_ARG_MAX];
-        struct devio_proto_hdr hdr;
+        uint8_t buf[PRIVSEP_PROTO_PRIV_MAX + DEVIO_PRIV_ARG_MAX];
+        struct privsep_proto_hdr hdr;
         struct devio_request req;
-        struct devio_proto_priv pr;
+        struct privsep_proto_priv pr;
         privsep_function_fn fn;
         size_t n;
         /* No descriptor wanted: one sent along is closed by the kernel. */
@@ -294,11 +290,11 @@ static int helper_message(struct helper *h, bool hup)
         if (n == 0)
                 return hup ? -ECONNRESET : 0;
         if (privsep_proto_decode_header(buf, n, &hdr) < 0 ||
-            (hdr.type != DEVIO_PROTO_REQUEST && hdr.type != DEVIO_PROTO_PRIV)) {
+            (hdr.type != PRIVSEP_PROTO_REQUEST && hdr.type != PRIVSEP_PROTO_PRIV)) {
                 log_debug("privsep: malformed message dropped");
                 return 0;
         }
-        if (hdr.type == DEVIO_PROTO_PRIV) {
+        if (hdr.type == PRIVSEP_PROTO_PRIV) {
                 r = privsep_proto_decode_priv(&hdr, buf, n, &pr);
                 if (r == -EINVAL)
                         helper_reply_priv(h, hdr.id, -EINVAL,
@@ -371,10 +367,10 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         if (h.sfd < 0)
                 _exit(2);
         {
-                uint8_t hello[DEVIO_PROTO_HDR_SIZE];
+                uint8_t hello[PRIVSEP_PROTO_HDR_SIZE];
                 int len = privsep_proto_encode_hello(hello, sizeof hello);
 
-                if (len < 0 || send(h.fd, hello, (size_t)len, MSG_NOSIGNAL) != len)
+                if (len < 0 || privsep_send_fds(h.fd, hello, (size_t)len, NULL, 0, 0) < 0)
                         _exit(2);
         }
 

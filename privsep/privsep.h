@@ -6,7 +6,7 @@
  * Processes:
  *   daemon (no capabilities, no_new_privs)
  *     ├─ zygote "diskpulse-zyg": the helper's capabilities, stdio and one SOCK_SEQPACKET
- *     │  control socket, nothing else. Its only job: for each SPAWN message (devio_proto.h)
+ *     │  control socket, nothing else. Its only job: for each SPAWN message (privsep_proto.h)
  *     │  it makes a socketpair, starts a helper with clone(CLONE_PARENT) - a child of the
  *     │  daemon, its sibling - and sends the daemon its socket (SCM_RIGHTS) and pid. Anything
  *     │  else on the socket is ignored. It follows the daemon: EOF on its socket, or
@@ -141,14 +141,14 @@ int privsep_client_start(int zfd, pid_t zpid, const struct privsep_config *cfg,
 int privsep_drop_all(void);
 
 /* The helper's side on fd (its end of the SOCK_SEQPACKET pair): drops capabilities, closes every
- * other fd but stderr, sends HELLO (devio_proto.h), serves requests until EOF or SIGTERM,
+ * other fd but stderr, sends HELLO (privsep_proto.h), serves requests until EOF or SIGTERM,
  * then kills its workers and exits the process with _exit(). For the zygote's children and for
  * tests that speak the wire format themselves. Never returns. */
 _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg);
 
 /* The zygote's side on fd (its end of the SOCK_SEQPACKET control pair), in a process forked for
  * it: keeps only the helper's capabilities (bounding set included, no_new_privs), moves fd to 3
- * and closes every other fd but stdio, then answers each SPAWN message (devio_proto.h) with a
+ * and closes every other fd but stdio, then answers each SPAWN message (privsep_proto.h) with a
  * new helper - privsep_helper_main() with cfg, a child of this process's parent - and SPAWNED;
  * ignores every other message and SIGTERM, SIGINT, SIGHUP. Exits 0 at EOF. For privsep_start()'s
  * child and for tests that speak the control messages themselves. Never returns. */

@@ -6,7 +6,7 @@
  *   processes:  fdpass.c, caps.c, child.c  <-  helper.c  <-  zygote.c
  *   the client: client_conn.c  <-  client_spawn.c  <-  client_thread.c  <-  client.c
  * (client.c also starts the zygote, privsep_zygote_main(), and checks the table of privileged
- * functions with helper.c's privsep_functions_valid(); devio_proto.c and devio_linux.c are
+ * functions with helper.c's privsep_functions_valid(); privsep_proto.c and devio_linux.c are
  * below everything). */
 #pragma once
 
@@ -17,7 +17,7 @@
 #include <sys/types.h>
 
 #include "devio.h"
-#include "devio_proto.h"
+#include "privsep_proto.h"
 #include "privsep.h"
 #include "util.h"
 

@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "devio_proto.h"
+#include "privsep_proto.h"
 #include "fdpass.h"
 #include "privsep_internal.h"
 
@@ -47,7 +47,7 @@ static pid_t clone_parent(void)
  * SPAWN it sent. Returns 0 or -errno. */
 static int zygote_reply(int ctl, int status, pid_t pid, int fd)
 {
-        uint8_t msg[DEVIO_PROTO_CTL_SIZE];
+        uint8_t msg[PRIVSEP_PROTO_CTL_SIZE];
         int len = privsep_proto_encode_spawned(status, (int32_t)pid, msg, sizeof msg);
 
         if (len < 0)
@@ -107,7 +107,7 @@ _Noreturn void privsep_zygote_main(int fd, const struct privsep_config *cfg)
                 _exit(2);
 
         for (;;) {
-                uint8_t buf[DEVIO_PROTO_CTL_SIZE + 1];
+                uint8_t buf[PRIVSEP_PROTO_CTL_SIZE + 1];
                 struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
                 size_t n;
                 int r;

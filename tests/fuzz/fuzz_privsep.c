@@ -15,7 +15,7 @@
 
 #include "devio.h"
 #include "devio_linux.h"
-#include "devio_proto.h"
+#include "privsep_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -27,16 +27,16 @@ static void check(int cond)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        static uint8_t out[DEVIO_PROTO_RESPONSE_MAX];
+        static uint8_t out[PRIVSEP_PROTO_RESPONSE_MAX];
         static struct devio_response resp;
-        static struct devio_proto_priv pr;
-        struct devio_proto_priv_answer pa;
-        struct devio_proto_hdr h;
+        static struct privsep_proto_priv pr;
+        struct privsep_proto_priv_answer pa;
+        struct privsep_proto_hdr h;
         struct devio_request req;
         int r, len;
 
-        if (size == DEVIO_PROTO_CTL_SIZE) {
-                uint8_t ctl[DEVIO_PROTO_CTL_SIZE];
+        if (size == PRIVSEP_PROTO_CTL_SIZE) {
+                uint8_t ctl[PRIVSEP_PROTO_CTL_SIZE];
                 int32_t pid;
                 int status;
 
@@ -48,13 +48,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         check(len == (int)size && memcmp(ctl, data, size) == 0);
                 }
         }
-        check(!privsep_proto_is_spawn(data, size) || size == DEVIO_PROTO_CTL_SIZE);
+        check(!privsep_proto_is_spawn(data, size) || size == PRIVSEP_PROTO_CTL_SIZE);
         if (privsep_proto_decode_header(data, size, &h) < 0)
                 return 0;
-        check(h.magic == DEVIO_PROTO_MAGIC && h.id != 0);
-        check(size == DEVIO_PROTO_HDR_SIZE + h.len);
+        check(h.magic == PRIVSEP_PROTO_MAGIC && h.id != 0);
+        check(size == PRIVSEP_PROTO_HDR_SIZE + h.len);
         switch (h.type) {
-        case DEVIO_PROTO_REQUEST:
+        case PRIVSEP_PROTO_REQUEST:
                 r = privsep_proto_decode_request(&h, data, size, &req);
                 check(r == 0 || r == -EINVAL);
                 if (r < 0)
@@ -66,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 len = privsep_proto_encode_request(h.id, &req, out, sizeof out);
                 check(len == (int)size && memcmp(out, data, size) == 0);
                 break;
-        case DEVIO_PROTO_RESPONSE:
+        case PRIVSEP_PROTO_RESPONSE:
                 r = privsep_proto_decode_response(&h, data, size, &resp);
                 check(r == 0 || r == -EBADMSG);
                 if (r < 0 || h.status < 0)
@@ -78,21 +78,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 len = privsep_proto_encode_response(h.id, 0, &resp, out, sizeof out);
                 check(len == (int)size && memcmp(out, data, size) == 0);
                 break;
-        case DEVIO_PROTO_HELLO:
+        case PRIVSEP_PROTO_HELLO:
                 len = privsep_proto_encode_hello(out, sizeof out);
                 check(len == (int)size && memcmp(out, data, size) == 0);
                 break;
-        case DEVIO_PROTO_PRIV:
+        case PRIVSEP_PROTO_PRIV:
                 r = privsep_proto_decode_priv(&h, data, size, &pr);
                 check(r == 0 || r == -EINVAL);
                 if (r < 0)
                         break;
-                check(pr.len <= DEVIO_PRIV_ARG_MAX && size <= DEVIO_PROTO_PRIV_MAX);
+                check(pr.len <= DEVIO_PRIV_ARG_MAX && size <= PRIVSEP_PROTO_PRIV_MAX);
                 check(pr.name[0] != '\0' && memchr(pr.name, '\0', sizeof pr.name) != NULL);
                 len = privsep_proto_encode_priv(h.id, pr.name, pr.arg, pr.len, out, sizeof out);
                 check(len == (int)size && memcmp(out, data, size) == 0);
                 break;
-        case DEVIO_PROTO_PRIV_ANSWER:
+        case PRIVSEP_PROTO_PRIV_ANSWER:
                 r = privsep_proto_decode_priv_answer(&h, data, size, &pa);
                 check(r == 0 || r == -EBADMSG);
                 if (r < 0)
@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 check(pa.nfds <= DEVIO_MAX_FDS && (h.status == 0 || pa.nfds == 0));
                 check(memchr(pa.err, '\0', sizeof pa.err) != NULL);
                 check(h.status < 0 || pa.err[0] == '\0');
-                check(size <= DEVIO_PROTO_PRIV_ANSWER_MAX);
+                check(size <= PRIVSEP_PROTO_PRIV_ANSWER_MAX);
                 len = privsep_proto_encode_priv_answer(h.id, h.status, pa.nfds, pa.err, out,
                                                        sizeof out);
                 check(len == (int)size && memcmp(out, data, size) == 0);

@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "devio.h"
-#include "devio_proto.h"
+#include "privsep_proto.h"
 #include "fdpass.h"
 #include "log.h"
 #include "privsep.h"
@@ -85,7 +85,7 @@ static void *zygote_main(void *arg)
         struct zygote *z = arg;
 
         for (;;) {
-                uint8_t buf[64], msg[DEVIO_PROTO_CTL_SIZE], hello[DEVIO_PROTO_HDR_SIZE];
+                uint8_t buf[64], msg[PRIVSEP_PROTO_CTL_SIZE], hello[PRIVSEP_PROTO_HDR_SIZE];
                 int sv[2], status;
                 int32_t pid;
                 ssize_t n = recv(z->fd, buf, sizeof buf, 0);
@@ -217,11 +217,11 @@ static bool name_pending(struct state *s, const char *name)
 static void model_message(struct state *s, const uint8_t *buf, size_t len, bool attach)
 {
         static struct devio_response r;
-        struct devio_proto_hdr h;
+        struct privsep_proto_hdr h;
         struct req *q;
 
-        if (len > DEVIO_PROTO_RESPONSE_MAX || privsep_proto_decode_header(buf, len, &h) < 0 ||
-            (h.type != DEVIO_PROTO_RESPONSE && h.type != DEVIO_PROTO_PRIV_ANSWER)) {
+        if (len > PRIVSEP_PROTO_RESPONSE_MAX || privsep_proto_decode_header(buf, len, &h) < 0 ||
+            (h.type != PRIVSEP_PROTO_RESPONSE && h.type != PRIVSEP_PROTO_PRIV_ANSWER)) {
                 s->dropped++;
                 return;
         }
@@ -237,10 +237,10 @@ static void model_message(struct state *s, const uint8_t *buf, size_t len, bool 
         q->answered = true;
         q->expect = h.status;
         if (q->priv) {
-                struct devio_proto_priv_answer a;
+                struct privsep_proto_priv_answer a;
                 size_t nfds = attach ? 1 : 0;
 
-                if (h.type != DEVIO_PROTO_PRIV_ANSWER ||
+                if (h.type != PRIVSEP_PROTO_PRIV_ANSWER ||
                     privsep_proto_decode_priv_answer(&h, buf, len, &a) < 0 || a.nfds != nfds) {
                         s->dropped++;
                         q->expect = -EIO;
@@ -248,7 +248,7 @@ static void model_message(struct state *s, const uint8_t *buf, size_t len, bool 
                         q->expect_nfds = nfds;
                         memcpy(q->expect_err, a.err, sizeof a.err);
                 }
-        } else if (attach || h.type != DEVIO_PROTO_RESPONSE) {
+        } else if (attach || h.type != PRIVSEP_PROTO_RESPONSE) {
                 /* a device answer never carries a descriptor; a privileged function's answer
                  * is not one for a device request */
                 s->dropped++;
@@ -306,10 +306,10 @@ static void op_req(struct state *s, const char *name, size_t limit, bool priv)
 {
         struct req *q;
         struct pollfd p[2];
-        uint8_t buf[DEVIO_PROTO_RESPONSE_MAX];
-        struct devio_proto_hdr h;
+        uint8_t buf[PRIVSEP_PROTO_RESPONSE_MAX];
+        struct privsep_proto_hdr h;
         struct devio_request r;
-        struct devio_proto_priv pr;
+        struct privsep_proto_priv pr;
         bool busy;
         ssize_t n;
 
@@ -339,10 +339,10 @@ static void op_req(struct state *s, const char *name, size_t limit, bool priv)
         check(p[0].revents & POLLIN, "run() returned without sending its request");
         n = recv(s->helper, buf, sizeof buf, 0);
         if (priv) {
-                check(n == (ssize_t)(DEVIO_PROTO_HDR_SIZE + DEVIO_NAME_MAX + 1),
+                check(n == (ssize_t)(PRIVSEP_PROTO_HDR_SIZE + DEVIO_NAME_MAX + 1),
                       "the PRIV has the wrong size");
                 check(privsep_proto_decode_header(buf, (size_t)n, &h) == 0 &&
-                          h.type == DEVIO_PROTO_PRIV,
+                          h.type == PRIVSEP_PROTO_PRIV,
                       "the client sent a malformed PRIV");
                 check(privsep_proto_decode_priv(&h, buf, (size_t)n, &pr) == 0 &&
                           strcmp(pr.name, q->name) == 0 && pr.len == 1 && pr.arg[0] == 'a',
@@ -353,8 +353,9 @@ static void op_req(struct state *s, const char *name, size_t limit, bool priv)
                 s->requests++;
                 return;
         }
-        check(n == (ssize_t)DEVIO_PROTO_REQUEST_SIZE, "the request has the wrong size");
-        check(privsep_proto_decode_header(buf, (size_t)n, &h) == 0 && h.type == DEVIO_PROTO_REQUEST,
+        check(n == (ssize_t)PRIVSEP_PROTO_REQUEST_SIZE, "the request has the wrong size");
+        check(privsep_proto_decode_header(buf, (size_t)n, &h) == 0 &&
+                  h.type == PRIVSEP_PROTO_REQUEST,
               "the client sent a malformed request");
         check(privsep_proto_decode_request(&h, buf, (size_t)n, &r) == 0, "an invalid request");
         check(strcmp(r.name, q->name) == 0, "the request names another device");
@@ -429,13 +430,13 @@ static bool same_file(int a, int b)
 
 static void set_id(uint8_t *buf, size_t len, uint64_t id)
 {
-        if (len >= offsetof(struct devio_proto_hdr, id) + sizeof id)
-                memcpy(buf + offsetof(struct devio_proto_hdr, id), &id, sizeof id);
+        if (len >= offsetof(struct privsep_proto_hdr, id) + sizeof id)
+                memcpy(buf + offsetof(struct privsep_proto_hdr, id), &id, sizeof id);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        static uint8_t msg[DEVIO_PROTO_RESPONSE_MAX + 300];
+        static uint8_t msg[PRIVSEP_PROTO_RESPONSE_MAX + 300];
         struct privsep_config cfg = {.restart_delay = 1, .restart_max = 1, .keep_privileges = true};
         struct state *s = calloc(1, sizeof *s);
         struct privsep_stats st;
@@ -509,13 +510,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         lost(s, true, next_spawn(s));
                         break;
                 case 6:
-                        len = DEVIO_PROTO_RESPONSE_MAX + 1 + (i < size ? data[i++] : 0);
+                        len = PRIVSEP_PROTO_RESPONSE_MAX + 1 + (i < size ? data[i++] : 0);
                         memset(msg, 0, len);
                         send_helper(s, msg, len, false);
                         break;
                 case 7:
                         check(privsep_proto_encode_hello(msg, sizeof msg) > 0, "encode HELLO");
-                        send_helper(s, msg, DEVIO_PROTO_HDR_SIZE, false);
+                        send_helper(s, msg, PRIVSEP_PROTO_HDR_SIZE, false);
                         break;
                 }
         }

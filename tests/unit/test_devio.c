@@ -17,7 +17,7 @@
 #include "tmptree.h"
 #include "devio.h"
 #include "devio_linux.h"
-#include "devio_proto.h"
+#include "privsep_proto.h"
 
 static struct devio_request mkreq(uint32_t kind, const char *name, uint32_t n, const uint32_t *cmds,
                                   const uint32_t *params)
@@ -335,16 +335,16 @@ static void exec_refuses_wrong_node(void **state)
 static void proto_roundtrip(void **state)
 {
         (void)state;
-        static uint8_t buf[DEVIO_PROTO_RESPONSE_MAX];
+        static uint8_t buf[PRIVSEP_PROTO_RESPONSE_MAX];
         static struct devio_response resp, back;
         struct devio_request req = one(DEVIO_SCSI, "sdb", DEVIO_SCSI_LOG_SENSE, 0x2f), req2;
-        struct devio_proto_hdr h;
+        struct privsep_proto_hdr h;
         int len;
 
         len = privsep_proto_encode_request(42, &req, buf, sizeof buf);
-        assert_int_equal(len, (int)DEVIO_PROTO_REQUEST_SIZE);
+        assert_int_equal(len, (int)PRIVSEP_PROTO_REQUEST_SIZE);
         assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), 0);
-        assert_int_equal(h.type, DEVIO_PROTO_REQUEST);
+        assert_int_equal(h.type, PRIVSEP_PROTO_REQUEST);
         assert_int_equal(h.id, 42);
         assert_int_equal(privsep_proto_decode_request(&h, buf, (size_t)len, &req2), 0);
         assert_memory_equal(&req, &req2, sizeof req);
@@ -363,7 +363,7 @@ static void proto_roundtrip(void **state)
         memcpy(resp.r[0].data, "abcd", 4);
         resp.r[1].err = -EACCES;
         len = privsep_proto_encode_response(9, 0, &resp, buf, sizeof buf);
-        assert_int_equal(len, (int)(DEVIO_PROTO_HDR_SIZE + 4 + 2 * sizeof(struct devio_result)));
+        assert_int_equal(len, (int)(PRIVSEP_PROTO_HDR_SIZE + 4 + 2 * sizeof(struct devio_result)));
         assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), 0);
         assert_int_equal(privsep_proto_decode_response(&h, buf, (size_t)len, &back), 0);
         assert_memory_equal(&resp, &back, sizeof resp);
@@ -374,7 +374,7 @@ static void proto_roundtrip(void **state)
         assert_int_equal(privsep_proto_decode_response(&h, buf, (size_t)len, &back), -EBADMSG);
         /* an error answer has no payload */
         len = privsep_proto_encode_response(9, -EAGAIN, NULL, buf, sizeof buf);
-        assert_int_equal(len, (int)DEVIO_PROTO_HDR_SIZE);
+        assert_int_equal(len, (int)PRIVSEP_PROTO_HDR_SIZE);
         assert_int_equal(privsep_proto_decode_header(buf, (size_t)len, &h), 0);
         assert_int_equal(h.status, -EAGAIN);
         assert_int_equal(privsep_proto_encode_response(9, 5, NULL, buf, sizeof buf), -EINVAL);

@@ -27,7 +27,7 @@
 
 #include "devio.h"
 #include "devio_linux.h"
-#include "devio_proto.h"
+#include "privsep_proto.h"
 #include "fdpass.h"
 #include "privsep.h"
 #include "util.h"
@@ -940,12 +940,12 @@ static ssize_t raw_recv(struct raw *h, uint8_t *buf, size_t size);
 static void raw_hello(struct raw *h)
 {
         uint8_t buf[64];
-        struct devio_proto_hdr hdr;
+        struct privsep_proto_hdr hdr;
         ssize_t n = raw_recv(h, buf, sizeof buf);
 
-        assert_int_equal(n, (ssize_t)DEVIO_PROTO_HDR_SIZE);
+        assert_int_equal(n, (ssize_t)PRIVSEP_PROTO_HDR_SIZE);
         assert_int_equal(privsep_proto_decode_header(buf, (size_t)n, &hdr), 0);
-        assert_int_equal(hdr.type, DEVIO_PROTO_HELLO);
+        assert_int_equal(hdr.type, PRIVSEP_PROTO_HELLO);
 }
 
 static void raw_stop(struct raw *h)
@@ -976,10 +976,10 @@ static void raw_send(struct raw *h, const void *buf, size_t len)
 static void garbage_does_not_kill_the_helper(void **state)
 {
         struct fixture *f = *state;
-        static uint8_t buf[DEVIO_PROTO_RESPONSE_MAX + 16], big[65536];
+        static uint8_t buf[PRIVSEP_PROTO_RESPONSE_MAX + 16], big[65536];
         static struct devio_response resp;
         struct devio_request req = vpd("sdxz", 5);
-        struct devio_proto_hdr h;
+        struct privsep_proto_hdr h;
         struct raw raw;
         ssize_t n;
         int len;
@@ -1162,13 +1162,13 @@ static bool fd_is_socket(pid_t pid, int fd)
 static void zygote_ignores_garbage(void **state)
 {
         struct fixture *f = *state;
-        static uint8_t buf[DEVIO_PROTO_REQUEST_SIZE], big[65536];
+        static uint8_t buf[PRIVSEP_PROTO_REQUEST_SIZE], big[65536];
         static struct devio_response resp;
         struct devio_request req = vpd("sdxz", 5);
-        uint8_t spawn[DEVIO_PROTO_CTL_SIZE];
+        uint8_t spawn[PRIVSEP_PROTO_CTL_SIZE];
         struct pollfd p;
         struct raw z, helper;
-        struct devio_proto_hdr h;
+        struct privsep_proto_hdr h;
         int status, hfd, st, len, kids;
         pid_t pid;
         ssize_t n;
@@ -1236,7 +1236,7 @@ static void zygote_ignores_garbage(void **state)
         len = privsep_proto_encode_request(9, &req, buf, sizeof buf);
         raw_send(&helper, buf, (size_t)len);
         {
-                static uint8_t rbuf[DEVIO_PROTO_RESPONSE_MAX];
+                static uint8_t rbuf[PRIVSEP_PROTO_RESPONSE_MAX];
 
                 n = raw_recv(&helper, rbuf, sizeof rbuf);
                 assert_true(n > 0);
@@ -1268,7 +1268,7 @@ static void zygote_ignores_garbage(void **state)
         len = privsep_proto_encode_request(10, &req, buf, sizeof buf);
         raw_send(&helper, buf, (size_t)len);
         {
-                static uint8_t rbuf[DEVIO_PROTO_RESPONSE_MAX];
+                static uint8_t rbuf[PRIVSEP_PROTO_RESPONSE_MAX];
 
                 n = raw_recv(&helper, rbuf, sizeof rbuf);
                 assert_true(n > 0);
@@ -1291,7 +1291,7 @@ static void zygote_exits_at_eof(void **state)
 
 static void control_messages(void **state)
 {
-        uint8_t buf[64], spawn[DEVIO_PROTO_CTL_SIZE];
+        uint8_t buf[64], spawn[PRIVSEP_PROTO_CTL_SIZE];
         int status;
         int32_t pid;
 

@@ -26,7 +26,7 @@
 #include "support/open_fds.h"
 
 #include "devio.h"
-#include "devio_proto.h"
+#include "privsep_proto.h"
 #include "fdpass.h"
 #include "privsep.h"
 #include "util.h"
@@ -560,7 +560,7 @@ struct fake {
 static void *fake_zygote(void *p)
 {
         struct fake *z = p;
-        uint8_t buf[64], msg[DEVIO_PROTO_CTL_SIZE], hello[DEVIO_PROTO_HDR_SIZE];
+        uint8_t buf[64], msg[PRIVSEP_PROTO_CTL_SIZE], hello[PRIVSEP_PROTO_HDR_SIZE];
         int sv[2];
         ssize_t n = recv(z->zfd, buf, sizeof buf, 0);
 
@@ -579,9 +579,9 @@ static void *fake_zygote(void *p)
 /* Reads the client's PRIV; returns its id. */
 static uint64_t fake_read_priv(struct fake *z, const char *want_name)
 {
-        uint8_t buf[DEVIO_PROTO_PRIV_MAX];
-        struct devio_proto_hdr hdr;
-        struct devio_proto_priv pr;
+        uint8_t buf[PRIVSEP_PROTO_PRIV_MAX];
+        struct privsep_proto_hdr hdr;
+        struct privsep_proto_priv pr;
         struct pollfd p = {.fd = z->helper, .events = POLLIN};
         ssize_t n;
 
@@ -589,7 +589,7 @@ static uint64_t fake_read_priv(struct fake *z, const char *want_name)
         n = recv(z->helper, buf, sizeof buf, 0);
         assert_true(n > 0);
         assert_int_equal(privsep_proto_decode_header(buf, (size_t)n, &hdr), 0);
-        assert_int_equal(hdr.type, DEVIO_PROTO_PRIV);
+        assert_int_equal(hdr.type, PRIVSEP_PROTO_PRIV);
         assert_int_equal(privsep_proto_decode_priv(&hdr, buf, (size_t)n, &pr), 0);
         assert_string_equal(pr.name, want_name);
         return hdr.id;
@@ -625,7 +625,7 @@ static void lying_helper(void **state)
         during = open_fd_count(); /* ours, and the client's sockets and eventfds */
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
                 struct bg b = {.io = io, .name = "f"};
-                uint8_t msg[DEVIO_PROTO_PRIV_ANSWER_MAX];
+                uint8_t msg[PRIVSEP_PROTO_PRIV_ANSWER_MAX];
                 int copies[4] = {memfd, memfd, memfd, memfd}, len;
                 pthread_t caller;
                 uint64_t id;
@@ -653,7 +653,7 @@ static void lying_helper(void **state)
         }
         /* an answer that comes for nobody: its descriptors are closed too */
         {
-                uint8_t msg[DEVIO_PROTO_PRIV_ANSWER_MAX];
+                uint8_t msg[PRIVSEP_PROTO_PRIV_ANSWER_MAX];
                 int copies[2] = {memfd, memfd};
                 int len = privsep_proto_encode_priv_answer(999, 0, 2, NULL, msg, sizeof msg);
                 struct privsep_stats st;
@@ -693,16 +693,16 @@ static ssize_t raw_recv(int fd, uint8_t *buf, size_t size, int fds[], size_t *nf
  * err, its descriptors (closed here) counted in *nfds. */
 static int raw_ask(int fd, const uint8_t *msg, size_t len, char *err, size_t *nfds)
 {
-        uint8_t buf[DEVIO_PROTO_PRIV_ANSWER_MAX];
-        struct devio_proto_hdr hdr;
-        struct devio_proto_priv_answer a;
+        uint8_t buf[PRIVSEP_PROTO_PRIV_ANSWER_MAX];
+        struct privsep_proto_hdr hdr;
+        struct privsep_proto_priv_answer a;
         int fds[DEVIO_MAX_FDS];
         ssize_t n;
 
         assert_int_equal(send(fd, msg, len, MSG_NOSIGNAL), (ssize_t)len);
         n = raw_recv(fd, buf, sizeof buf, fds, nfds);
         assert_int_equal(privsep_proto_decode_header(buf, (size_t)n, &hdr), 0);
-        assert_int_equal(hdr.type, DEVIO_PROTO_PRIV_ANSWER);
+        assert_int_equal(hdr.type, PRIVSEP_PROTO_PRIV_ANSWER);
         assert_int_equal(hdr.id, 5);
         assert_int_equal(privsep_proto_decode_priv_answer(&hdr, buf, (size_t)n, &a), 0);
         assert_int_equal(a.nfds, *nfds);
@@ -718,7 +718,7 @@ static int raw_ask(int fd, const uint8_t *msg, size_t len, char *err, size_t *nf
 static void helper_checks(void **state)
 {
         struct privsep_config cfg = {.functions = table, .n_functions = N_TABLE};
-        static uint8_t msg[DEVIO_PROTO_PRIV_MAX + 8];
+        static uint8_t msg[PRIVSEP_PROTO_PRIV_MAX + 8];
         uint8_t hello[64];
         int sv[2], fds[DEVIO_MAX_FDS], st, len;
         char err[DEVIO_PRIV_ERR_MAX];
@@ -735,7 +735,7 @@ static void helper_checks(void **state)
         }
         close(sv[1]);
         assert_int_equal(raw_recv(sv[0], hello, sizeof hello, fds, &nfds),
-                         (ssize_t)DEVIO_PROTO_HDR_SIZE);
+                         (ssize_t)PRIVSEP_PROTO_HDR_SIZE);
 
         /* the largest argument: runs */
         {
@@ -743,13 +743,13 @@ static void helper_checks(void **state)
 
                 memset(arg, 'q', sizeof arg);
                 len = privsep_proto_encode_priv(5, "one", arg, sizeof arg, msg, sizeof msg);
-                assert_int_equal(len, (int)DEVIO_PROTO_PRIV_MAX);
+                assert_int_equal(len, (int)PRIVSEP_PROTO_PRIV_MAX);
         }
         assert_int_equal(raw_ask(sv[0], msg, (size_t)len, err, &nfds), 0);
         assert_int_equal(nfds, 1);
         /* one byte more: -EINVAL from the helper, no worker */
         {
-                struct devio_proto_hdr h;
+                struct privsep_proto_hdr h;
 
                 memcpy(&h, msg, sizeof h);
                 h.len++;
@@ -761,9 +761,9 @@ static void helper_checks(void **state)
         assert_int_equal(nfds, 0);
         /* a name not zero-padded, a name not terminated */
         len = privsep_proto_encode_priv(5, "one", "x", 1, msg, sizeof msg);
-        msg[DEVIO_PROTO_HDR_SIZE + 10] = 'j';
+        msg[PRIVSEP_PROTO_HDR_SIZE + 10] = 'j';
         assert_int_equal(raw_ask(sv[0], msg, (size_t)len, err, &nfds), -EINVAL);
-        memset(msg + DEVIO_PROTO_HDR_SIZE, 'n', DEVIO_NAME_MAX);
+        memset(msg + PRIVSEP_PROTO_HDR_SIZE, 'n', DEVIO_NAME_MAX);
         assert_int_equal(raw_ask(sv[0], msg, (size_t)len, err, &nfds), -EINVAL);
         /* not in the table */
         len = privsep_proto_encode_priv(5, "nosuch", NULL, 0, msg, sizeof msg);

@@ -10,15 +10,15 @@
 
 /* Both ends are the same binary on the same host, so the layout is native (host byte order);
  * the magic catches a peer that is not ours, the version a mismatched pair. */
-#define DEVIO_PROTO_MAGIC   0x4f495044u /* "DPIO" read as little-endian bytes */
-#define DEVIO_PROTO_VERSION 1u
+#define PRIVSEP_PROTO_MAGIC   0x4f495044u /* "DPIO" read as little-endian bytes */
+#define PRIVSEP_PROTO_VERSION 1u
 
-enum devio_proto_type {
-        DEVIO_PROTO_REQUEST = 1,     /* payload: struct devio_request, exactly */
-        DEVIO_PROTO_RESPONSE = 2,    /* payload: see below */
-        DEVIO_PROTO_HELLO = 3,       /* helper -> daemon, once: ready (capabilities dropped) */
-        DEVIO_PROTO_PRIV = 4,        /* daemon -> helper: run a privileged function (see below) */
-        DEVIO_PROTO_PRIV_ANSWER = 5, /* worker or helper -> daemon: its result and descriptors */
+enum privsep_proto_type {
+        PRIVSEP_PROTO_REQUEST = 1,     /* payload: struct devio_request, exactly */
+        PRIVSEP_PROTO_RESPONSE = 2,    /* payload: see below */
+        PRIVSEP_PROTO_HELLO = 3,       /* helper -> daemon, once: ready (capabilities dropped) */
+        PRIVSEP_PROTO_PRIV = 4,        /* daemon -> helper: run a privileged function (see below) */
+        PRIVSEP_PROTO_PRIV_ANSWER = 5, /* worker or helper -> daemon: its result and descriptors */
 };
 
 /* Every message starts with this header (24 bytes, no padding).
@@ -42,37 +42,37 @@ enum devio_proto_type {
  *           nfds <= DEVIO_MAX_FDS, 0 unless status is 0, and exactly nfds descriptors come with
  *           the message by SCM_RIGHTS (fdpass.h): the receiver checks the count and closes them
  *           all when it differs. */
-struct devio_proto_hdr {
+struct privsep_proto_hdr {
         uint32_t magic;
         uint16_t version;
-        uint16_t type;  /* enum devio_proto_type */
+        uint16_t type;  /* enum privsep_proto_type */
         uint64_t id;    /* request id; never 0 */
         int32_t status; /* RESPONSE: 0 or -errno; REQUEST: 0 */
         uint32_t len;   /* payload bytes after the header */
 };
 
-#define DEVIO_PROTO_HDR_SIZE     sizeof(struct devio_proto_hdr)
-#define DEVIO_PROTO_REQUEST_SIZE (DEVIO_PROTO_HDR_SIZE + sizeof(struct devio_request))
-#define DEVIO_PROTO_RESPONSE_MAX (DEVIO_PROTO_HDR_SIZE + sizeof(struct devio_response))
-#define DEVIO_PRIV_ERR_MAX       256 /* a privileged function's message, its NUL included */
-#define DEVIO_PROTO_PRIV_MAX     (DEVIO_PROTO_HDR_SIZE + DEVIO_NAME_MAX + DEVIO_PRIV_ARG_MAX)
-#define DEVIO_PROTO_PRIV_ANSWER_MAX                                                                \
-        (DEVIO_PROTO_HDR_SIZE + sizeof(uint32_t) + DEVIO_PRIV_ERR_MAX - 1)
+#define PRIVSEP_PROTO_HDR_SIZE     sizeof(struct privsep_proto_hdr)
+#define PRIVSEP_PROTO_REQUEST_SIZE (PRIVSEP_PROTO_HDR_SIZE + sizeof(struct devio_request))
+#define PRIVSEP_PROTO_RESPONSE_MAX (PRIVSEP_PROTO_HDR_SIZE + sizeof(struct devio_response))
+#define DEVIO_PRIV_ERR_MAX         256 /* a privileged function's message, its NUL included */
+#define PRIVSEP_PROTO_PRIV_MAX     (PRIVSEP_PROTO_HDR_SIZE + DEVIO_NAME_MAX + DEVIO_PRIV_ARG_MAX)
+#define PRIVSEP_PROTO_PRIV_ANSWER_MAX                                                              \
+        (PRIVSEP_PROTO_HDR_SIZE + sizeof(uint32_t) + DEVIO_PRIV_ERR_MAX - 1)
 
 /* A decoded PRIV. */
-struct devio_proto_priv {
+struct privsep_proto_priv {
         char name[DEVIO_NAME_MAX]; /* NUL-terminated */
         uint32_t len;              /* bytes of arg */
         uint8_t arg[DEVIO_PRIV_ARG_MAX];
 };
 
 /* A decoded PRIV_ANSWER (its status is the header's). */
-struct devio_proto_priv_answer {
+struct privsep_proto_priv_answer {
         uint32_t nfds;                /* descriptors that must have come with it */
         char err[DEVIO_PRIV_ERR_MAX]; /* NUL-terminated; empty with status 0 */
 };
 
-/* Encodes a request into buf (at least DEVIO_PROTO_REQUEST_SIZE bytes). Returns the message
+/* Encodes a request into buf (at least PRIVSEP_PROTO_REQUEST_SIZE bytes). Returns the message
  * length, or -EINVAL when id is 0 or size too small (the request itself is not checked here).
  * Pure; any thread. */
 int privsep_proto_encode_request(uint64_t id, const struct devio_request *req, void *buf,
@@ -80,33 +80,33 @@ int privsep_proto_encode_request(uint64_t id, const struct devio_request *req, v
 
 /* Encodes a response: with status 0 the first resp->n results of resp (resp->n must be at most
  * DEVIO_MAX_CMDS), with status < 0 no payload (resp may be NULL). buf holds at least
- * DEVIO_PROTO_RESPONSE_MAX bytes. Returns the message length or -EINVAL. Pure; any thread. */
+ * PRIVSEP_PROTO_RESPONSE_MAX bytes. Returns the message length or -EINVAL. Pure; any thread. */
 int privsep_proto_encode_response(uint64_t id, int status, const struct devio_response *resp,
                                   void *buf, size_t size);
 
-/* Encodes the helper's HELLO into buf (at least DEVIO_PROTO_HDR_SIZE bytes). Returns the message
+/* Encodes the helper's HELLO into buf (at least PRIVSEP_PROTO_HDR_SIZE bytes). Returns the message
  * length or -EINVAL. Pure; any thread. */
 int privsep_proto_encode_hello(void *buf, size_t size);
 
 /* Checks the framing of a message of len bytes: magic, version, a known type, id != 0, a payload
  * length that matches len exactly, a status that fits the type. Fills *ret_hdr on success.
  * Returns 0 or -EBADMSG (not a message of ours: nothing can be answered). Pure. */
-int privsep_proto_decode_header(const void *buf, size_t len, struct devio_proto_hdr *ret_hdr);
+int privsep_proto_decode_header(const void *buf, size_t len, struct privsep_proto_hdr *ret_hdr);
 
 /* Decodes the payload of a framed REQUEST (after privsep_proto_decode_header() accepted buf) and
  * checks it with privsep_request_valid(). Returns 0 and fills *ret_req, -EBADMSG when hdr is not
  * a request of the right size, or -EINVAL for a request the helper must refuse (answer -EINVAL
  * to hdr->id). Pure. */
-int privsep_proto_decode_request(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+int privsep_proto_decode_request(const struct privsep_proto_hdr *hdr, const void *buf, size_t len,
                                  struct devio_request *ret_req);
 
 /* Decodes a framed RESPONSE. With hdr->status == 0 it checks and copies the results into
  * *ret_resp (results past n are zeroed); with a negative status it leaves *ret_resp alone.
  * Returns 0 or -EBADMSG. Pure. */
-int privsep_proto_decode_response(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+int privsep_proto_decode_response(const struct privsep_proto_hdr *hdr, const void *buf, size_t len,
                                   struct devio_response *ret_resp);
 
-/* Encodes a PRIV into buf (at least DEVIO_PROTO_PRIV_MAX bytes, or the message's length):
+/* Encodes a PRIV into buf (at least PRIVSEP_PROTO_PRIV_MAX bytes, or the message's length):
  * function name (1 to DEVIO_NAME_MAX - 1 bytes) and len bytes of arg (at most
  * DEVIO_PRIV_ARG_MAX; arg may be NULL when len is 0). Returns the message length or -EINVAL.
  * Pure; any thread. */
@@ -116,10 +116,10 @@ int privsep_proto_encode_priv(uint64_t id, const char *name, const void *arg, si
 /* Decodes a framed PRIV. Returns 0 and fills *ret, -EBADMSG when hdr is not a PRIV of len bytes,
  * or -EINVAL for one the helper must refuse (answer -EINVAL to hdr->id): a name that is empty,
  * not terminated or not zero-padded, an argument longer than DEVIO_PRIV_ARG_MAX. Pure. */
-int privsep_proto_decode_priv(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
-                              struct devio_proto_priv *ret);
+int privsep_proto_decode_priv(const struct privsep_proto_hdr *hdr, const void *buf, size_t len,
+                              struct privsep_proto_priv *ret);
 
-/* Encodes a PRIV_ANSWER into buf (at least DEVIO_PROTO_PRIV_ANSWER_MAX bytes): status 0 with
+/* Encodes a PRIV_ANSWER into buf (at least PRIVSEP_PROTO_PRIV_ANSWER_MAX bytes): status 0 with
  * nfds <= DEVIO_MAX_FDS and no text, or status -errno (> -4096) with nfds 0 and the text of err
  * (NULL: none; cut at DEVIO_PRIV_ERR_MAX - 1 bytes). Returns the message length or -EINVAL.
  * Pure; any thread. */
@@ -128,37 +128,37 @@ int privsep_proto_encode_priv_answer(uint64_t id, int status, size_t nfds, const
 
 /* Decodes a framed PRIV_ANSWER (the same rules as the encoder). Returns 0 and fills *ret, or
  * -EBADMSG. Pure. */
-int privsep_proto_decode_priv_answer(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
-                                     struct devio_proto_priv_answer *ret);
+int privsep_proto_decode_priv_answer(const struct privsep_proto_hdr *hdr, const void *buf,
+                                     size_t len, struct privsep_proto_priv_answer *ret);
 
 /* The zygote's control socket (privsep/privsep.h) carries two fixed 16-byte messages of its own,
- * never framed by struct devio_proto_hdr (a helper that is sent one drops it as malformed):
+ * never framed by struct privsep_proto_hdr (a helper that is sent one drops it as malformed):
  *
- * SPAWN   (daemon -> zygote): magic DEVIO_PROTO_CTL_MAGIC, version DEVIO_PROTO_VERSION, type
- *         DEVIO_PROTO_SPAWN, status 0, pid 0. The zygote compares what it receives byte for byte
+ * SPAWN   (daemon -> zygote): magic PRIVSEP_PROTO_CTL_MAGIC, version PRIVSEP_PROTO_VERSION, type
+ *         PRIVSEP_PROTO_SPAWN, status 0, pid 0. The zygote compares what it receives byte for byte
  *         with this one message (privsep_proto_is_spawn()) and ignores anything else: it parses
  *         nothing.
- * SPAWNED (zygote -> daemon, one per SPAWN, in order): type DEVIO_PROTO_SPAWNED; either status 0,
+ * SPAWNED (zygote -> daemon, one per SPAWN, in order): type PRIVSEP_PROTO_SPAWNED; either status 0,
  *         pid > 0 (the new helper) and exactly one file descriptor attached with SCM_RIGHTS (the
  *         daemon's end of the helper's socket), or status -errno, pid 0 and no descriptor. */
-#define DEVIO_PROTO_CTL_MAGIC 0x5a495044u /* "DPIZ" read as little-endian bytes */
+#define PRIVSEP_PROTO_CTL_MAGIC 0x5a495044u /* "DPIZ" read as little-endian bytes */
 
-enum devio_proto_ctl_type {
-        DEVIO_PROTO_SPAWN = 16,
-        DEVIO_PROTO_SPAWNED = 17,
+enum privsep_proto_ctl_type {
+        PRIVSEP_PROTO_SPAWN = 16,
+        PRIVSEP_PROTO_SPAWNED = 17,
 };
 
-struct devio_proto_ctl {
+struct privsep_proto_ctl {
         uint32_t magic;
         uint16_t version;
-        uint16_t type; /* enum devio_proto_ctl_type */
+        uint16_t type; /* enum privsep_proto_ctl_type */
         int32_t status;
         int32_t pid;
 };
 
-#define DEVIO_PROTO_CTL_SIZE sizeof(struct devio_proto_ctl)
+#define PRIVSEP_PROTO_CTL_SIZE sizeof(struct privsep_proto_ctl)
 
-/* Encodes SPAWN into buf (at least DEVIO_PROTO_CTL_SIZE bytes). Returns the length or -EINVAL.
+/* Encodes SPAWN into buf (at least PRIVSEP_PROTO_CTL_SIZE bytes). Returns the length or -EINVAL.
  * Pure; any thread. */
 int privsep_proto_encode_spawn(void *buf, size_t size);
 
@@ -166,7 +166,7 @@ int privsep_proto_encode_spawn(void *buf, size_t size);
 bool privsep_proto_is_spawn(const void *buf, size_t len);
 
 /* Encodes SPAWNED: status 0 with pid > 0, or status -errno (> -4096) with pid 0. Returns the
- * length, or -EINVAL for any other combination or a buffer under DEVIO_PROTO_CTL_SIZE. Pure. */
+ * length, or -EINVAL for any other combination or a buffer under PRIVSEP_PROTO_CTL_SIZE. Pure. */
 int privsep_proto_encode_spawned(int status, int32_t pid, void *buf, size_t size);
 
 /* Decodes SPAWNED (the same rules as the encoder). Returns 0 and fills *ret_status and *ret_pid,

@@ -1,13 +1,13 @@
-/* Encoding and strict decoding of the daemon <-> helper messages (see devio_proto.h). */
+/* Encoding and strict decoding of the daemon <-> helper messages (see privsep_proto.h). */
 #include <errno.h>
 #include <string.h>
 
-#include "devio_proto.h"
+#include "privsep_proto.h"
 #include "devio_linux.h"
 
-_Static_assert(sizeof(struct devio_proto_hdr) == 24, "header without padding");
+_Static_assert(sizeof(struct privsep_proto_hdr) == 24, "header without padding");
 _Static_assert(offsetof(struct devio_response, r) == 4, "response: n, then the results");
-_Static_assert(sizeof(struct devio_proto_ctl) == 16, "control message without padding");
+_Static_assert(sizeof(struct privsep_proto_ctl) == 16, "control message without padding");
 
 /* The largest errno the kernel hands out (include/linux/err.h MAX_ERRNO). */
 #define ERRNO_MAX 4095
@@ -19,9 +19,9 @@ static size_t response_payload(uint32_t n)
 
 static void put_header(void *buf, uint16_t type, uint64_t id, int32_t status, uint32_t len)
 {
-        struct devio_proto_hdr h = {
-            .magic = DEVIO_PROTO_MAGIC,
-            .version = DEVIO_PROTO_VERSION,
+        struct privsep_proto_hdr h = {
+            .magic = PRIVSEP_PROTO_MAGIC,
+            .version = PRIVSEP_PROTO_VERSION,
             .type = type,
             .id = id,
             .status = status,
@@ -34,11 +34,11 @@ static void put_header(void *buf, uint16_t type, uint64_t id, int32_t status, ui
 int privsep_proto_encode_request(uint64_t id, const struct devio_request *req, void *buf,
                                  size_t size)
 {
-        if (id == 0 || !req || !buf || size < DEVIO_PROTO_REQUEST_SIZE)
+        if (id == 0 || !req || !buf || size < PRIVSEP_PROTO_REQUEST_SIZE)
                 return -EINVAL;
-        put_header(buf, DEVIO_PROTO_REQUEST, id, 0, sizeof *req);
-        memcpy((uint8_t *)buf + DEVIO_PROTO_HDR_SIZE, req, sizeof *req);
-        return (int)DEVIO_PROTO_REQUEST_SIZE;
+        put_header(buf, PRIVSEP_PROTO_REQUEST, id, 0, sizeof *req);
+        memcpy((uint8_t *)buf + PRIVSEP_PROTO_HDR_SIZE, req, sizeof *req);
+        return (int)PRIVSEP_PROTO_REQUEST_SIZE;
 }
 
 int privsep_proto_encode_response(uint64_t id, int status, const struct devio_response *resp,
@@ -53,56 +53,56 @@ int privsep_proto_encode_response(uint64_t id, int status, const struct devio_re
                         return -EINVAL;
                 payload = response_payload(resp->n);
         }
-        if (size < DEVIO_PROTO_HDR_SIZE + payload)
+        if (size < PRIVSEP_PROTO_HDR_SIZE + payload)
                 return -EINVAL;
-        put_header(buf, DEVIO_PROTO_RESPONSE, id, status, (uint32_t)payload);
+        put_header(buf, PRIVSEP_PROTO_RESPONSE, id, status, (uint32_t)payload);
         if (payload)
-                memcpy((uint8_t *)buf + DEVIO_PROTO_HDR_SIZE, resp, payload);
-        return (int)(DEVIO_PROTO_HDR_SIZE + payload);
+                memcpy((uint8_t *)buf + PRIVSEP_PROTO_HDR_SIZE, resp, payload);
+        return (int)(PRIVSEP_PROTO_HDR_SIZE + payload);
 }
 
 int privsep_proto_encode_hello(void *buf, size_t size)
 {
-        if (!buf || size < DEVIO_PROTO_HDR_SIZE)
+        if (!buf || size < PRIVSEP_PROTO_HDR_SIZE)
                 return -EINVAL;
-        put_header(buf, DEVIO_PROTO_HELLO, 1, 0, 0);
-        return (int)DEVIO_PROTO_HDR_SIZE;
+        put_header(buf, PRIVSEP_PROTO_HELLO, 1, 0, 0);
+        return (int)PRIVSEP_PROTO_HDR_SIZE;
 }
 
-int privsep_proto_decode_header(const void *buf, size_t len, struct devio_proto_hdr *ret_hdr)
+int privsep_proto_decode_header(const void *buf, size_t len, struct privsep_proto_hdr *ret_hdr)
 {
-        struct devio_proto_hdr h;
+        struct privsep_proto_hdr h;
 
-        if (!buf || len < DEVIO_PROTO_HDR_SIZE || len > DEVIO_PROTO_RESPONSE_MAX)
+        if (!buf || len < PRIVSEP_PROTO_HDR_SIZE || len > PRIVSEP_PROTO_RESPONSE_MAX)
                 return -EBADMSG;
         memcpy(&h, buf, sizeof h);
-        if (h.magic != DEVIO_PROTO_MAGIC || h.version != DEVIO_PROTO_VERSION || h.id == 0)
+        if (h.magic != PRIVSEP_PROTO_MAGIC || h.version != PRIVSEP_PROTO_VERSION || h.id == 0)
                 return -EBADMSG;
-        if (h.len != len - DEVIO_PROTO_HDR_SIZE)
+        if (h.len != len - PRIVSEP_PROTO_HDR_SIZE)
                 return -EBADMSG;
         switch (h.type) {
-        case DEVIO_PROTO_REQUEST:
+        case PRIVSEP_PROTO_REQUEST:
                 if (h.status != 0 || h.len != sizeof(struct devio_request))
                         return -EBADMSG;
                 break;
-        case DEVIO_PROTO_RESPONSE:
+        case PRIVSEP_PROTO_RESPONSE:
                 if (h.status > 0 || h.status < -ERRNO_MAX)
                         return -EBADMSG;
                 if (h.status < 0 && h.len != 0)
                         return -EBADMSG;
                 break;
-        case DEVIO_PROTO_HELLO:
+        case PRIVSEP_PROTO_HELLO:
                 if (h.id != 1 || h.status != 0 || h.len != 0)
                         return -EBADMSG;
                 break;
-        case DEVIO_PROTO_PRIV:
+        case PRIVSEP_PROTO_PRIV:
                 /* An argument too long is still framed: the helper answers it -EINVAL. */
                 if (h.status != 0 || h.len < DEVIO_NAME_MAX)
                         return -EBADMSG;
                 break;
-        case DEVIO_PROTO_PRIV_ANSWER:
+        case PRIVSEP_PROTO_PRIV_ANSWER:
                 if (h.status > 0 || h.status < -ERRNO_MAX || h.len < sizeof(uint32_t) ||
-                    h.len > DEVIO_PROTO_PRIV_ANSWER_MAX - DEVIO_PROTO_HDR_SIZE)
+                    h.len > PRIVSEP_PROTO_PRIV_ANSWER_MAX - PRIVSEP_PROTO_HDR_SIZE)
                         return -EBADMSG;
                 break;
         default:
@@ -112,35 +112,35 @@ int privsep_proto_decode_header(const void *buf, size_t len, struct devio_proto_
         return 0;
 }
 
-int privsep_proto_decode_request(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+int privsep_proto_decode_request(const struct privsep_proto_hdr *hdr, const void *buf, size_t len,
                                  struct devio_request *ret_req)
 {
         struct devio_request req;
 
-        if (!hdr || !buf || hdr->type != DEVIO_PROTO_REQUEST ||
-            hdr->len != sizeof(struct devio_request) || len != DEVIO_PROTO_REQUEST_SIZE)
+        if (!hdr || !buf || hdr->type != PRIVSEP_PROTO_REQUEST ||
+            hdr->len != sizeof(struct devio_request) || len != PRIVSEP_PROTO_REQUEST_SIZE)
                 return -EBADMSG;
-        memcpy(&req, (const uint8_t *)buf + DEVIO_PROTO_HDR_SIZE, sizeof req);
+        memcpy(&req, (const uint8_t *)buf + PRIVSEP_PROTO_HDR_SIZE, sizeof req);
         if (privsep_request_valid(&req) < 0)
                 return -EINVAL;
         *ret_req = req;
         return 0;
 }
 
-int privsep_proto_decode_response(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
+int privsep_proto_decode_response(const struct privsep_proto_hdr *hdr, const void *buf, size_t len,
                                   struct devio_response *ret_resp)
 {
         const uint8_t *p;
         uint32_t n;
 
-        if (!hdr || !buf || hdr->type != DEVIO_PROTO_RESPONSE ||
-            len != DEVIO_PROTO_HDR_SIZE + hdr->len)
+        if (!hdr || !buf || hdr->type != PRIVSEP_PROTO_RESPONSE ||
+            len != PRIVSEP_PROTO_HDR_SIZE + hdr->len)
                 return -EBADMSG;
         if (hdr->status < 0)
                 return hdr->len == 0 ? 0 : -EBADMSG;
         if (hdr->len < offsetof(struct devio_response, r))
                 return -EBADMSG;
-        p = (const uint8_t *)buf + DEVIO_PROTO_HDR_SIZE;
+        p = (const uint8_t *)buf + PRIVSEP_PROTO_HDR_SIZE;
         memcpy(&n, p, sizeof n);
         if (n > DEVIO_MAX_CMDS || hdr->len != response_payload(n))
                 return -EBADMSG;
@@ -167,27 +167,27 @@ int privsep_proto_encode_priv(uint64_t id, const char *name, const void *arg, si
                 return -EINVAL;
         nlen = strnlen(name, DEVIO_NAME_MAX);
         if (nlen == 0 || nlen >= DEVIO_NAME_MAX ||
-            size < DEVIO_PROTO_HDR_SIZE + DEVIO_NAME_MAX + len)
+            size < PRIVSEP_PROTO_HDR_SIZE + DEVIO_NAME_MAX + len)
                 return -EINVAL;
-        put_header(buf, DEVIO_PROTO_PRIV, id, 0, (uint32_t)(DEVIO_NAME_MAX + len));
-        p += DEVIO_PROTO_HDR_SIZE;
+        put_header(buf, PRIVSEP_PROTO_PRIV, id, 0, (uint32_t)(DEVIO_NAME_MAX + len));
+        p += PRIVSEP_PROTO_HDR_SIZE;
         memset(p, 0, DEVIO_NAME_MAX);
         memcpy(p, name, nlen);
         if (len)
                 memcpy(p + DEVIO_NAME_MAX, arg, len);
-        return (int)(DEVIO_PROTO_HDR_SIZE + DEVIO_NAME_MAX + len);
+        return (int)(PRIVSEP_PROTO_HDR_SIZE + DEVIO_NAME_MAX + len);
 }
 
-int privsep_proto_decode_priv(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
-                              struct devio_proto_priv *ret)
+int privsep_proto_decode_priv(const struct privsep_proto_hdr *hdr, const void *buf, size_t len,
+                              struct privsep_proto_priv *ret)
 {
         const uint8_t *p;
         size_t nlen, alen;
 
-        if (!hdr || !buf || !ret || hdr->type != DEVIO_PROTO_PRIV || hdr->status != 0 ||
-            hdr->len < DEVIO_NAME_MAX || len != DEVIO_PROTO_HDR_SIZE + hdr->len)
+        if (!hdr || !buf || !ret || hdr->type != PRIVSEP_PROTO_PRIV || hdr->status != 0 ||
+            hdr->len < DEVIO_NAME_MAX || len != PRIVSEP_PROTO_HDR_SIZE + hdr->len)
                 return -EBADMSG;
-        p = (const uint8_t *)buf + DEVIO_PROTO_HDR_SIZE;
+        p = (const uint8_t *)buf + PRIVSEP_PROTO_HDR_SIZE;
         alen = hdr->len - DEVIO_NAME_MAX;
         nlen = strnlen((const char *)p, DEVIO_NAME_MAX);
         if (alen > DEVIO_PRIV_ARG_MAX || nlen == 0 || nlen >= DEVIO_NAME_MAX)
@@ -214,28 +214,28 @@ int privsep_proto_encode_priv_answer(uint64_t id, int status, size_t nfds, const
                 return -EINVAL;
         if (status < 0 && err)
                 tlen = strnlen(err, DEVIO_PRIV_ERR_MAX - 1);
-        if (size < DEVIO_PROTO_HDR_SIZE + sizeof n + tlen)
+        if (size < PRIVSEP_PROTO_HDR_SIZE + sizeof n + tlen)
                 return -EINVAL;
-        put_header(buf, DEVIO_PROTO_PRIV_ANSWER, id, status, (uint32_t)(sizeof n + tlen));
-        memcpy((uint8_t *)buf + DEVIO_PROTO_HDR_SIZE, &n, sizeof n);
+        put_header(buf, PRIVSEP_PROTO_PRIV_ANSWER, id, status, (uint32_t)(sizeof n + tlen));
+        memcpy((uint8_t *)buf + PRIVSEP_PROTO_HDR_SIZE, &n, sizeof n);
         if (tlen)
-                memcpy((uint8_t *)buf + DEVIO_PROTO_HDR_SIZE + sizeof n, err, tlen);
-        return (int)(DEVIO_PROTO_HDR_SIZE + sizeof n + tlen);
+                memcpy((uint8_t *)buf + PRIVSEP_PROTO_HDR_SIZE + sizeof n, err, tlen);
+        return (int)(PRIVSEP_PROTO_HDR_SIZE + sizeof n + tlen);
 }
 
-int privsep_proto_decode_priv_answer(const struct devio_proto_hdr *hdr, const void *buf, size_t len,
-                                     struct devio_proto_priv_answer *ret)
+int privsep_proto_decode_priv_answer(const struct privsep_proto_hdr *hdr, const void *buf,
+                                     size_t len, struct privsep_proto_priv_answer *ret)
 {
         const uint8_t *p;
         uint32_t n;
         size_t tlen;
 
-        if (!hdr || !buf || !ret || hdr->type != DEVIO_PROTO_PRIV_ANSWER || hdr->status > 0 ||
+        if (!hdr || !buf || !ret || hdr->type != PRIVSEP_PROTO_PRIV_ANSWER || hdr->status > 0 ||
             hdr->status < -ERRNO_MAX || hdr->len < sizeof n ||
-            hdr->len > DEVIO_PROTO_PRIV_ANSWER_MAX - DEVIO_PROTO_HDR_SIZE ||
-            len != DEVIO_PROTO_HDR_SIZE + hdr->len)
+            hdr->len > PRIVSEP_PROTO_PRIV_ANSWER_MAX - PRIVSEP_PROTO_HDR_SIZE ||
+            len != PRIVSEP_PROTO_HDR_SIZE + hdr->len)
                 return -EBADMSG;
-        p = (const uint8_t *)buf + DEVIO_PROTO_HDR_SIZE;
+        p = (const uint8_t *)buf + PRIVSEP_PROTO_HDR_SIZE;
         memcpy(&n, p, sizeof n);
         tlen = hdr->len - sizeof n;
         if (n > DEVIO_MAX_FDS || (hdr->status < 0 && n != 0) || (hdr->status == 0 && tlen != 0) ||
@@ -249,9 +249,9 @@ int privsep_proto_decode_priv_answer(const struct devio_proto_hdr *hdr, const vo
 
 static void put_ctl(void *buf, uint16_t type, int32_t status, int32_t pid)
 {
-        struct devio_proto_ctl c = {
-            .magic = DEVIO_PROTO_CTL_MAGIC,
-            .version = DEVIO_PROTO_VERSION,
+        struct privsep_proto_ctl c = {
+            .magic = PRIVSEP_PROTO_CTL_MAGIC,
+            .version = PRIVSEP_PROTO_VERSION,
             .type = type,
             .status = status,
             .pid = pid,
@@ -262,19 +262,19 @@ static void put_ctl(void *buf, uint16_t type, int32_t status, int32_t pid)
 
 int privsep_proto_encode_spawn(void *buf, size_t size)
 {
-        if (!buf || size < DEVIO_PROTO_CTL_SIZE)
+        if (!buf || size < PRIVSEP_PROTO_CTL_SIZE)
                 return -EINVAL;
-        put_ctl(buf, DEVIO_PROTO_SPAWN, 0, 0);
-        return (int)DEVIO_PROTO_CTL_SIZE;
+        put_ctl(buf, PRIVSEP_PROTO_SPAWN, 0, 0);
+        return (int)PRIVSEP_PROTO_CTL_SIZE;
 }
 
 bool privsep_proto_is_spawn(const void *buf, size_t len)
 {
-        uint8_t want[DEVIO_PROTO_CTL_SIZE];
+        uint8_t want[PRIVSEP_PROTO_CTL_SIZE];
 
-        if (!buf || len != DEVIO_PROTO_CTL_SIZE)
+        if (!buf || len != PRIVSEP_PROTO_CTL_SIZE)
                 return false;
-        put_ctl(want, DEVIO_PROTO_SPAWN, 0, 0);
+        put_ctl(want, PRIVSEP_PROTO_SPAWN, 0, 0);
         return memcmp(buf, want, sizeof want) == 0;
 }
 
@@ -285,21 +285,21 @@ static bool spawned_valid(int status, int32_t pid)
 
 int privsep_proto_encode_spawned(int status, int32_t pid, void *buf, size_t size)
 {
-        if (!buf || size < DEVIO_PROTO_CTL_SIZE || !spawned_valid(status, pid))
+        if (!buf || size < PRIVSEP_PROTO_CTL_SIZE || !spawned_valid(status, pid))
                 return -EINVAL;
-        put_ctl(buf, DEVIO_PROTO_SPAWNED, status, pid);
-        return (int)DEVIO_PROTO_CTL_SIZE;
+        put_ctl(buf, PRIVSEP_PROTO_SPAWNED, status, pid);
+        return (int)PRIVSEP_PROTO_CTL_SIZE;
 }
 
 int privsep_proto_decode_spawned(const void *buf, size_t len, int *ret_status, int32_t *ret_pid)
 {
-        struct devio_proto_ctl c;
+        struct privsep_proto_ctl c;
 
-        if (!buf || len != DEVIO_PROTO_CTL_SIZE)
+        if (!buf || len != PRIVSEP_PROTO_CTL_SIZE)
                 return -EBADMSG;
         memcpy(&c, buf, sizeof c);
-        if (c.magic != DEVIO_PROTO_CTL_MAGIC || c.version != DEVIO_PROTO_VERSION ||
-            c.type != DEVIO_PROTO_SPAWNED || !spawned_valid(c.status, c.pid))
+        if (c.magic != PRIVSEP_PROTO_CTL_MAGIC || c.version != PRIVSEP_PROTO_VERSION ||
+            c.type != PRIVSEP_PROTO_SPAWNED || !spawned_valid(c.status, c.pid))
                 return -EBADMSG;
         *ret_status = c.status;
         *ret_pid = c.pid;
