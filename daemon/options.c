@@ -13,100 +13,9 @@
 
 #include "fsroot.h"
 
-/* Every option (options_entry()): the daemon's table with each OPT_FRAGMENT replaced by the
- * entries of its collector, whose values are in that collector's options blob (owner: its
- * registry id; -1: the daemon's own, in struct dp_options). d is first: an opt_def of this
- * array tells its entry. */
-struct entry {
-        struct opt_def d;
-        int owner;
-};
-
-/* Built once, before anything else reads the options (main thread, before any other starts),
- * and never changed after: the fragments' entries are copies (with their collector's part) that
- * no const table can hold, as the registry is only known once linked. Passing it around would
- * thread it through every caller of the options for no gain. */
-static struct entry *entries;
-static size_t n_entries;
-/* The collectors' switches: OPT_COLLECTORS's subs. */
-static const char *switch_names[COLLECTOR_MAX + 1];
-
-static const struct collector_def *fragment_of(const struct opt_def *d, int *id)
-{
-        for (int c = 0; c < COLLECTOR_MAX; c++)
-                if (strcmp(collector_defs[c]->name, d->name) == 0) {
-                        *id = c;
-                        return collector_defs[c];
-                }
-        return NULL;
-}
-
-static void add_fragment(int id)
-{
-        const struct collector_def *c = collector_defs[id];
-
-        for (size_t k = 0; k < c->n_options; k++) {
-                struct entry *e = &entries[n_entries++];
-                *e = (struct entry){.d = c->options[k], .owner = id};
-                if (e->d.reload == OPT_RELOAD)
-                        e->d.parts |= OPT_PART_COLLECTOR(id);
-        }
-}
-
-/* Built once, at the first use (main thread, before any other). A collector whose fragment has
- * no mark in the table gets its options before the collectors' switches. */
-static void entries_init(void)
-{
-        bool placed[COLLECTOR_MAX] = {0};
-        size_t n = options_table_size;
-
-        if (entries)
-                return;
-        for (size_t c = 0; c < COLLECTOR_MAX; c++)
-                n += collector_defs[c]->n_options;
-        entries = xcalloc(n, sizeof(*entries));
-        for (size_t i = 0; i < options_table_size; i++) {
-                const struct opt_def *d = &options_table[i];
-                int id;
-
-                if (d->type == OPT_COLLECTORS)
-                        for (int c = 0; c < COLLECTOR_MAX; c++)
-                                if (!placed[c]) {
-                                        add_fragment(c);
-                                        placed[c] = true;
-                                }
-                if (d->type == OPT_COLLECTORS) {
-                        struct entry *e = &entries[n_entries++];
-                        *e = (struct entry){.d = *d, .owner = -1};
-                        e->d.subs = switch_names;
-                        for (int c = 0; c < COLLECTOR_MAX; c++) {
-                                switch_names[c] = collector_defs[c]->name;
-                                e->d.def |= (uint64_t)collector_defs[c]->default_enabled << c;
-                        }
-                } else if (d->type != OPT_FRAGMENT)
-                        entries[n_entries++] = (struct entry){.d = *d, .owner = -1};
-                else if (fragment_of(d, &id) && !placed[id]) {
-                        add_fragment(id);
-                        placed[id] = true;
-                }
-        }
-}
-
-size_t options_count(void)
-{
-        entries_init();
-        return n_entries;
-}
-
-const struct opt_def *options_entry(size_t i)
-{
-        entries_init();
-        return &entries[i].d;
-}
-
 /* Flags are numbered: the entries, then one per collector (for "given on the command line" and
  * "list emptied" marks). */
-#define N_ENTRIES n_entries
+#define N_ENTRIES options_count()
 #define N_FLAGS   (N_ENTRIES + COLLECTOR_MAX)
 
 static void fail(char *err, size_t errsz, const char *fmt, ...) _printf_(3, 4);
@@ -129,52 +38,6 @@ int options_device_filter(const struct dp_options *o, struct namefilter **ret, c
         return namefilter_new(o->device_include, exclude, ret, err, errsz);
 }
 
-/* The struct d's offsets are into: o, or its owner's options blob. */
-static void *base_of(const struct dp_options *o, const struct opt_def *d)
-{
-        const struct entry *e = (const struct entry *)d;
-
-        return e->owner < 0 ? (void *)o : o->collector_opts[e->owner];
-}
-
-bool options_equal(const struct opt_def *d, const struct dp_options *a, const struct dp_options *b)
-{
-        return opt_equal(d, base_of(a, d), base_of(b, d));
-}
-
-bool options_same(const struct dp_options *a, const struct dp_options *b, unsigned flags)
-{
-        entries_init();
-        for (size_t i = 0; i < N_ENTRIES; i++)
-                if ((entries[i].d.flags & flags) == flags && !options_equal(&entries[i].d, a, b))
-                        return false;
-        return true;
-}
-
-size_t options_reload(struct dp_options *cur, const struct dp_options *next, unsigned *ret_parts)
-{
-        unsigned parts = 0;
-        size_t restart = 0;
-
-        entries_init();
-
-        for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &entries[i].d;
-
-                if (options_equal(d, cur, next))
-                        continue;
-                if (d->reload == OPT_RELOAD) {
-                        opt_copy(d, base_of(cur, d), base_of(next, d));
-                        parts |= d->parts;
-                } else if (d->reload == OPT_RESTART) {
-                        restart++;
-                }
-        }
-        if (ret_parts)
-                *ret_parts = parts;
-        return restart;
-}
-
 /* Applies one value of the option d (sub: which collector of OPT_COLLECTORS). */
 static int apply(struct dp_options *o, const struct opt_def *d, int sub, const char *value,
                  bool negated, const char *where, char *err, size_t errsz)
@@ -189,7 +52,7 @@ static int apply(struct dp_options *o, const struct opt_def *d, int sub, const c
                 fail(err, errsz, "%s%s needs a value", where, d->name);
                 return -EINVAL;
         }
-        if (opt_parse(d, base_of(o, d), sub < 0 ? 0 : (size_t)sub, value, negated, why,
+        if (opt_parse(d, options_base(o, d), sub < 0 ? 0 : (size_t)sub, value, negated, why,
                       sizeof why) < 0) {
                 fail(err, errsz, "%sinvalid value for %s%s%s: %s", where, d->name,
                      sub < 0 ? "" : ".", sub < 0 ? "" : d->subs[sub], why);
@@ -206,7 +69,7 @@ static int lookup(const char *name, size_t len, bool allow_no, bool *negated, in
         *sub = -1;
         for (int pass = 0; pass < 2; pass++) {
                 for (size_t i = 0; i < N_ENTRIES; i++) {
-                        const struct opt_def *d = &entries[i].d;
+                        const struct opt_def *d = options_entry(i);
                         size_t l = strlen(d->name);
 
                         if (d->type != OPT_COLLECTORS) {
@@ -306,7 +169,7 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                         fail(err, errsz, "%sunknown option \"%s\"", where, key);
                         return -EINVAL;
                 }
-                d = &entries[idx].d;
+                d = options_entry((size_t)idx);
                 if (negated) {
                         /* a flag's name, as the file's lines are: "no-NAME = true" is "NAME =
                          * false" */
@@ -334,7 +197,7 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                         continue; /* flags win */
                 if (!reset[f]) {
                         /* values from a higher source replace a list's lower ones */
-                        opt_clear(d, base_of(o, d));
+                        opt_clear(d, options_base(o, d));
                         reset[f] = true;
                 }
                 r = apply(o, d, sub, value, false, where, err, errsz);
@@ -344,17 +207,6 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
         return 0;
 }
 
-static void set_defaults(struct dp_options *o)
-{
-        memset(o, 0, sizeof(*o));
-        for (size_t c = 0; c < COLLECTOR_MAX; c++)
-                if (collector_defs[c]->options_size)
-                        o->collector_opts[c] = xcalloc(1, collector_defs[c]->options_size);
-        /* canary.path has none: the state directory, in the canary's complete() */
-        for (size_t i = 0; i < N_ENTRIES; i++)
-                opt_set_default(&entries[i].d, base_of(o, &entries[i].d));
-}
-
 /* Every option's range, then the checks that involve several options. */
 static int validate(struct dp_options *o, char *err, size_t errsz)
 {
@@ -362,9 +214,9 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         int r;
 
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &entries[i].d;
+                const struct opt_def *d = options_entry(i);
 
-                if (opt_check(d, base_of(o, d), why, sizeof why) < 0) {
+                if (opt_check(d, options_base(o, d), why, sizeof why) < 0) {
                         fail(err, errsz, "invalid value for %s: %s", d->name, why);
                         return -EINVAL;
                 }
@@ -396,7 +248,7 @@ int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size
         struct dp_options o;
         int r;
 
-        set_defaults(&o);
+        options_defaults(&o);
         for (int i = 1; i < argc; i++) {
                 const char *arg = argv[i], *eq, *value = NULL;
                 const struct opt_def *d;
@@ -419,7 +271,7 @@ int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size
                         fail(err, errsz, "unknown flag --%.*s (see --help)", (int)nlen, arg);
                         goto fail;
                 }
-                d = &entries[idx].d;
+                d = options_entry((size_t)idx);
                 if (eq)
                         value = eq + 1;
                 else if (!opt_is_switch(d) && !negated) {
@@ -431,7 +283,7 @@ int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size
                 }
                 f = flag_no(idx, sub);
                 if (!from_cli[f])
-                        opt_clear(d, base_of(&o, d)); /* flags replace a list's defaults and
+                        opt_clear(d, options_base(&o, d)); /* flags replace a list's defaults and
                                                        * file values */
                 from_cli[f] = true;
                 r = apply(&o, d, sub, value, negated, where, err, errsz);
@@ -459,17 +311,6 @@ fail_r:
         return r;
 }
 
-void options_free(struct dp_options *o)
-{
-        entries_init();
-        for (size_t i = 0; i < N_ENTRIES; i++)
-                if (base_of(o, &entries[i].d))
-                        opt_clear(&entries[i].d, base_of(o, &entries[i].d));
-        for (size_t c = 0; c < COLLECTOR_MAX; c++)
-                free(o->collector_opts[c]);
-        memset(o, 0, sizeof(*o));
-}
-
 static void help_line(const char *left, const struct opt_def *d, FILE *out)
 {
         char def[1024];
@@ -479,12 +320,11 @@ static void help_line(const char *left, const struct opt_def *d, FILE *out)
 
 void options_help(FILE *out)
 {
-        entries_init();
         fputs("Usage: diskpulse [FLAGS]\n\n"
               "Watches block devices and serves Prometheus metrics.\n\nFlags:\n",
               out);
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &entries[i].d;
+                const struct opt_def *d = options_entry(i);
                 char left[80];
 
                 if (d->type == OPT_COLLECTORS)
@@ -497,7 +337,7 @@ void options_help(FILE *out)
         }
         /* the collectors' switches close the list */
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &entries[i].d;
+                const struct opt_def *d = options_entry(i);
 
                 if (d->type != OPT_COLLECTORS)
                         continue;
@@ -516,12 +356,11 @@ void options_help(FILE *out)
 
 void options_dump(const struct dp_options *o, FILE *out)
 {
-        entries_init();
         for (size_t i = 0; i < N_ENTRIES; i++) {
-                const struct opt_def *d = &entries[i].d;
+                const struct opt_def *d = options_entry(i);
 
                 if (d->flags & OPT_CLI_ONLY)
                         continue;
-                opt_print(d, base_of(o, d), out);
+                opt_print(d, options_base(o, d), out);
         }
 }

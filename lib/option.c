@@ -221,9 +221,8 @@ static int uint_parse(const struct opt_def *d, const char *value, const void *va
 
         (void)vals, (void)n;
         if (parse_u64(value, &u) < 0 || u < d->min || u > d->max) {
-                snprintf(why, whysz,
-                         "\"%s\" (expected a number from %" PRIu64 " to %" PRIu64 ")", value,
-                         d->min, d->max);
+                snprintf(why, whysz, "\"%s\" (expected a number from %" PRIu64 " to %" PRIu64 ")",
+                         value, d->min, d->max);
                 return -EINVAL;
         }
         *(unsigned *)v = (unsigned)u;
@@ -301,8 +300,8 @@ static int size_check(const struct opt_def *d, const void *v, char *why, size_t 
 
         if ((!d->min && !d->max) || (u >= d->min && (!d->max || u <= d->max)))
                 return 0;
-        snprintf(why, whysz, "%" PRIu64 " (expected %s to %s)", u,
-                 size_text(d->min, lo, sizeof lo), size_text(d->max, hi, sizeof hi));
+        snprintf(why, whysz, "%" PRIu64 " (expected %s to %s)", u, size_text(d->min, lo, sizeof lo),
+                 size_text(d->max, hi, sizeof hi));
         return -EINVAL;
 }
 
@@ -375,8 +374,8 @@ const struct opt_type_ops *opt_type_ops(const struct opt_def *d)
 {
         /* OPT_COLLECTORS: a bool per switch; OPT_FRAGMENT: no value */
         static const struct opt_type_ops *const types[] = {
-            [OPT_BOOL] = &bool_ops,         [OPT_STRING] = &string_ops, [OPT_LIST] = &list_ops,
-            [OPT_DURATION] = &duration_ops, [OPT_UINT] = &uint_ops,     [OPT_SIZE] = &size_ops,
+            [OPT_BOOL] = &bool_ops,         [OPT_STRING] = &string_ops,  [OPT_LIST] = &list_ops,
+            [OPT_DURATION] = &duration_ops, [OPT_UINT] = &uint_ops,      [OPT_SIZE] = &size_ops,
             [OPT_ENUM] = &enum_ops,         [OPT_COLLECTORS] = &bool_ops};
 
         if (d->type == OPT_CUSTOM)
