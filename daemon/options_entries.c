@@ -167,4 +167,3 @@ void options_free(struct dp_options *o)
                 free(o->collector_opts[c]);
         memset(o, 0, sizeof(*o));
 }
-

@@ -45,37 +45,24 @@ static const struct opt_type_ops bool_ops = {
     .set_default = bool_default,
 };
 
-/* A string (OPT_STRING, and each value of an OPT_LIST): checked by d->check. */
-static int string_check(const struct opt_def *d, const char *value, void *v, char *why,
-                        size_t whysz)
+/* A string (OPT_STRING, and each value of an OPT_LIST): checked by d->check; a list's value
+ * may be "", a single string only with allow_empty. */
+static int string_parse(const struct opt_def *d, const char *value, const void *vals, size_t n,
+                        void *v, char *why, size_t whysz)
 {
         char reason[256];
 
+        (void)vals, (void)n;
+        if (!*value && !d->allow_empty && !d->count_offset) {
+                snprintf(why, whysz, "empty");
+                return -EINVAL;
+        }
         if (d->check && d->check(value, reason, sizeof reason) < 0) {
                 snprintf(why, whysz, "\"%s\" (%s)", value, reason);
                 return -EINVAL;
         }
         *(char **)v = xstrdup(value);
         return 0;
-}
-
-static int string_parse(const struct opt_def *d, const char *value, const void *vals, size_t n,
-                        void *v, char *why, size_t whysz)
-{
-        (void)vals, (void)n;
-        if (!*value && !d->allow_empty) {
-                snprintf(why, whysz, "empty");
-                return -EINVAL;
-        }
-        return string_check(d, value, v, why, whysz);
-}
-
-/* A list's value may be empty unless its check refuses it. */
-static int list_parse(const struct opt_def *d, const char *value, const void *vals, size_t n,
-                      void *v, char *why, size_t whysz)
-{
-        (void)vals, (void)n;
-        return string_check(d, value, v, why, whysz);
 }
 
 static void string_copy(void *dst, const void *src)
@@ -136,16 +123,11 @@ static const struct opt_type_ops string_ops = {
     .help = string_help,
 };
 
-static const struct opt_type_ops list_ops = {
-    .size = sizeof(char *),
-    .parse = list_parse,
-    .copy = string_copy,
-    .equal = string_equal,
-    .free = string_free,
-    .format = string_format,
-    .set_default = string_default,
-    .help = string_help,
-};
+/* Within d's min and max (max 0: no upper bound; neither: no range). */
+static bool in_range(const struct opt_def *d, uint64_t u)
+{
+        return (!d->min && !d->max) || (u >= d->min && (!d->max || u <= d->max));
+}
 
 /* The default of a number (def), stored as its type. */
 static bool usec_default(const struct opt_def *d, void *v)
@@ -191,7 +173,7 @@ static int duration_check(const struct opt_def *d, const void *v, char *why, siz
         usec_t u = *(const usec_t *)v;
         char val[32], lo[32], hi[32];
 
-        if ((!d->min && !d->max) || (u >= d->min && (!d->max || u <= d->max)))
+        if (in_range(d, u))
                 return 0;
         format_duration(u, val, sizeof val);
         format_duration(d->min, lo, sizeof lo);
@@ -298,7 +280,7 @@ static int size_check(const struct opt_def *d, const void *v, char *why, size_t 
         uint64_t u = *(const uint64_t *)v;
         char lo[32], hi[32];
 
-        if ((!d->min && !d->max) || (u >= d->min && (!d->max || u <= d->max)))
+        if (in_range(d, u))
                 return 0;
         snprintf(why, whysz, "%" PRIu64 " (expected %s to %s)", u, size_text(d->min, lo, sizeof lo),
                  size_text(d->max, hi, sizeof hi));
@@ -374,7 +356,7 @@ const struct opt_type_ops *opt_type_ops(const struct opt_def *d)
 {
         /* OPT_COLLECTORS: a bool per switch; OPT_FRAGMENT: no value */
         static const struct opt_type_ops *const types[] = {
-            [OPT_BOOL] = &bool_ops,         [OPT_STRING] = &string_ops,  [OPT_LIST] = &list_ops,
+            [OPT_BOOL] = &bool_ops,         [OPT_STRING] = &string_ops,  [OPT_LIST] = &string_ops,
             [OPT_DURATION] = &duration_ops, [OPT_UINT] = &uint_ops,      [OPT_SIZE] = &size_ops,
             [OPT_ENUM] = &enum_ops,         [OPT_COLLECTORS] = &bool_ops};
 

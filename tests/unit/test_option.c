@@ -55,8 +55,8 @@ static int pair_parse(const struct opt_def *d, const char *value, const void *va
                         snprintf(why, whysz, "\"%s\" is given twice", value);
                         return -EINVAL;
                 }
-        *(struct pair *)v = (struct pair){.key = strndup(value, (size_t)(eq - value)),
-                                          .n = (unsigned)num};
+        *(struct pair *)v =
+            (struct pair){.key = strndup(value, (size_t)(eq - value)), .n = (unsigned)num};
         return 0;
 }
 
@@ -238,7 +238,8 @@ static void test_bool(void **state)
         assert_string_equal(parse(&d_bool, &o, 0, NULL, true), "");
         assert_false(o.b);
         /* --no-b=true: a negated switch takes no value */
-        assert_string_equal(parse(&d_bool, &o, 0, "true", true), "\"true\" (expected true or false)");
+        assert_string_equal(parse(&d_bool, &o, 0, "true", true),
+                            "\"true\" (expected true or false)");
         assert_false(o.b);
         assert_string_equal(printed(&d_bool, &o), "b = false\n");
         assert_string_equal(help(&d_bool), "");
@@ -481,7 +482,8 @@ static void test_switches(void **state)
         assert_true(opt_equal(&d_sw, &o, &p));
         assert_string_equal(parse(&d_sw, &o, 1, NULL, false), "");
         assert_string_equal(parse(&d_sw, &o, 2, NULL, true), "");
-        assert_string_equal(parse(&d_sw, &o, 0, "nope", false), "\"nope\" (expected true or false)");
+        assert_string_equal(parse(&d_sw, &o, 0, "nope", false),
+                            "\"nope\" (expected true or false)");
         assert_true(o.sw[0]);
         assert_true(o.sw[1]);
         assert_false(o.sw[2]);
