@@ -75,6 +75,13 @@ extern const size_t options_table_size;
 size_t options_count(void);
 const struct opt_def *options_entry(size_t i);
 
+/* The options struct d's offsets are into: o, or the options blob of d's collector. */
+void *options_base(const struct dp_options *o, const struct opt_def *d);
+
+/* Sets o (its old content ignored) to every option's default, the collectors' blobs allocated;
+ * the caller frees it with options_free(). */
+void options_defaults(struct dp_options *o);
+
 /* Parses argv and the config file it names. On failure returns -EINVAL (or -errno when the
  * config file cannot be read) and writes a message naming the flag or line and the value into
  * err. The caller owns *ret: options_free(). */

@@ -2,7 +2,7 @@
  * storage, default, checks, help and what SIGHUP does with it (options.h says what each field
  * means). Adding an option is adding an entry here and its field in struct dp_options; parsing,
  * checking, --help, the dump, the reload and the pre-start comparison follow from it
- * (options.c). */
+ * (options.c, options_entries.c, lib/option.c). */
 #include "options.h"
 
 #include <errno.h>

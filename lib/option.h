@@ -1,12 +1,15 @@
 /* The entry of an option table: one flag and config-file key with its storage (an offset into
- * an options struct), default, checks, help and what SIGHUP does with it. The daemon's table
- * (daemon/options_table.c) is made of them; in lib so that a collector can declare the entries
- * of its own options next to its code. The daemon's options.c walks the tables. */
+ * an options struct), default, checks, help and what SIGHUP does with it; and the value engine:
+ * how a value of each type is parsed, copied, compared, freed, checked and written (one ops table
+ * per type, option.c). The daemon's table (daemon/options_table.c) is made of them; in lib so
+ * that a collector can declare the entries of its own options next to its code. The daemon's
+ * options.c walks the tables (flags, config file, --help, the dump). */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* How an option's value is stored in its options struct, parsed and written. */
 enum opt_type {
@@ -19,25 +22,41 @@ enum opt_type {
         OPT_ENUM,       /* an enum (int-sized), one of names[], its value the index */
         OPT_CUSTOM,     /* an array of custom->size elements and a size_t count: repeatable,
                            * each value parsed into an element by custom */
-        OPT_COLLECTORS, /* the daemon's bool per registered collector: --[no-]collector.NAME */
+        OPT_COLLECTORS, /* a bool per name of subs (the daemon's: one per registered collector),
+                         * --[no-]NAME.SUB; bit i of def is subs[i]'s default */
         OPT_FRAGMENT,   /* only in the daemon's table: where the options of the registered
                            * collector named name go (in --help, the dump, every loop) */
 };
 
 struct opt_def;
 
-/* How an OPT_CUSTOM option's elements are parsed, copied, compared, freed and written. */
-struct opt_custom {
-        size_t size; /* of an element */
-        /* Parses value into elem (zeroed), given the n elements so far. 0, or -EINVAL with
-         * the end of the message in why: "\"VALUE\" (expected ...)" or "\"VALUE\" is ...". */
-        int (*parse)(const char *value, const void *elems, size_t n, void *elem, char *why,
-                     size_t whysz);
+/* A type of value: how one value is parsed, copied, compared, freed, checked and written. One
+ * const table per opt_type (opt_type_ops()); an OPT_CUSTOM option brings its own (opt_def.custom).
+ * A repeatable option (one with a count_offset) holds an array of such values, OPT_COLLECTORS one
+ * per name of subs, any other option one value in place. Only size, parse and format are needed;
+ * a NULL operation means: the bytes are the value (copy, equal), nothing to free, no default
+ * (zero), no default shown in --help, no range. */
+struct opt_type_ops {
+        size_t size; /* of a value (an element of a repeatable option) */
+        /* Parses value into v (zeroed), given the n values so far of a repeatable option (vals;
+         * NULL and 0 for any other). 0, or -EINVAL with the end of the message in why:
+         * "\"VALUE\" (expected ...)" or "\"VALUE\" is ...". */
+        int (*parse)(const struct opt_def *d, const char *value, const void *vals, size_t n,
+                     void *v, char *why, size_t whysz);
         void (*copy)(void *dst, const void *src);
         bool (*equal)(const void *a, const void *b);
-        void (*free)(void *elem);
-        /* The dump's text of an element, in buf. */
-        const char *(*format)(const void *elem, char *buf, size_t size);
+        void (*free)(void *v);
+        /* The dump's text of v, in buf or static; NULL: none (a string not set). */
+        const char *(*format)(const struct opt_def *d, const void *v, char *buf, size_t size);
+        /* Sets v (zeroed) to d's default; false when there is none (a repeatable option then
+         * starts empty). */
+        bool (*set_default)(const struct opt_def *d, void *v);
+        /* What --help writes after "(default " (the default, and a range), in buf; NULL: no
+         * default shown. */
+        const char *(*help)(const struct opt_def *d, char *buf, size_t size);
+        /* The range, once flags and file are read: 0, or -EINVAL with "VALUE (expected ...)" in
+         * why. */
+        int (*check)(const struct opt_def *d, const void *v, char *why, size_t whysz);
 };
 
 /* What SIGHUP does with an option (the daemon's options_reload()). */
@@ -74,8 +93,9 @@ struct opt_def {
         uint64_t min, max;
         int (*check)(const char *value, char *why, size_t whysz);
         bool allow_empty;
-        const char *const *names;        /* OPT_ENUM: the values' names, NULL-terminated */
-        const struct opt_custom *custom; /* OPT_CUSTOM */
+        const char *const *names;          /* OPT_ENUM: the values' names, NULL-terminated */
+        const char *const *subs;           /* OPT_COLLECTORS: the switches, NULL-terminated */
+        const struct opt_type_ops *custom; /* OPT_CUSTOM: its values' type */
         /* --help: "--NAME=ARG  HELP (default DEF)"; help_default replaces what follows
          * "(default" (e.g. ": all"); help_range adds the range: "(default 1m, 1s to 1h)". */
         const char *arg, *help, *help_default;
@@ -85,3 +105,44 @@ struct opt_def {
         enum opt_reload reload;
         unsigned parts; /* OPT_RELOAD: the daemon's enum opt_part bits */
 };
+
+/* The value engine. base is the options struct that d's offsets are into. Pure; any thread, on
+ * options it owns. */
+
+/* The ops of d's type: d->custom for OPT_CUSTOM; NULL for OPT_FRAGMENT. */
+const struct opt_type_ops *opt_type_ops(const struct opt_def *d);
+
+/* True for an on/off option (OPT_BOOL, OPT_COLLECTORS): given alone, or negated with "no-". */
+bool opt_is_switch(const struct opt_def *d);
+
+/* Sets d's default in base, whose value of d is zero. */
+void opt_set_default(const struct opt_def *d, void *base);
+
+/* Parses one value of d into base: replaces a single value (of an OPT_COLLECTORS, the one of
+ * subs[sub]; sub is 0 for any other), adds one to a repeatable option. A switch takes value
+ * NULL (on, off when negated); negated is only for switches. Returns 0, or -EINVAL with what
+ * follows "invalid value for NAME: " in why (base left as it was). */
+int opt_parse(const struct opt_def *d, void *base, size_t sub, const char *value, bool negated,
+              char *why, size_t whysz);
+
+/* Checks d's value in base against its range: 0, or -EINVAL with what follows "invalid value for
+ * NAME: " in why. */
+int opt_check(const struct opt_def *d, const void *base, char *why, size_t whysz);
+
+/* Frees d's value in base: a string is NULL, a repeatable option empty afterwards (a number keeps
+ * its value, a switch its state). */
+void opt_clear(const struct opt_def *d, void *base);
+
+/* True when a and b (two options structs) hold the same value of d. */
+bool opt_equal(const struct opt_def *d, const void *a, const void *b);
+
+/* Replaces d's value in dst by a copy of src's. */
+void opt_copy(const struct opt_def *d, void *dst, const void *src);
+
+/* Writes d's value in base as config-file lines, "NAME = VALUE" (one per value of a repeatable
+ * option, "NAME.SUB = VALUE" per switch of an OPT_COLLECTORS; a string not set: d->unset's
+ * value, else no line). */
+void opt_print(const struct opt_def *d, const void *base, FILE *out);
+
+/* --help's " (default ...)" of d in buf (the empty string when it shows none); returns buf. */
+const char *opt_help_default(const struct opt_def *d, char *buf, size_t size);

@@ -278,8 +278,8 @@ static struct collector *cc_setup(const struct collector_host *h, const void *op
 
 /* --canary.path=DIR[:MODE]: DIR absolute; the part after the last ':' is the mode when it
  * holds no '/' (a directory whose name has a ':' is written DIR:fdatasync). */
-static int path_parse(const char *value, const void *elems, size_t n, void *elem, char *why,
-                      size_t whysz)
+static int path_parse(const struct opt_def *d, const char *value, const void *elems, size_t n,
+                      void *elem, char *why, size_t whysz)
 {
         const struct canary_path_option *have = elems;
         struct canary_path_option *p = elem;
@@ -288,6 +288,7 @@ static int path_parse(const char *value, const void *elems, size_t n, void *elem
         char *colon = strrchr(path, ':');
         size_t len;
 
+        (void)d;
         if (colon && !strchr(colon, '/')) {
                 if (canary_mode_from_string(colon + 1, &mode) < 0) {
                         snprintf(why, whysz,
@@ -339,15 +340,16 @@ static void path_free(void *elem)
         free(((struct canary_path_option *)elem)->path);
 }
 
-static const char *path_format(const void *elem, char *buf, size_t size)
+static const char *path_format(const struct opt_def *d, const void *elem, char *buf, size_t size)
 {
         const struct canary_path_option *p = elem;
 
+        (void)d;
         snprintf(buf, size, "%s:%s", p->path, canary_mode_to_string(p->mode));
         return buf;
 }
 
-static const struct opt_custom path_custom = {
+static const struct opt_type_ops path_custom = {
     .size = sizeof(struct canary_path_option),
     .parse = path_parse,
     .copy = path_copy,
@@ -438,7 +440,7 @@ static int cc_complete(void *opts, const char *state_dir, usec_t interval, char 
                 sprintf(abs, "%s/%s", cwd, dir);
                 dir = abs;
         }
-        r = path_parse(dir, NULL, 0, &p, why, sizeof why);
+        r = path_parse(NULL, dir, NULL, 0, &p, why, sizeof why);
         free(abs);
         if (r < 0) {
                 snprintf(err, errsz, "state.directory: invalid value for canary.path: %s", why);
