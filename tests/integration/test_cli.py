@@ -189,14 +189,21 @@ def reload_on_sighup():
         dp.check(n and n > 0, "SIGHUP re-reads the config: %s devices" % n)
         restart = "listen addresses and paths change only on restart"
 
+        def loaded():
+            return dp.value(d.scrape(), "diskpulse_config_reload_success_timestamp_seconds")
+
         def hup(text):
-            """Writes the file, sends SIGHUP and waits for "configuration reloaded"; the log."""
-            before = d.output().count("configuration reloaded")
+            """Writes the file, sends SIGHUP and waits for "configuration reloaded" and for a page
+            made after it (the log line comes before the round that shows the reload: a page read
+            at once may still show the load before); the log."""
+            before, was = d.output().count("configuration reloaded"), loaded()
             write("reload.conf", text)
             d.signal(signal.SIGHUP)
             deadline = time.monotonic() + 3
             while time.monotonic() < deadline and d.output().count("configuration reloaded") == before:
                 time.sleep(0.05)
+            dp.check(dp.wait_until(lambda: loaded() != was, 10),
+                     "a page made after the reload shows its load time (was %s)" % was)
             return d.output()
 
         out = hup("collector.diskstats.device-include = .\nlog.level = debug\nsmart.interval = 1h\n"
