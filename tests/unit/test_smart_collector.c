@@ -302,6 +302,19 @@ static void assert_has(const char *text, const char *line)
         }
 }
 
+static void assert_hasf(const char *text, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void assert_hasf(const char *text, const char *fmt, ...)
+{
+        char line[256];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof line, fmt, ap);
+        va_end(ap);
+        assert_has(text, line);
+}
+
 static struct smart *collector(struct fake *f, int sysfs_fd, enum smart_powermode_check pm,
                                usec_t timeout)
 {
@@ -440,7 +453,7 @@ static void test_command_order(void **state)
 static void test_read_scsi_debug(void **state)
 {
         static char json[1 << 16];
-        char s[64], line[256];
+        char s[64];
         struct fake f;
         int fd = sysfs_setup();
         struct smart *sm;
@@ -453,31 +466,22 @@ static void test_read_scsi_debug(void **state)
         sm = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
         smart_read_all_now(sm);
         text = render(sm);
-        snprintf(line, sizeof line,
-                 "diskpulse_smart_info{device=\"sdb\",protocol=\"scsi\",model=\"%s\",",
-                 js_str(json, "scsi_model_name", s, sizeof s));
-        assert_has(text, line);
-        snprintf(line, sizeof line, "serial=\"%s\",", js_str(json, "serial_number", s, sizeof s));
-        assert_has(text, line);
-        snprintf(line, sizeof line, "firmware=\"%s\",", js_str(json, "scsi_revision", s, sizeof s));
-        assert_has(text, line);
-        snprintf(line, sizeof line, "wwn=\"%s\"}",
-                 js_str(json, "logical_unit_id", s, sizeof s) + 2);
-        assert_has(text, line);
+        assert_hasf(text, "diskpulse_smart_info{device=\"sdb\",protocol=\"scsi\",model=\"%s\",",
+                    js_str(json, "scsi_model_name", s, sizeof s));
+        assert_hasf(text, "serial=\"%s\",", js_str(json, "serial_number", s, sizeof s));
+        assert_hasf(text, "firmware=\"%s\",", js_str(json, "scsi_revision", s, sizeof s));
+        assert_hasf(text, "wwn=\"%s\"}", js_str(json, "logical_unit_id", s, sizeof s) + 2);
         assert_has(text, "diskpulse_smart_up{device=\"sdb\"} 1\n");
         assert_true(js_bool(json, "smart_status.passed"));
         assert_has(text, "diskpulse_smart_healthy{device=\"sdb\"} 1\n");
         assert_has(text, "diskpulse_scsi_failure_predicted{device=\"sdb\"} 0\n");
-        snprintf(line, sizeof line, "diskpulse_smart_temperature_celsius{device=\"sdb\"} %llu\n",
-                 (unsigned long long)js_u64(json, "temperature.current"));
-        assert_has(text, line);
-        snprintf(line, sizeof line,
-                 "diskpulse_smart_temperature_warning_threshold_celsius{device=\"sdb\"} %llu\n",
-                 (unsigned long long)js_u64(json, "temperature.drive_trip"));
-        assert_has(text, line);
-        snprintf(line, sizeof line, "diskpulse_disk_rotation_rate_rpm{device=\"sdb\"} %llu\n",
-                 (unsigned long long)js_u64(json, "rotation_rate"));
-        assert_has(text, line);
+        assert_hasf(text, "diskpulse_smart_temperature_celsius{device=\"sdb\"} %llu\n",
+                    (unsigned long long)js_u64(json, "temperature.current"));
+        assert_hasf(text,
+                    "diskpulse_smart_temperature_warning_threshold_celsius{device=\"sdb\"} %llu\n",
+                    (unsigned long long)js_u64(json, "temperature.drive_trip"));
+        assert_hasf(text, "diskpulse_disk_rotation_rate_rpm{device=\"sdb\"} %llu\n",
+                    (unsigned long long)js_u64(json, "rotation_rate"));
         /* refused: the defect list and the error counter pages (not listed) give nothing */
         assert_null(strstr(text, "diskpulse_scsi_grown_defects{device=\"sdb\"}"));
         assert_null(strstr(text, "errors_total{device=\"sdb\""));
