@@ -1,6 +1,6 @@
 /* The SMART collector: scheduling, timeouts, power mode, error accounting and export. The
- * protocol parts (NVMe, ATA, SCSI) are in smart_read.c; the page parsers in smart_{nvme,ata,
- * scsi}.c. */
+ * protocol parts (NVMe, ATA, SCSI) are in smart_read.c, the export of what a read found in
+ * smart_export.c; the page parsers in smart_{nvme,ata,scsi}.c. */
 #include "smart.h"
 
 #include <dirent.h>
@@ -11,6 +11,7 @@
 
 #include "fsroot.h"
 #include "log.h"
+#include "smart_export.h"
 #include "smart_read.h"
 
 struct smart_dev {

@@ -64,11 +64,84 @@ static void copy_ata_string(char *dst, const uint8_t *buf, unsigned first, unsig
         *dst = 0;
 }
 
-int ata_parse_identify(const uint8_t *buf, size_t len, struct ata_identity *ret)
+/* Words 82-87: SMART and the volatile write cache supported (82, when 83 is valid) and enabled
+ * (85, when 87 is valid); 48-bit addressing (83 bit 10). */
+static void identify_features(const uint8_t *buf, struct ata_identity *id)
+{
+        uint16_t w83 = word(buf, 83), w87 = word(buf, 87);
+
+        if (word_valid(w83)) {
+                uint16_t w82 = word(buf, 82);
+                if (w82 != 0xffff) {
+                        id->smart_supported = w82 & 1;
+                        id->write_cache_supported = w82 & (1 << 5);
+                }
+                id->lba48 = w83 & (1 << 10);
+        }
+        if (word_valid(w87)) {
+                uint16_t w85 = word(buf, 85);
+                if (w85 != 0xffff) {
+                        id->smart_enabled = w85 & 1;
+                        id->write_cache_enabled = w85 & (1 << 5);
+                }
+        }
+}
+
+/* World wide name: words 108-111 when word 84 or 87 bit 8 says so, NAA 5 in bits 15:12 of word
+ * 108; as 16 hex digits. */
+static void identify_wwn(const uint8_t *buf, struct ata_identity *id)
 {
         static const char hex[] = "0123456789abcdef";
+        uint16_t w84 = word(buf, 84), w87 = word(buf, 87);
+
+        if (!(word_valid(w84) && (w84 & (1 << 8))) && !(word_valid(w87) && (w87 & (1 << 8))))
+                return;
+        if ((word(buf, 108) >> 12) != 5)
+                return;
+        for (unsigned w = 0; w < 4; w++) {
+                uint16_t v = word(buf, 108 + w);
+                for (unsigned k = 0; k < 4; k++)
+                        id->wwn[4 * w + k] = hex[(v >> (12 - 4 * k)) & 0xf];
+        }
+}
+
+/* Capacity in sectors: words 100-103 with 48-bit addressing, else (or when they are 0) words
+ * 60-61. */
+static void identify_capacity(const uint8_t *buf, struct ata_identity *id)
+{
+        if (id->lba48) {
+                id->sectors = (uint64_t)word(buf, 100) | (uint64_t)word(buf, 101) << 16 |
+                              (uint64_t)word(buf, 102) << 32 | (uint64_t)word(buf, 103) << 48;
+        }
+        if (id->sectors == 0)
+                id->sectors = (uint64_t)word(buf, 60) | (uint64_t)word(buf, 61) << 16;
+}
+
+/* Word 106 bits 15:14 = 01b valid; bit 12: words 117-118 hold the logical sector size in words;
+ * bit 13: 2^(bits 3:0) logical sectors per physical sector. */
+static void identify_sector_sizes(const uint8_t *buf, struct ata_identity *id)
+{
+        uint16_t w106 = word(buf, 106);
+
+        id->logical_sector_size = ATA_SECTOR_SIZE;
+        if (word_valid(w106) && (w106 & (1 << 12))) {
+                uint32_t words = (uint32_t)word(buf, 117) | (uint32_t)word(buf, 118) << 16;
+                if (words >= 256 && words <= (1u << 20))
+                        id->logical_sector_size = 2 * words;
+        }
+        id->physical_sector_size = id->logical_sector_size;
+        if (word_valid(w106) && (w106 & (1 << 13))) {
+                uint64_t phys = (uint64_t)id->logical_sector_size << (w106 & 0xf);
+                /* Up to 2^15 logical sectors of up to 2 MiB: a size past 32 bits is bogus. */
+                if (phys <= UINT32_MAX)
+                        id->physical_sector_size = (uint32_t)phys;
+        }
+}
+
+int ata_parse_identify(const uint8_t *buf, size_t len, struct ata_identity *ret)
+{
         struct ata_identity id;
-        uint16_t w83, w87, w106, w217;
+        uint16_t w217;
 
         if (!buf || !ret || len < ATA_SECTOR_SIZE)
                 return -EINVAL;
@@ -83,59 +156,10 @@ int ata_parse_identify(const uint8_t *buf, size_t len, struct ata_identity *ret)
         copy_ata_string(id.serial, buf, 10, 10);
         copy_ata_string(id.firmware, buf, 23, 4);
         copy_ata_string(id.model, buf, 27, 20);
-
-        w83 = word(buf, 83);
-        w87 = word(buf, 87);
-        if (word_valid(w83)) {
-                uint16_t w82 = word(buf, 82);
-                if (w82 != 0xffff) {
-                        id.smart_supported = w82 & 1;
-                        id.write_cache_supported = w82 & (1 << 5);
-                }
-                id.lba48 = w83 & (1 << 10);
-        }
-        if (word_valid(w87)) {
-                uint16_t w85 = word(buf, 85);
-                if (w85 != 0xffff) {
-                        id.smart_enabled = w85 & 1;
-                        id.write_cache_enabled = w85 & (1 << 5);
-                }
-        }
-
-        /* World wide name: words 108-111, NAA 5 in bits 15:12 of word 108. */
-        if ((word_valid(word(buf, 84)) && (word(buf, 84) & (1 << 8))) ||
-            (word_valid(w87) && (w87 & (1 << 8)))) {
-                if ((word(buf, 108) >> 12) == 5)
-                        for (unsigned w = 0; w < 4; w++) {
-                                uint16_t v = word(buf, 108 + w);
-                                for (unsigned k = 0; k < 4; k++)
-                                        id.wwn[4 * w + k] = hex[(v >> (12 - 4 * k)) & 0xf];
-                        }
-        }
-
-        if (id.lba48) {
-                id.sectors = (uint64_t)word(buf, 100) | (uint64_t)word(buf, 101) << 16 |
-                             (uint64_t)word(buf, 102) << 32 | (uint64_t)word(buf, 103) << 48;
-        }
-        if (id.sectors == 0)
-                id.sectors = (uint64_t)word(buf, 60) | (uint64_t)word(buf, 61) << 16;
-
-        /* Word 106 bits 15:14 = 01b valid; bit 12: words 117-118 hold the logical sector size
-         * in words; bit 13: 2^(bits 3:0) logical sectors per physical sector. */
-        id.logical_sector_size = ATA_SECTOR_SIZE;
-        w106 = word(buf, 106);
-        if (word_valid(w106) && (w106 & (1 << 12))) {
-                uint32_t words = (uint32_t)word(buf, 117) | (uint32_t)word(buf, 118) << 16;
-                if (words >= 256 && words <= (1u << 20))
-                        id.logical_sector_size = 2 * words;
-        }
-        id.physical_sector_size = id.logical_sector_size;
-        if (word_valid(w106) && (w106 & (1 << 13))) {
-                uint64_t phys = (uint64_t)id.logical_sector_size << (w106 & 0xf);
-                /* Up to 2^15 logical sectors of up to 2 MiB: a size past 32 bits is bogus. */
-                if (phys <= UINT32_MAX)
-                        id.physical_sector_size = (uint32_t)phys;
-        }
+        identify_features(buf, &id);
+        identify_wwn(buf, &id);
+        identify_capacity(buf, &id);
+        identify_sector_sizes(buf, &id);
 
         /* Word 217: 0000h not reported, 0001h non-rotating, 0401h-FFFEh rpm, others reserved. */
         w217 = word(buf, 217);
@@ -414,90 +438,126 @@ static size_t sense_extent(const uint8_t *sense, size_t len)
         return n < len ? n : len;
 }
 
+/* The ATA Status Return descriptor (type 09h, additional length at least 0Ch) among the
+ * descriptors of descriptor-format sense (n: the part its additional length covers), or NULL. */
+static const uint8_t *find_return_descriptor(const uint8_t *sense, size_t n)
+{
+        for (size_t off = 8; off + 2 <= n;) {
+                size_t dlen = 2 + (size_t)sense[off + 1];
+                if (off + dlen > n)
+                        return NULL; /* truncated descriptor: not used */
+                if (sense[off] == 0x09 && sense[off + 1] >= 0x0c)
+                        return sense + off;
+                off += dlen;
+        }
+        return NULL;
+}
+
+/* Descriptor format (72h/73h): the registers of the ATA Status Return descriptor (SAT). */
+static int return_from_descriptor(const uint8_t *sense, size_t len, struct ata_return *r)
+{
+        const uint8_t *d;
+
+        if (len < 8)
+                return -EINVAL;
+        r->sense_key = sense[1] & 0xf;
+        r->asc = sense[2];
+        r->ascq = sense[3];
+        d = find_return_descriptor(sense, sense_extent(sense, len));
+        if (!d)
+                return -ENODATA;
+        r->format = ATA_RETURN_DESCRIPTOR;
+        r->extend = d[2] & 1;
+        r->error = d[3];
+        r->count = d[5];
+        r->lba_low = d[7];
+        r->lba_mid = d[9];
+        r->lba_high = d[11];
+        r->device = d[12];
+        r->status = d[13];
+        r->has_lba = true;
+        return 0;
+}
+
+/* The old libata fixed layout: error, status, device and count in bytes 8-11, the EXTEND bit and
+ * LBA 7:0 in bytes 16-19 when the sense reaches them (n: the part its additional length
+ * covers). */
+static void return_from_fixed_linux(const uint8_t *sense, size_t n, struct ata_return *r)
+{
+        r->format = ATA_RETURN_FIXED_LINUX;
+        r->error = sense[8];
+        r->status = sense[9];
+        r->device = sense[10];
+        r->count = sense[11];
+        r->extend = n > 16 && (sense[16] & 0x80);
+        if (n > 19) {
+                r->lba_low = sense[17];
+                r->lba_mid = sense[18];
+                r->lba_high = sense[19];
+                r->has_lba = true;
+        }
+}
+
+/* SAT's fixed layout: the registers in the INFORMATION and COMMAND-SPECIFIC INFORMATION
+ * fields. */
+static int return_from_fixed_sat(const uint8_t *sense, struct ata_return *r)
+{
+        if (sense[4] == 0)
+                return -ENODATA; /* no STATUS: no registers */
+        r->format = ATA_RETURN_FIXED;
+        r->error = sense[3];
+        r->status = sense[4];
+        r->device = sense[5];
+        r->count = sense[6];
+        r->extend = sense[8] & 0x80;
+        r->lba_low = sense[9];
+        r->lba_mid = sense[10];
+        r->lba_high = sense[11];
+        r->has_lba = true;
+        return 0;
+}
+
+/* Fixed format (70h/71h): the old libata layout when VALID is clear, INFORMATION bytes 3-6 are
+ * zero and byte 9 (its status) is not; SAT's otherwise. */
+static int return_from_fixed(const uint8_t *sense, size_t len, struct ata_return *r)
+{
+        bool valid = sense[0] & 0x80;
+        size_t n;
+
+        if (len < 12)
+                return -EINVAL;
+        n = sense_extent(sense, len);
+        if (n < 12)
+                return -EINVAL;
+        r->sense_key = sense[2] & 0xf;
+        r->asc = n > 12 ? sense[12] : 0;
+        r->ascq = n > 13 ? sense[13] : 0;
+        if (!valid && sense[3] == 0 && sense[4] == 0 && sense[5] == 0 && sense[6] == 0 &&
+            sense[9] != 0) {
+                return_from_fixed_linux(sense, n, r);
+                return 0;
+        }
+        return return_from_fixed_sat(sense, r);
+}
+
 int ata_parse_return_sense(const uint8_t *sense, size_t len, struct ata_return *ret)
 {
         struct ata_return r;
         uint8_t code;
-        size_t n;
+        int e;
 
         if (!sense || !ret || len < 1)
                 return -EINVAL;
         code = sense[0] & 0x7f;
         memset(&r, 0, sizeof(r));
-
-        if (code == 0x72 || code == 0x73) {
-                const uint8_t *d = NULL;
-
-                if (len < 8)
-                        return -EINVAL;
-                r.sense_key = sense[1] & 0xf;
-                r.asc = sense[2];
-                r.ascq = sense[3];
-                n = sense_extent(sense, len);
-                for (size_t off = 8; off + 2 <= n;) {
-                        size_t dlen = 2 + (size_t)sense[off + 1];
-                        if (off + dlen > n)
-                                break; /* truncated descriptor: not used */
-                        if (sense[off] == 0x09 && sense[off + 1] >= 0x0c) {
-                                d = sense + off;
-                                break;
-                        }
-                        off += dlen;
-                }
-                if (!d)
-                        return -ENODATA;
-                r.format = ATA_RETURN_DESCRIPTOR;
-                r.extend = d[2] & 1;
-                r.error = d[3];
-                r.count = d[5];
-                r.lba_low = d[7];
-                r.lba_mid = d[9];
-                r.lba_high = d[11];
-                r.device = d[12];
-                r.status = d[13];
-                r.has_lba = true;
-        } else if (code == 0x70 || code == 0x71) {
-                bool valid = sense[0] & 0x80;
-
-                if (len < 12)
-                        return -EINVAL;
-                n = sense_extent(sense, len);
-                if (n < 12)
-                        return -EINVAL;
-                r.sense_key = sense[2] & 0xf;
-                r.asc = n > 12 ? sense[12] : 0;
-                r.ascq = n > 13 ? sense[13] : 0;
-                if (!valid && sense[3] == 0 && sense[4] == 0 && sense[5] == 0 && sense[6] == 0 &&
-                    sense[9] != 0) {
-                        r.format = ATA_RETURN_FIXED_LINUX;
-                        r.error = sense[8];
-                        r.status = sense[9];
-                        r.device = sense[10];
-                        r.count = sense[11];
-                        r.extend = n > 16 && (sense[16] & 0x80);
-                        if (n > 19) {
-                                r.lba_low = sense[17];
-                                r.lba_mid = sense[18];
-                                r.lba_high = sense[19];
-                                r.has_lba = true;
-                        }
-                } else {
-                        if (sense[4] == 0)
-                                return -ENODATA; /* no STATUS: no registers */
-                        r.format = ATA_RETURN_FIXED;
-                        r.error = sense[3];
-                        r.status = sense[4];
-                        r.device = sense[5];
-                        r.count = sense[6];
-                        r.extend = sense[8] & 0x80;
-                        r.lba_low = sense[9];
-                        r.lba_mid = sense[10];
-                        r.lba_high = sense[11];
-                        r.has_lba = true;
-                }
-        } else
-                return -EINVAL;
-
+        if (code == 0x72 || code == 0x73)
+                e = return_from_descriptor(sense, len, &r);
+        else if (code == 0x70 || code == 0x71)
+                e = return_from_fixed(sense, len, &r);
+        else
+                e = -EINVAL;
+        if (e < 0)
+                return e;
         *ret = r;
         return 0;
 }

@@ -1,7 +1,9 @@
-/* One SMART read of one device through a devio runner, and the export of what it found. The
- * sequence per protocol follows smartctl's: ATA CHECK POWER MODE before anything else, then
- * IDENTIFY, SMART READ DATA, READ THRESHOLDS and RETURN STATUS; NVMe Identify Controller and
- * the SMART / Health log; SCSI INQUIRY, VPD pages and the LOG SENSE pages the device lists. */
+/* One SMART read of one device through a devio runner, its pages decoded into the facts of
+ * smart_data.h (their export is smart_export.c). The sequence per protocol follows smartctl's:
+ * ATA CHECK POWER MODE before anything else, then IDENTIFY, SMART READ DATA, READ THRESHOLDS and
+ * RETURN STATUS; NVMe Identify Controller and the SMART / Health log; SCSI INQUIRY, VPD pages and
+ * the LOG SENSE pages the device lists. Each step is one function: it builds one request (or
+ * decodes one page) and records a failure in the outcome. */
 #include "smart_read.h"
 
 #include <stdarg.h>
@@ -38,6 +40,18 @@ enum smart_reason smart_reason_from_errno(int err)
         }
 }
 
+/* One read in progress: where the commands go, the request being built, the last response
+ * and the outcome being filled. */
+struct reader {
+        struct devio *io;
+        const char *name;
+        int kind; /* enum devio_kind */
+        usec_t timeout;
+        struct devio_request req;
+        struct devio_response *resp;
+        struct smart_outcome *out;
+};
+
 static void fail(struct smart_outcome *out, enum smart_reason reason, const char *fmt, ...)
     _printf_(3, 4);
 static void fail(struct smart_outcome *out, enum smart_reason reason, const char *fmt, ...)
@@ -64,33 +78,33 @@ static const char *const cmd_names[DEVIO_CMD_MAX] = {
     [DEVIO_SCSI_READ_DEFECT_GLIST] = "READ DEFECT DATA",
 };
 
-/* Runs the request. Returns 0, or -1 with the outcome's reason set. */
-static int run(struct devio *io, struct devio_request *req, usec_t timeout,
-               struct devio_response *resp, struct smart_outcome *out)
+/* Runs the request built in rd. Returns 0, or -1 with the outcome's reason set. */
+static int run(struct reader *rd)
 {
-        int r = io->ops->run(io, req, timeout, resp);
+        const struct devio_response *resp = rd->resp;
+        int r = rd->io->ops->run(rd->io, &rd->req, rd->timeout, rd->resp);
 
         if (r < 0) {
-                fail(out, smart_reason_from_errno(r), "%s", strerror(-r));
+                fail(rd->out, smart_reason_from_errno(r), "%s", strerror(-r));
                 return -1;
         }
         /* An open() failure leaves one result: the device itself is unreachable. */
-        if (resp->n < req->n && resp->n > 0 && resp->r[resp->n - 1].err < 0) {
-                fail(out, smart_reason_from_errno(resp->r[resp->n - 1].err), "open: %s",
+        if (resp->n < rd->req.n && resp->n > 0 && resp->r[resp->n - 1].err < 0) {
+                fail(rd->out, smart_reason_from_errno(resp->r[resp->n - 1].err), "open: %s",
                      strerror(-resp->r[resp->n - 1].err));
                 return -1;
         }
         return 0;
 }
 
-/* A command's result usable as data? Otherwise records why and returns false. */
-static bool result_ok(const struct devio_request *req, const struct devio_response *resp, size_t i,
-                      bool need_data, struct smart_outcome *out)
+/* Command i's result usable as data? Otherwise records why and returns false. */
+static bool result_ok(struct reader *rd, size_t i, bool need_data)
 {
-        const struct devio_result *res = &resp->r[i];
-        const char *what = cmd_names[req->cmds[i].cmd];
+        const struct devio_result *res = &rd->resp->r[i];
+        const char *what = cmd_names[rd->req.cmds[i].cmd];
+        struct smart_outcome *out = rd->out;
 
-        if (i >= resp->n) {
+        if (i >= rd->resp->n) {
                 fail(out, SMART_REASON_OTHER, "%s: no result", what);
                 return false;
         }
@@ -117,18 +131,24 @@ static bool result_ok(const struct devio_request *req, const struct devio_respon
         return true;
 }
 
-static void add_cmd(struct devio_request *req, enum devio_cmd cmd, uint32_t param)
+/* Command i came back without error and with good status (its data may still be short). */
+static bool answered(const struct devio_response *resp, size_t i)
 {
-        req->cmds[req->n].cmd = cmd;
-        req->cmds[req->n].param = param;
-        req->n++;
+        return resp->n > i && resp->r[i].err == 0 && resp->r[i].scsi_status == 0;
 }
 
-static void start_request(struct devio_request *req, const char *name, int kind)
+static void start_request(struct reader *rd)
 {
-        memset(req, 0, sizeof(*req));
-        strscpy(req->name, name, sizeof req->name);
-        req->kind = (uint32_t)kind;
+        memset(&rd->req, 0, sizeof(rd->req));
+        strscpy(rd->req.name, rd->name, sizeof rd->req.name);
+        rd->req.kind = (uint32_t)rd->kind;
+}
+
+static void add_cmd(struct reader *rd, enum devio_cmd cmd, uint32_t param)
+{
+        rd->req.cmds[rd->req.n].cmd = cmd;
+        rd->req.cmds[rd->req.n].param = param;
+        rd->req.n++;
 }
 
 static void set(struct smart_data *d, enum smart_value v, double x)
@@ -137,41 +157,24 @@ static void set(struct smart_data *d, enum smart_value v, double x)
         d->value[v] = x;
 }
 
-static void read_nvme(struct devio *io, const char *name, usec_t timeout, struct smart_outcome *out)
-{
-        struct devio_request req;
-        struct devio_response *resp = xmalloc(sizeof(*resp));
-        struct nvme_identity id;
-        struct nvme_health *h = &out->data.nvme;
-        struct smart_data *d = &out->data;
-        int r;
+/* NVMe */
 
-        start_request(&req, name, DEVIO_NVME);
-        add_cmd(&req, DEVIO_NVME_IDENTIFY_CTRL, 0);
-        add_cmd(&req, DEVIO_NVME_SMART_LOG, 0);
-        if (run(io, &req, timeout, resp, out) < 0 || !result_ok(&req, resp, 0, true, out) ||
-            !result_ok(&req, resp, 1, true, out))
-                goto done;
-        if ((r = nvme_parse_identify_ctrl(resp->r[0].data, resp->r[0].len, &id)) < 0) {
-                fail(out, SMART_REASON_BAD_DATA, "identify controller: %s", strerror(-r));
-                goto done;
-        }
-        if ((r = nvme_parse_smart_log(resp->r[1].data, resp->r[1].len, h)) < 0) {
-                fail(out, SMART_REASON_BAD_DATA, "SMART log: %s", strerror(-r));
-                goto done;
-        }
-        strscpy(d->model, id.model, sizeof d->model);
-        strscpy(d->serial, id.serial, sizeof d->serial);
-        strscpy(d->firmware, id.firmware, sizeof d->firmware);
+/* The controller's identity and the unified values of its SMART / Health log (d->nvme). */
+static void take_nvme(struct smart_data *d, const struct nvme_identity *id)
+{
+        const struct nvme_health *h = &d->nvme;
+
+        strscpy(d->model, id->model, sizeof d->model);
+        strscpy(d->serial, id->serial, sizeof d->serial);
+        strscpy(d->firmware, id->firmware, sizeof d->firmware);
         d->has_nvme = true;
         d->healthy = h->critical_warning == 0;
-        out->power_mode = 0;
         if (h->temperature_k)
                 set(d, SMART_TEMPERATURE_C, nvme_kelvin_to_celsius(h->temperature_k));
-        if (id.warning_temp_k)
-                set(d, SMART_TEMPERATURE_WARNING_C, nvme_kelvin_to_celsius(id.warning_temp_k));
-        if (id.critical_temp_k)
-                set(d, SMART_TEMPERATURE_CRITICAL_C, nvme_kelvin_to_celsius(id.critical_temp_k));
+        if (id->warning_temp_k)
+                set(d, SMART_TEMPERATURE_WARNING_C, nvme_kelvin_to_celsius(id->warning_temp_k));
+        if (id->critical_temp_k)
+                set(d, SMART_TEMPERATURE_CRITICAL_C, nvme_kelvin_to_celsius(id->critical_temp_k));
         set(d, SMART_POWER_ON_SECONDS, nvme_u128_to_double(h->power_on_hours) * 3600.0);
         set(d, SMART_POWER_CYCLES, nvme_u128_to_double(h->power_cycles));
         set(d, SMART_UNSAFE_SHUTDOWNS, nvme_u128_to_double(h->unsafe_shutdowns));
@@ -182,33 +185,58 @@ static void read_nvme(struct devio *io, const char *name, usec_t timeout, struct
         set(d, SMART_READ_BYTES, nvme_data_units_to_bytes(h->data_units_read));
         set(d, SMART_WRITTEN_BYTES, nvme_data_units_to_bytes(h->data_units_written));
         set(d, SMART_ROTATION_RPM, 0);
-done:
-        free(resp);
 }
 
-/* CHECK POWER MODE. Returns the mode (0, 1, 2) or -1 when it could not be told. */
-static int ata_power_mode(struct devio *io, const char *name, usec_t timeout,
-                          struct devio_response *resp, struct smart_outcome *out)
+/* Identify Controller and the SMART / Health log, in one request (both are mandatory). */
+static void read_nvme(struct reader *rd)
 {
-        struct devio_request req;
+        const struct devio_result *r = rd->resp->r;
+        struct smart_outcome *out = rd->out;
+        struct nvme_identity id;
+        int e;
+
+        start_request(rd);
+        add_cmd(rd, DEVIO_NVME_IDENTIFY_CTRL, 0);
+        add_cmd(rd, DEVIO_NVME_SMART_LOG, 0);
+        if (run(rd) < 0 || !result_ok(rd, 0, true) || !result_ok(rd, 1, true))
+                return;
+        if ((e = nvme_parse_identify_ctrl(r[0].data, r[0].len, &id)) < 0) {
+                fail(out, SMART_REASON_BAD_DATA, "identify controller: %s", strerror(-e));
+                return;
+        }
+        if ((e = nvme_parse_smart_log(r[1].data, r[1].len, &out->data.nvme)) < 0) {
+                fail(out, SMART_REASON_BAD_DATA, "SMART log: %s", strerror(-e));
+                return;
+        }
+        out->power_mode = 0;
+        take_nvme(&out->data, &id);
+}
+
+/* ATA */
+
+/* CHECK POWER MODE. Returns the mode (0, 1, 2), -1 when it could not be told, -2 when the read
+ * stops here (the outcome's reason set). */
+static int read_power_mode(struct reader *rd)
+{
+        const struct devio_result *r = &rd->resp->r[0];
         struct ata_return ret;
         int mode;
 
-        start_request(&req, name, DEVIO_ATA);
-        add_cmd(&req, DEVIO_ATA_CHECK_POWER_MODE, 0);
-        if (run(io, &req, timeout, resp, out) < 0)
+        start_request(rd);
+        add_cmd(rd, DEVIO_ATA_CHECK_POWER_MODE, 0);
+        if (run(rd) < 0)
                 return -2;
-        if (resp->n < 1)
+        if (rd->resp->n < 1)
                 return -1;
-        if (resp->r[0].err < 0 && resp->r[0].err != -EIO) {
+        if (r->err < 0 && r->err != -EIO) {
                 /* Not allowed, or no such device: a read error, not a power mode. */
-                fail(out, smart_reason_from_errno(resp->r[0].err), "CHECK POWER MODE: %s",
-                     strerror(-resp->r[0].err));
+                fail(rd->out, smart_reason_from_errno(r->err), "CHECK POWER MODE: %s",
+                     strerror(-r->err));
                 return -2;
         }
-        if (resp->r[0].err < 0)
+        if (r->err < 0)
                 return 2; /* a sleeping drive does not answer: do not insist */
-        if (ata_parse_return_sense(resp->r[0].sense, resp->r[0].sense_len, &ret) < 0)
+        if (ata_parse_return_sense(r->sense, r->sense_len, &ret) < 0)
                 return -1;
         if (ret.status & 0x21)
                 return 2; /* ERR or DF: as above */
@@ -216,105 +244,142 @@ static int ata_power_mode(struct devio *io, const char *name, usec_t timeout,
         return mode < 0 ? -1 : mode;
 }
 
-static void read_ata(struct devio *io, const char *name, usec_t timeout,
-                     enum smart_powermode_check pm, struct smart_memory *mem,
-                     struct smart_outcome *out)
+/* The power mode check before anything else (none when pm is never). Returns true when the
+ * read goes on; false when it failed or the drive sleeps at least as deep as pm (a skip). */
+static bool ata_awake(struct reader *rd, enum smart_powermode_check pm)
 {
-        struct devio_request req;
-        struct devio_response *resp = xmalloc(sizeof(*resp));
-        struct ata_identity id;
-        struct ata_derived der;
-        struct ata_return ret;
-        struct smart_data *d = &out->data;
-        bool failing = false;
-        int r, status = -1;
+        int mode;
 
-        if (pm != SMART_PM_NEVER) {
-                int mode = ata_power_mode(io, name, timeout, resp, out);
-                if (mode == -2)
-                        goto done;
-                out->power_mode = mode;
-                if ((pm == SMART_PM_STANDBY && mode >= 1) || (pm == SMART_PM_SLEEP && mode == 2)) {
-                        out->skipped = mode == 2 ? SMART_SKIP_SLEEP : SMART_SKIP_STANDBY;
-                        goto done;
-                }
+        if (pm == SMART_PM_NEVER)
+                return true;
+        mode = read_power_mode(rd);
+        if (mode == -2)
+                return false;
+        rd->out->power_mode = mode;
+        if ((pm == SMART_PM_STANDBY && mode >= 1) || (pm == SMART_PM_SLEEP && mode == 2)) {
+                rd->out->skipped = mode == 2 ? SMART_SKIP_SLEEP : SMART_SKIP_STANDBY;
+                return false;
         }
+        return true;
+}
 
-        /* IDENTIFY alone first: a SMART command to a drive whose SMART is off or missing is
-         * aborted, and a drive logs every aborted command in its error log (smartctl -l error),
-         * so polling must not send one. */
-        start_request(&req, name, DEVIO_ATA);
-        add_cmd(&req, DEVIO_ATA_IDENTIFY, 0);
-        if (run(io, &req, timeout, resp, out) < 0 || !result_ok(&req, resp, 0, true, out))
-                goto done;
-        if ((r = ata_parse_identify(resp->r[0].data, resp->r[0].len, &id)) < 0) {
-                fail(out, SMART_REASON_BAD_DATA, "IDENTIFY DEVICE: %s", strerror(-r));
-                goto done;
-        }
-        strscpy(d->model, id.model, sizeof d->model);
-        strscpy(d->serial, id.serial, sizeof d->serial);
-        strscpy(d->firmware, id.firmware, sizeof d->firmware);
-        strscpy(d->wwn, id.wwn, sizeof d->wwn);
-        if (id.rotation_rate == 1)
+static void take_ata_identity(struct smart_data *d, const struct ata_identity *id)
+{
+        strscpy(d->model, id->model, sizeof d->model);
+        strscpy(d->serial, id->serial, sizeof d->serial);
+        strscpy(d->firmware, id->firmware, sizeof d->firmware);
+        strscpy(d->wwn, id->wwn, sizeof d->wwn);
+        if (id->rotation_rate == 1)
                 set(d, SMART_ROTATION_RPM, 0);
-        else if (id.rotation_rate > 1)
-                set(d, SMART_ROTATION_RPM, id.rotation_rate);
-        d->ata_write_cache = id.write_cache_supported ? (id.write_cache_enabled ? 1 : 0) : -1;
-        if (!id.smart_supported || !id.smart_enabled) {
-                fail(out, SMART_REASON_DEVICE_STATUS, "SMART %s on this drive",
-                     id.smart_supported ? "is disabled" : "is not supported");
-                goto done;
+        else if (id->rotation_rate > 1)
+                set(d, SMART_ROTATION_RPM, id->rotation_rate);
+        d->ata_write_cache = id->write_cache_supported ? (id->write_cache_enabled ? 1 : 0) : -1;
+}
+
+/* IDENTIFY alone first: a SMART command to a drive whose SMART is off or missing is aborted,
+ * and a drive logs every aborted command in its error log (smartctl -l error), so polling must
+ * not send one. Returns 0 with *id filled and taken, or -1 (the outcome's reason set). */
+static int read_ata_identify(struct reader *rd, struct ata_identity *id)
+{
+        const struct devio_result *r = &rd->resp->r[0];
+        int e;
+
+        start_request(rd);
+        add_cmd(rd, DEVIO_ATA_IDENTIFY, 0);
+        if (run(rd) < 0 || !result_ok(rd, 0, true))
+                return -1;
+        if ((e = ata_parse_identify(r->data, r->len, id)) < 0) {
+                fail(rd->out, SMART_REASON_BAD_DATA, "IDENTIFY DEVICE: %s", strerror(-e));
+                return -1;
         }
-        if (mem->smart_aborts > SMART_ABORT_EAGER) {
-                unsigned k = mem->smart_aborts - SMART_ABORT_EAGER;
-                unsigned gap = 1u << (k < 20 ? k : 20);
-                if (++mem->reads_since < gap &&
-                    now_monotonic() - mem->smart_aborted < SMART_ABORT_RETRY) {
-                        fail(out, SMART_REASON_DEVICE_STATUS,
-                             "SMART commands aborted %u times in a row: not sent at this read "
-                             "(every abort lands in the drive's error log)",
-                             mem->smart_aborts);
-                        goto done;
-                }
-        }
-        start_request(&req, name, DEVIO_ATA);
-        add_cmd(&req, DEVIO_ATA_SMART_READ_DATA, 0);
-        add_cmd(&req, DEVIO_ATA_SMART_READ_THRESHOLDS, 0);
-        add_cmd(&req, DEVIO_ATA_SMART_RETURN_STATUS, 0);
-        if (run(io, &req, timeout, resp, out) < 0)
-                goto done;
-        /* A drive that aborts the command (SMART switched off behind IDENTIFY's back) may still
-         * move 512 zero bytes: the returned status tells. */
-        if (resp->n > 0 && resp->r[0].err == 0 && resp->r[0].scsi_status != 0 &&
-            ata_parse_return_sense(resp->r[0].sense, resp->r[0].sense_len, &ret) == 0 &&
-            ata_return_failed(&ret)) {
-                fail(out, SMART_REASON_DEVICE_STATUS, "SMART READ DATA: aborted (error 0x%02x)",
-                     ret.error);
-                mem->smart_aborts++;
-                mem->reads_since = 0;
-                mem->smart_aborted = now_monotonic();
-                goto done;
-        }
-        if (!result_ok(&req, resp, 0, true, out))
-                goto done;
-        if ((r = ata_parse_smart_data(resp->r[0].data, resp->r[0].len, &d->ata)) < 0) {
-                fail(out, SMART_REASON_BAD_DATA, "SMART READ DATA: %s", strerror(-r));
-                goto done;
+        take_ata_identity(&rd->out->data, id);
+        return 0;
+}
+
+/* SMART supported and on, as IDENTIFY says? Otherwise a device status failure. */
+static bool ata_smart_on(struct reader *rd, const struct ata_identity *id)
+{
+        if (id->smart_supported && id->smart_enabled)
+                return true;
+        fail(rd->out, SMART_REASON_DEVICE_STATUS, "SMART %s on this drive",
+             id->smart_supported ? "is disabled" : "is not supported");
+        return false;
+}
+
+/* True while SMART commands are backed off after aborts (struct smart_memory): this read sends
+ * none and fails with a device status. */
+static bool ata_backing_off(struct reader *rd, struct smart_memory *mem)
+{
+        unsigned k, gap;
+
+        if (mem->smart_aborts <= SMART_ABORT_EAGER)
+                return false;
+        k = mem->smart_aborts - SMART_ABORT_EAGER;
+        gap = 1u << (k < 20 ? k : 20);
+        if (++mem->reads_since >= gap || now_monotonic() - mem->smart_aborted >= SMART_ABORT_RETRY)
+                return false;
+        fail(rd->out, SMART_REASON_DEVICE_STATUS,
+             "SMART commands aborted %u times in a row: not sent at this read "
+             "(every abort lands in the drive's error log)",
+             mem->smart_aborts);
+        return true;
+}
+
+/* A drive that aborts SMART READ DATA (SMART switched off behind IDENTIFY's back) may still
+ * move 512 zero bytes: the returned status tells. An abort is counted in mem and fails the
+ * read; returns true then. */
+static bool ata_smart_aborted(struct reader *rd, struct smart_memory *mem)
+{
+        const struct devio_result *r = &rd->resp->r[0];
+        struct ata_return ret;
+
+        if (rd->resp->n == 0 || r->err != 0 || r->scsi_status == 0 ||
+            ata_parse_return_sense(r->sense, r->sense_len, &ret) != 0 || !ata_return_failed(&ret))
+                return false;
+        fail(rd->out, SMART_REASON_DEVICE_STATUS, "SMART READ DATA: aborted (error 0x%02x)",
+             ret.error);
+        mem->smart_aborts++;
+        mem->reads_since = 0;
+        mem->smart_aborted = now_monotonic();
+        return true;
+}
+
+/* SMART READ DATA, READ THRESHOLDS and RETURN STATUS in one request: the attributes into the
+ * outcome, RETURN STATUS's verdict into *status (ata_smart_status_from_return(), -1 without
+ * one). Returns 0, or -1 (the outcome's reason set). */
+static int read_ata_smart(struct reader *rd, struct smart_memory *mem, int *status)
+{
+        const struct devio_response *resp = rd->resp;
+        struct ata_smart *a = &rd->out->data.ata;
+        struct ata_return ret;
+        int e;
+
+        *status = -1;
+        start_request(rd);
+        add_cmd(rd, DEVIO_ATA_SMART_READ_DATA, 0);
+        add_cmd(rd, DEVIO_ATA_SMART_READ_THRESHOLDS, 0);
+        add_cmd(rd, DEVIO_ATA_SMART_RETURN_STATUS, 0);
+        if (run(rd) < 0 || ata_smart_aborted(rd, mem) || !result_ok(rd, 0, true))
+                return -1;
+        if ((e = ata_parse_smart_data(resp->r[0].data, resp->r[0].len, a)) < 0) {
+                fail(rd->out, SMART_REASON_BAD_DATA, "SMART READ DATA: %s", strerror(-e));
+                return -1;
         }
         /* Thresholds and the verdict are worth having but not worth failing the read for. */
-        if (resp->n > 1 && resp->r[1].err == 0 && resp->r[1].scsi_status == 0)
-                (void)ata_parse_smart_thresholds(resp->r[1].data, resp->r[1].len, &d->ata);
+        if (answered(resp, 1))
+                (void)ata_parse_smart_thresholds(resp->r[1].data, resp->r[1].len, a);
         if (resp->n > 2 && resp->r[2].err == 0 &&
             ata_parse_return_sense(resp->r[2].sense, resp->r[2].sense_len, &ret) == 0)
-                status = ata_smart_status_from_return(&ret);
-        d->has_ata = true;
-        *mem = (struct smart_memory){0};
-        for (size_t i = 0; i < d->ata.n; i++)
-                failing |= ata_attribute_failing(&d->ata.attrs[i]);
-        d->healthy = status == 0 || failing ? 0 : 1;
-        d->ata_rotation_rate = id.rotation_rate;
+                *status = ata_smart_status_from_return(&ret);
+        return 0;
+}
 
-        ata_derive(&d->ata, id.rotation_rate, &der);
+/* The unified values from the attributes (ata_derive()). */
+static void take_ata_derived(struct smart_data *d, uint16_t rotation_rate)
+{
+        struct ata_derived der;
+
+        ata_derive(&d->ata, rotation_rate, &der);
         if (der.has_temperature)
                 set(d, SMART_TEMPERATURE_C, der.temperature_c);
         if (der.has_power_on_hours)
@@ -333,9 +398,37 @@ static void read_ata(struct devio *io, const char *name, usec_t timeout,
                 set(d, SMART_READ_BYTES, (double)der.lbas_read * ATA_SECTOR_SIZE);
         if (der.has_lbas_written)
                 set(d, SMART_WRITTEN_BYTES, (double)der.lbas_written * ATA_SECTOR_SIZE);
-done:
-        free(resp);
 }
+
+/* The verdict (RETURN STATUS and the attributes' thresholds) and the derived values. */
+static void take_ata_smart(struct smart_data *d, int status, uint16_t rotation_rate)
+{
+        bool failing = false;
+
+        d->has_ata = true;
+        for (size_t i = 0; i < d->ata.n; i++)
+                failing |= ata_attribute_failing(&d->ata.attrs[i]);
+        d->healthy = status == 0 || failing ? 0 : 1;
+        d->ata_rotation_rate = rotation_rate;
+        take_ata_derived(d, rotation_rate);
+}
+
+static void read_ata(struct reader *rd, enum smart_powermode_check pm, struct smart_memory *mem)
+{
+        struct ata_identity id;
+        int status;
+
+        if (!ata_awake(rd, pm) || read_ata_identify(rd, &id) < 0 || !ata_smart_on(rd, &id) ||
+            ata_backing_off(rd, mem) || read_ata_smart(rd, mem, &status) < 0)
+                return;
+        *mem = (struct smart_memory){0};
+        take_ata_smart(&rd->out->data, status, id.rotation_rate);
+}
+
+/* SCSI */
+
+/* The LOG SENSE pages read when the device lists them, in this order. */
+static const uint8_t scsi_wanted[] = {0x0D, 0x2F, 0x02, 0x03, 0x05, 0x0E, 0x11};
 
 static bool page_listed(const uint8_t *pages, size_t n, uint8_t page)
 {
@@ -345,133 +438,193 @@ static bool page_listed(const uint8_t *pages, size_t n, uint8_t page)
         return false;
 }
 
-static void read_scsi(struct devio *io, const char *name, usec_t timeout, struct smart_outcome *out)
+/* The identity from INQUIRY and the VPD pages that came back: serial number (80h), device
+ * identification (83h), rotation rate (B1h). */
+static void take_scsi_identity(struct smart_data *d, const struct scsi_inquiry *inq,
+                               const struct devio_response *resp)
 {
-        static const uint8_t wanted[] = {0x0D, 0x2F, 0x02, 0x03, 0x05, 0x0E, 0x11};
-        struct devio_request req;
-        struct devio_response *resp = xmalloc(sizeof(*resp));
-        struct smart_data *d = &out->data;
+        const struct devio_result *r = resp->r;
+        uint16_t rpm;
+
+        snprintf(d->model, sizeof d->model, "%s%s%s", inq->vendor, inq->vendor[0] ? " " : "",
+                 inq->product);
+        strscpy(d->firmware, inq->revision, sizeof d->firmware);
+        if (answered(resp, 1))
+                (void)scsi_parse_vpd_serial(r[1].data, r[1].len, d->serial, sizeof d->serial);
+        if (answered(resp, 2))
+                (void)scsi_parse_vpd_wwn(r[2].data, r[2].len, d->wwn, sizeof d->wwn);
+        if (answered(resp, 3) && scsi_parse_vpd_rotation(r[3].data, r[3].len, &rpm) == 0 && rpm > 0)
+                set(d, SMART_ROTATION_RPM, rpm == 1 ? 0 : rpm);
+}
+
+/* INQUIRY, the VPD pages 80h, 83h and B1h, and the supported log pages (LOG SENSE 00h) in one
+ * request. Returns 0 with *inq and the listed pages (at most max into pages, *npages of them),
+ * or -1 (the outcome's reason set) when INQUIRY failed. */
+static int read_scsi_identity(struct reader *rd, struct scsi_inquiry *inq, uint8_t *pages,
+                              size_t max, size_t *npages)
+{
+        const struct devio_result *r = rd->resp->r;
+        int e;
+
+        start_request(rd);
+        add_cmd(rd, DEVIO_SCSI_INQUIRY, 0);
+        add_cmd(rd, DEVIO_SCSI_INQUIRY_VPD, 0x80);
+        add_cmd(rd, DEVIO_SCSI_INQUIRY_VPD, 0x83);
+        add_cmd(rd, DEVIO_SCSI_INQUIRY_VPD, 0xB1);
+        add_cmd(rd, DEVIO_SCSI_LOG_SENSE, 0x00);
+        if (run(rd) < 0 || !result_ok(rd, 0, true))
+                return -1;
+        if ((e = scsi_parse_inquiry(r[0].data, r[0].len, inq)) < 0) {
+                fail(rd->out, SMART_REASON_BAD_DATA, "INQUIRY: %s", strerror(-e));
+                return -1;
+        }
+        take_scsi_identity(&rd->out->data, inq, rd->resp);
+        if (answered(rd->resp, 4))
+                (void)scsi_parse_supported_pages(r[4].data, r[4].len, pages, max, npages);
+        return 0;
+}
+
+/* Temperature page 0Dh: current and reference temperature. */
+static void take_scsi_temperature(struct smart_data *d, const struct devio_result *res)
+{
+        struct scsi_temperature t;
+
+        if (scsi_parse_temperature(res->data, res->len, &t) < 0)
+                return;
+        if (t.has_current)
+                set(d, SMART_TEMPERATURE_C, t.current_c);
+        if (t.has_reference)
+                set(d, SMART_TEMPERATURE_WARNING_C, t.reference_c);
+}
+
+/* Informational exceptions page 2Fh: the failure prediction decides health. */
+static void take_scsi_ie(struct smart_data *d, const struct devio_result *res)
+{
+        if (scsi_parse_ie(res->data, res->len, &d->scsi_ie) == 0) {
+                d->has_scsi_ie = true;
+                d->healthy = !d->scsi_ie.failure_predicted;
+        }
+}
+
+/* Error counter pages: 03h read, 02h write, 05h verify. */
+static void take_scsi_errors(struct smart_data *d, uint8_t page, const struct devio_result *res)
+{
+        size_t k = page == 0x03 ? 0 : page == 0x02 ? 1 : 2;
+
+        d->has_scsi_errors[k] =
+            scsi_parse_error_counters(res->data, res->len, page, &d->scsi_errors[k]) == 0;
+}
+
+/* Start-stop cycle counter page 0Eh: the power cycles. */
+static void take_scsi_start_stop(struct smart_data *d, const struct devio_result *res)
+{
+        struct scsi_start_stop ss;
+
+        if (scsi_parse_start_stop(res->data, res->len, &ss) == 0 && ss.has_accumulated_cycles)
+                set(d, SMART_POWER_CYCLES, ss.accumulated_cycles);
+}
+
+/* Solid state media page 11h: the endurance used. */
+static void take_scsi_ssd(struct smart_data *d, const struct devio_result *res)
+{
+        uint8_t used;
+
+        if (scsi_parse_ssd(res->data, res->len, &used) == 0)
+                set(d, SMART_WEAR_USED, used / 100.0);
+}
+
+static void take_scsi_page(struct smart_data *d, uint32_t page, const struct devio_result *res)
+{
+        switch (page) {
+        case 0x0D:
+                take_scsi_temperature(d, res);
+                break;
+        case 0x2F:
+                take_scsi_ie(d, res);
+                break;
+        case 0x02:
+        case 0x03:
+        case 0x05:
+                take_scsi_errors(d, (uint8_t)page, res);
+                break;
+        case 0x0E:
+                take_scsi_start_stop(d, res);
+                break;
+        case 0x11:
+                take_scsi_ssd(d, res);
+                break;
+        }
+}
+
+/* The wanted log pages the device listed and, for a disk (peripheral type 0), the grown defect
+ * list, in one request; each result with data is taken. Nothing is sent when nothing is
+ * wanted. Returns 0, or -1 (the outcome's reason set) when the request failed. */
+static int read_scsi_health(struct reader *rd, const struct scsi_inquiry *inq, const uint8_t *pages,
+                            size_t npages)
+{
+        struct smart_data *d = &rd->out->data;
+
+        start_request(rd);
+        for (size_t i = 0; i < ARRAY_SIZE(scsi_wanted); i++)
+                if (page_listed(pages, npages, scsi_wanted[i]))
+                        add_cmd(rd, DEVIO_SCSI_LOG_SENSE, scsi_wanted[i]);
+        if (inq->device_type == 0)
+                add_cmd(rd, DEVIO_SCSI_READ_DEFECT_GLIST, 0);
+        if (rd->req.n == 0)
+                return 0;
+        if (run(rd) < 0)
+                return -1;
+        for (size_t i = 0; i < rd->resp->n; i++) {
+                const struct devio_result *res = &rd->resp->r[i];
+
+                /* A page the device refused (CHECK CONDITION) carries no data, whatever the
+                 * transferred length says. */
+                if (res->err < 0 || res->len == 0 || res->scsi_status != 0)
+                        continue;
+                if (rd->req.cmds[i].cmd == DEVIO_SCSI_READ_DEFECT_GLIST)
+                        d->has_scsi_defects = scsi_parse_defect_count(res->data, res->len,
+                                                                      &d->scsi_grown_defects) == 0;
+                else
+                        take_scsi_page(d, rd->req.cmds[i].param, res);
+        }
+        return 0;
+}
+
+/* The unified values several pages give together: the temperature of page 2Fh when 0Dh gave
+ * none, the media errors of the three error counter pages summed, the bytes processed. */
+static void take_scsi_totals(struct smart_data *d)
+{
+        double uncorrected = 0;
+        bool any = false;
+
+        if (!d->has[SMART_TEMPERATURE_C] && d->has_scsi_ie && d->scsi_ie.has_temperature)
+                set(d, SMART_TEMPERATURE_C, d->scsi_ie.temperature_c);
+        for (size_t k = 0; k < 3; k++)
+                if (smart_data_has_scsi_counter(d, k, SCSI_ERR_UNCORRECTED)) {
+                        uncorrected += (double)d->scsi_errors[k].v[SCSI_ERR_UNCORRECTED];
+                        any = true;
+                }
+        if (any)
+                set(d, SMART_MEDIA_ERRORS, uncorrected);
+        if (smart_data_has_scsi_counter(d, 0, SCSI_ERR_BYTES_PROCESSED))
+                set(d, SMART_READ_BYTES, (double)d->scsi_errors[0].v[SCSI_ERR_BYTES_PROCESSED]);
+        if (smart_data_has_scsi_counter(d, 1, SCSI_ERR_BYTES_PROCESSED))
+                set(d, SMART_WRITTEN_BYTES, (double)d->scsi_errors[1].v[SCSI_ERR_BYTES_PROCESSED]);
+}
+
+static void read_scsi(struct reader *rd)
+{
         struct scsi_inquiry inq;
         uint8_t pages[64];
         size_t npages = 0;
-        uint16_t rpm;
-        int r;
 
-        start_request(&req, name, DEVIO_SCSI);
-        add_cmd(&req, DEVIO_SCSI_INQUIRY, 0);
-        add_cmd(&req, DEVIO_SCSI_INQUIRY_VPD, 0x80);
-        add_cmd(&req, DEVIO_SCSI_INQUIRY_VPD, 0x83);
-        add_cmd(&req, DEVIO_SCSI_INQUIRY_VPD, 0xB1);
-        add_cmd(&req, DEVIO_SCSI_LOG_SENSE, 0x00);
-        if (run(io, &req, timeout, resp, out) < 0 || !result_ok(&req, resp, 0, true, out))
-                goto done;
-        if ((r = scsi_parse_inquiry(resp->r[0].data, resp->r[0].len, &inq)) < 0) {
-                fail(out, SMART_REASON_BAD_DATA, "INQUIRY: %s", strerror(-r));
-                goto done;
-        }
-        snprintf(d->model, sizeof d->model, "%s%s%s", inq.vendor, inq.vendor[0] ? " " : "",
-                 inq.product);
-        strscpy(d->firmware, inq.revision, sizeof d->firmware);
-        if (resp->n > 1 && resp->r[1].err == 0 && resp->r[1].scsi_status == 0)
-                (void)scsi_parse_vpd_serial(resp->r[1].data, resp->r[1].len, d->serial,
-                                            sizeof d->serial);
-        if (resp->n > 2 && resp->r[2].err == 0 && resp->r[2].scsi_status == 0)
-                (void)scsi_parse_vpd_wwn(resp->r[2].data, resp->r[2].len, d->wwn, sizeof d->wwn);
-        if (resp->n > 3 && resp->r[3].err == 0 && resp->r[3].scsi_status == 0 &&
-            scsi_parse_vpd_rotation(resp->r[3].data, resp->r[3].len, &rpm) == 0 && rpm > 0)
-                set(d, SMART_ROTATION_RPM, rpm == 1 ? 0 : rpm);
-        if (resp->n > 4 && resp->r[4].err == 0 && resp->r[4].scsi_status == 0)
-                (void)scsi_parse_supported_pages(resp->r[4].data, resp->r[4].len, pages,
-                                                 sizeof pages, &npages);
-
-        start_request(&req, name, DEVIO_SCSI);
-        for (size_t i = 0; i < ARRAY_SIZE(wanted); i++)
-                if (page_listed(pages, npages, wanted[i]))
-                        add_cmd(&req, DEVIO_SCSI_LOG_SENSE, wanted[i]);
-        if (inq.device_type == 0)
-                add_cmd(&req, DEVIO_SCSI_READ_DEFECT_GLIST, 0);
-        d->healthy = -1;
-        if (req.n > 0) {
-                if (run(io, &req, timeout, resp, out) < 0)
-                        goto done;
-                for (size_t i = 0; i < resp->n; i++) {
-                        const struct devio_result *res = &resp->r[i];
-                        uint32_t page = req.cmds[i].param;
-                        struct scsi_temperature t;
-                        struct scsi_start_stop ss;
-                        uint8_t used;
-
-                        /* A page the device refused (CHECK CONDITION) carries no data, whatever
-                         * the transferred length says. */
-                        if (res->err < 0 || res->len == 0 || res->scsi_status != 0)
-                                continue;
-                        if (req.cmds[i].cmd == DEVIO_SCSI_READ_DEFECT_GLIST) {
-                                d->has_scsi_defects =
-                                    scsi_parse_defect_count(res->data, res->len,
-                                                            &d->scsi_grown_defects) == 0;
-                                continue;
-                        }
-                        switch (page) {
-                        case 0x0D:
-                                if (scsi_parse_temperature(res->data, res->len, &t) < 0)
-                                        break;
-                                if (t.has_current)
-                                        set(d, SMART_TEMPERATURE_C, t.current_c);
-                                if (t.has_reference)
-                                        set(d, SMART_TEMPERATURE_WARNING_C, t.reference_c);
-                                break;
-                        case 0x2F:
-                                if (scsi_parse_ie(res->data, res->len, &d->scsi_ie) == 0) {
-                                        d->has_scsi_ie = true;
-                                        d->healthy = !d->scsi_ie.failure_predicted;
-                                }
-                                break;
-                        case 0x02:
-                        case 0x03:
-                        case 0x05: {
-                                size_t k = page == 0x03 ? 0 : page == 0x02 ? 1 : 2;
-                                d->has_scsi_errors[k] =
-                                    scsi_parse_error_counters(res->data, res->len, (uint8_t)page,
-                                                              &d->scsi_errors[k]) == 0;
-                                break;
-                        }
-                        case 0x0E:
-                                if (scsi_parse_start_stop(res->data, res->len, &ss) == 0 &&
-                                    ss.has_accumulated_cycles)
-                                        set(d, SMART_POWER_CYCLES, ss.accumulated_cycles);
-                                break;
-                        case 0x11:
-                                if (scsi_parse_ssd(res->data, res->len, &used) == 0)
-                                        set(d, SMART_WEAR_USED, used / 100.0);
-                                break;
-                        }
-                }
-        }
-        if (!d->has[SMART_TEMPERATURE_C] && d->has_scsi_ie && d->scsi_ie.has_temperature)
-                set(d, SMART_TEMPERATURE_C, d->scsi_ie.temperature_c);
-        {
-                double uncorrected = 0;
-                bool any = false;
-                for (size_t k = 0; k < 3; k++)
-                        if (d->has_scsi_errors[k] &&
-                            (d->scsi_errors[k].present & (1u << SCSI_ERR_UNCORRECTED))) {
-                                uncorrected += (double)d->scsi_errors[k].v[SCSI_ERR_UNCORRECTED];
-                                any = true;
-                        }
-                if (any)
-                        set(d, SMART_MEDIA_ERRORS, uncorrected);
-                if (d->has_scsi_errors[0] &&
-                    (d->scsi_errors[0].present & (1u << SCSI_ERR_BYTES_PROCESSED)))
-                        set(d, SMART_READ_BYTES,
-                            (double)d->scsi_errors[0].v[SCSI_ERR_BYTES_PROCESSED]);
-                if (d->has_scsi_errors[1] &&
-                    (d->scsi_errors[1].present & (1u << SCSI_ERR_BYTES_PROCESSED)))
-                        set(d, SMART_WRITTEN_BYTES,
-                            (double)d->scsi_errors[1].v[SCSI_ERR_BYTES_PROCESSED]);
-        }
-        out->reason = -1; /* a missing log page is not a failed read */
-done:
-        free(resp);
+        if (read_scsi_identity(rd, &inq, pages, sizeof pages, &npages) < 0)
+                return;
+        rd->out->data.healthy = -1;
+        if (read_scsi_health(rd, &inq, pages, npages) < 0)
+                return;
+        take_scsi_totals(&rd->out->data);
+        rd->out->reason = -1; /* a missing log page is not a failed read */
 }
 
 void smart_read_device(struct devio *io, const char *name, int kind, usec_t timeout,
@@ -479,6 +632,7 @@ void smart_read_device(struct devio *io, const char *name, int kind, usec_t time
                        struct smart_outcome *out)
 {
         struct smart_memory none = {0};
+        struct reader rd = {.io = io, .name = name, .kind = kind, .timeout = timeout, .out = out};
 
         if (!mem)
                 mem = &none;
@@ -489,271 +643,19 @@ void smart_read_device(struct devio *io, const char *name, int kind, usec_t time
         out->data.kind = kind;
         out->data.healthy = -1;
         out->data.ata_write_cache = -1;
+        rd.resp = xmalloc(sizeof(*rd.resp));
         switch (kind) {
         case DEVIO_NVME:
-                read_nvme(io, name, timeout, out);
+                read_nvme(&rd);
                 break;
         case DEVIO_ATA:
-                read_ata(io, name, timeout, powermode, mem, out);
+                read_ata(&rd, powermode, mem);
                 break;
         case DEVIO_SCSI:
-                read_scsi(io, name, timeout, out);
+                read_scsi(&rd);
                 break;
         default:
                 fail(out, SMART_REASON_OTHER, "unknown device kind %d", kind);
         }
-}
-
-/* Export. */
-
-struct value_def {
-        const char *name;
-        const char *help;
-        enum mtype type;
-};
-
-static const struct value_def value_defs[SMART_VALUE_MAX] = {
-    [SMART_TEMPERATURE_C] = {"diskpulse_smart_temperature_celsius",
-                             "Current drive temperature (NVMe composite, ATA 194/190, SCSI).",
-                             MT_GAUGE},
-    [SMART_POWER_ON_SECONDS] = {"diskpulse_smart_power_on_seconds_total",
-                                "Power-on time the drive reports (hours x 3600).", MT_COUNTER},
-    [SMART_POWER_CYCLES] = {"diskpulse_smart_power_cycles_total",
-                            "Power cycles (NVMe, ATA 12, SCSI start-stop cycles).", MT_COUNTER},
-    [SMART_UNSAFE_SHUTDOWNS] = {"diskpulse_smart_unsafe_shutdowns_total",
-                                "Shutdowns without a flush (NVMe, ATA 174/192).", MT_COUNTER},
-    [SMART_MEDIA_ERRORS] = {"diskpulse_smart_media_errors_total",
-                            "Unrecovered media errors (NVMe media and data integrity errors, "
-                            "ATA 187 or 198, SCSI uncorrected read+write+verify errors).",
-                            MT_COUNTER},
-    [SMART_WEAR_USED] = {"diskpulse_smart_wear_used_ratio",
-                         "Endurance used: NVMe percentage used / 100 (may exceed 1), SCSI "
-                         "page 11h, ATA wear attributes (233, 231, 202, 177).",
-                         MT_GAUGE},
-    [SMART_SPARE] = {"diskpulse_smart_available_spare_ratio",
-                     "Remaining spare capacity (NVMe), 0..1.", MT_GAUGE},
-    [SMART_SPARE_THRESHOLD] = {"diskpulse_smart_available_spare_threshold_ratio",
-                               "Spare capacity below which the drive warns (NVMe), 0..1.",
-                               MT_GAUGE},
-    [SMART_READ_BYTES] = {"diskpulse_smart_read_bytes_total",
-                          "Bytes read as the drive counts them (NVMe data units, ATA 242, "
-                          "SCSI read error counter page).",
-                          MT_COUNTER},
-    [SMART_WRITTEN_BYTES] = {"diskpulse_smart_written_bytes_total",
-                             "Bytes written as the drive counts them (NVMe data units, ATA "
-                             "241, SCSI write error counter page).",
-                             MT_COUNTER},
-    [SMART_ROTATION_RPM] = {"diskpulse_disk_rotation_rate_rpm",
-                            "Nominal rotation rate (ATA IDENTIFY word 217, SCSI VPD B1h); 0 "
-                            "for solid state.",
-                            MT_GAUGE},
-    [SMART_TEMPERATURE_WARNING_C] = {"diskpulse_smart_temperature_warning_threshold_celsius",
-                                     "The drive's own warning temperature (NVMe WCTEMP, SCSI "
-                                     "reference temperature); absent when it reports none.",
-                                     MT_GAUGE},
-    [SMART_TEMPERATURE_CRITICAL_C] = {"diskpulse_smart_temperature_critical_threshold_celsius",
-                                      "The drive's own critical temperature (NVMe CCTEMP); "
-                                      "absent when it reports none.",
-                                      MT_GAUGE},
-};
-
-static const char *const protocol_names[DEVIO_KIND_MAX] = {
-    [DEVIO_NVME] = "nvme",
-    [DEVIO_ATA] = "ata",
-    [DEVIO_SCSI] = "scsi",
-};
-
-static void gauge(struct mset *out, const char *name, const char *help, const char *device,
-                  double v)
-{
-        struct mfamily *f = mset_family(out, name, help, MT_GAUGE);
-        mfamily_add(out, f, "", v, "device", device, NULL);
-}
-
-static void counter(struct mset *out, const char *name, const char *help, const char *device,
-                    double v)
-{
-        struct mfamily *f = mset_family(out, name, help, MT_COUNTER);
-        mfamily_add(out, f, "", v, "device", device, NULL);
-}
-
-static void export_nvme(struct mset *out, const char *dev, const struct nvme_health *h)
-{
-        static const char *const flags[] = {"spare",     "temperature",     "reliability",
-                                            "read_only", "volatile_backup", "pmr_read_only"};
-        struct mfamily *f;
-        char idx[8];
-
-        gauge(out, "diskpulse_nvme_critical_warning",
-              "Critical warning byte of the SMART / Health log (0 = none).", dev,
-              h->critical_warning);
-        f = mset_family(out, "diskpulse_nvme_critical_warning_flag",
-                        "Critical warning bits: spare below threshold, temperature, reliability "
-                        "degraded, read-only, volatile memory backup failed, PMR read-only.",
-                        MT_GAUGE);
-        for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
-                mfamily_add(out, f, "", (h->critical_warning >> i) & 1 ? 1.0 : 0.0, "device", dev,
-                            "flag", flags[i], NULL);
-        gauge(out, "diskpulse_nvme_temperature_celsius", "Composite temperature.", dev,
-              nvme_kelvin_to_celsius(h->temperature_k));
-        gauge(out, "diskpulse_nvme_available_spare_ratio", "Available spare, 0..1.", dev,
-              h->available_spare / 100.0);
-        gauge(out, "diskpulse_nvme_available_spare_threshold_ratio",
-              "Available spare threshold, 0..1.", dev, h->available_spare_threshold / 100.0);
-        gauge(out, "diskpulse_nvme_percentage_used_ratio",
-              "Estimate of the life used, 0..2.55 (percentage used / 100).", dev,
-              h->percentage_used / 100.0);
-        gauge(out, "diskpulse_nvme_endurance_group_critical_warning",
-              "Endurance group critical warning summary byte.", dev, h->endurance_group_warning);
-        counter(out, "diskpulse_nvme_data_read_bytes_total", "Data units read x 512,000 bytes.",
-                dev, nvme_data_units_to_bytes(h->data_units_read));
-        counter(out, "diskpulse_nvme_data_written_bytes_total",
-                "Data units written x 512,000 bytes.", dev,
-                nvme_data_units_to_bytes(h->data_units_written));
-        counter(out, "diskpulse_nvme_host_read_commands_total", "Read commands completed.", dev,
-                nvme_u128_to_double(h->host_read_commands));
-        counter(out, "diskpulse_nvme_host_write_commands_total", "Write commands completed.", dev,
-                nvme_u128_to_double(h->host_write_commands));
-        counter(out, "diskpulse_nvme_controller_busy_seconds_total",
-                "Time the controller was busy with I/O (minutes x 60).", dev,
-                nvme_u128_to_double(h->controller_busy_time) * 60.0);
-        counter(out, "diskpulse_nvme_power_cycles_total", "Power cycles.", dev,
-                nvme_u128_to_double(h->power_cycles));
-        counter(out, "diskpulse_nvme_power_on_seconds_total", "Power-on hours x 3600.", dev,
-                nvme_u128_to_double(h->power_on_hours) * 3600.0);
-        counter(out, "diskpulse_nvme_unsafe_shutdowns_total", "Unsafe shutdowns.", dev,
-                nvme_u128_to_double(h->unsafe_shutdowns));
-        counter(out, "diskpulse_nvme_media_errors_total", "Unrecovered data integrity errors.", dev,
-                nvme_u128_to_double(h->media_errors));
-        counter(out, "diskpulse_nvme_error_log_entries_total",
-                "Error information log entries over the controller's life.", dev,
-                nvme_u128_to_double(h->error_log_entries));
-        counter(out, "diskpulse_nvme_warning_temperature_seconds_total",
-                "Time above the warning composite temperature threshold (minutes x 60).", dev,
-                (double)h->warning_temp_time * 60.0);
-        counter(out, "diskpulse_nvme_critical_temperature_seconds_total",
-                "Time above the critical composite temperature threshold (minutes x 60).", dev,
-                (double)h->critical_temp_time * 60.0);
-        f = mset_family(out, "diskpulse_nvme_temperature_sensor_celsius",
-                        "Temperature sensors 1-8 that the controller implements.", MT_GAUGE);
-        for (size_t i = 0; i < 8; i++) {
-                if (!h->temp_sensor_k[i])
-                        continue;
-                snprintf(idx, sizeof idx, "%zu", i + 1);
-                mfamily_add(out, f, "", nvme_kelvin_to_celsius(h->temp_sensor_k[i]), "device", dev,
-                            "sensor", idx, NULL);
-        }
-        f = mset_family(out, "diskpulse_nvme_thermal_transitions_total",
-                        "Transitions to thermal management temperature 1 or 2 (throttling).",
-                        MT_COUNTER);
-        for (size_t i = 0; i < 2; i++) {
-                snprintf(idx, sizeof idx, "%zu", i + 1);
-                mfamily_add(out, f, "", h->thermal_transitions[i], "device", dev, "level", idx,
-                            NULL);
-        }
-        f = mset_family(out, "diskpulse_nvme_thermal_management_seconds_total",
-                        "Time spent in thermal management temperature 1 or 2.", MT_COUNTER);
-        for (size_t i = 0; i < 2; i++) {
-                snprintf(idx, sizeof idx, "%zu", i + 1);
-                mfamily_add(out, f, "", h->thermal_time[i], "device", dev, "level", idx, NULL);
-        }
-}
-
-static void export_ata(struct mset *out, const char *dev, const struct smart_data *d)
-{
-        static const struct {
-                const char *name, *help;
-        } fams[] = {
-            {"diskpulse_ata_attribute_value", "Normalized current value of an attribute."},
-            {"diskpulse_ata_attribute_worst", "Worst normalized value seen."},
-            {"diskpulse_ata_attribute_threshold",
-             "Failure threshold of the normalized value (0: advisory only)."},
-            {"diskpulse_ata_attribute_raw", "Raw value (48 bits, little endian)."},
-            {"diskpulse_ata_attribute_failing",
-             "1 while the normalized value is at or below a non-zero threshold."},
-        };
-
-        for (size_t k = 0; k < ARRAY_SIZE(fams); k++) {
-                struct mfamily *f = mset_family(out, fams[k].name, fams[k].help, MT_GAUGE);
-                for (size_t i = 0; i < d->ata.n; i++) {
-                        const struct ata_attribute *a = &d->ata.attrs[i];
-                        char id[8];
-                        const char *name = ata_attribute_name_rpm(a->id, d->ata_rotation_rate);
-                        snprintf(id, sizeof id, "%u", a->id);
-                        if (k == 2 && !a->has_threshold)
-                                continue;
-                        if (k == 3)
-                                mfamily_add_u64(out, f, "", a->raw, "device", dev, "id", id, "name",
-                                                name, NULL);
-                        else
-                                mfamily_add(out, f, "",
-                                            k == 0   ? a->value
-                                            : k == 1 ? a->worst
-                                            : k == 2 ? a->threshold
-                                                     : (ata_attribute_failing(a) ? 1.0 : 0.0),
-                                            "device", dev, "id", id, "name", name, NULL);
-                }
-        }
-        if (d->ata_write_cache >= 0)
-                gauge(out, "diskpulse_ata_write_cache_enabled",
-                      "The drive's volatile write cache is on (IDENTIFY word 85 bit 5).", dev,
-                      d->ata_write_cache);
-}
-
-static void export_scsi(struct mset *out, const char *dev, const struct smart_data *d)
-{
-        static const char *const kinds[3] = {"read", "write", "verify"};
-        struct mfamily *f;
-
-        if (d->has_scsi_defects)
-                gauge(out, "diskpulse_scsi_grown_defects",
-                      "Entries in the grown defect list (blocks reassigned since manufacture).",
-                      dev, d->scsi_grown_defects);
-        if (d->has_scsi_ie)
-                gauge(out, "diskpulse_scsi_failure_predicted",
-                      "1 when the informational exceptions page predicts failure (ASC 5Dh).", dev,
-                      d->scsi_ie.failure_predicted);
-        f = mset_family(out, "diskpulse_scsi_uncorrected_errors_total",
-                        "Uncorrected errors from the error counter log pages.", MT_COUNTER);
-        for (size_t k = 0; k < 3; k++)
-                if (d->has_scsi_errors[k] &&
-                    (d->scsi_errors[k].present & (1u << SCSI_ERR_UNCORRECTED)))
-                        mfamily_add_u64(out, f, "", d->scsi_errors[k].v[SCSI_ERR_UNCORRECTED],
-                                        "device", dev, "operation", kinds[k], NULL);
-        f = mset_family(out, "diskpulse_scsi_corrected_errors_total",
-                        "Corrected errors from the error counter log pages.", MT_COUNTER);
-        for (size_t k = 0; k < 3; k++)
-                if (d->has_scsi_errors[k] &&
-                    (d->scsi_errors[k].present & (1u << SCSI_ERR_CORRECTED_TOTAL)))
-                        mfamily_add_u64(out, f, "", d->scsi_errors[k].v[SCSI_ERR_CORRECTED_TOTAL],
-                                        "device", dev, "operation", kinds[k], NULL);
-}
-
-void smart_export_data(struct mset *out, const char *device, const struct smart_data *d)
-{
-        struct mfamily *f;
-
-        f = mset_family(out, "diskpulse_smart_info",
-                        "Identity of the drive as its firmware reports it.", MT_GAUGE);
-        mfamily_add(out, f, "", 1.0, "device", device, "protocol",
-                    d->kind >= 0 && d->kind < DEVIO_KIND_MAX ? protocol_names[d->kind] : "",
-                    "model", d->model, "serial", d->serial, "firmware", d->firmware, "wwn", d->wwn,
-                    NULL);
-        if (d->healthy >= 0)
-                gauge(out, "diskpulse_smart_healthy",
-                      "1 when the drive reports no failure: NVMe critical warning 0; ATA RETURN "
-                      "STATUS good and no attribute at its threshold; SCSI no failure predicted.",
-                      device, d->healthy);
-        for (size_t v = 0; v < SMART_VALUE_MAX; v++) {
-                if (!d->has[v])
-                        continue;
-                f = mset_family(out, value_defs[v].name, value_defs[v].help, value_defs[v].type);
-                mfamily_add(out, f, "", d->value[v], "device", device, NULL);
-        }
-        if (d->has_nvme)
-                export_nvme(out, device, &d->nvme);
-        if (d->has_ata)
-                export_ata(out, device, d);
-        if (d->kind == DEVIO_SCSI)
-                export_scsi(out, device, d);
+        free(rd.resp);
 }

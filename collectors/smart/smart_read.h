@@ -1,15 +1,12 @@
-/* One SMART read of one device (NVMe, ATA or SCSI) through a devio runner, turned into parsed
- * values, and their export. Used by the SMART collector's thread. */
+/* One SMART read of one device (NVMe, ATA or SCSI) through a devio runner, its pages decoded
+ * into the facts of smart_data.h. Used by the SMART collector's thread. */
 #pragma once
 
 #include <stdbool.h>
 
 #include "devio.h"
-#include "metrics.h"
 #include "smart.h"
-#include "smart_ata.h"
-#include "smart_nvme.h"
-#include "smart_scsi.h"
+#include "smart_data.h"
 
 /* Why a read failed: the reason label of diskpulse_smart_read_errors_total. */
 enum smart_reason {
@@ -25,45 +22,6 @@ enum smart_reason {
 };
 
 enum smart_skip { SMART_SKIP_STANDBY, SMART_SKIP_SLEEP, SMART_SKIP_MAX };
-
-/* Protocol-independent values (SPEC's diskpulse_smart_*), each with a has-flag. */
-enum smart_value {
-        SMART_TEMPERATURE_C,
-        SMART_POWER_ON_SECONDS,
-        SMART_POWER_CYCLES,
-        SMART_UNSAFE_SHUTDOWNS,
-        SMART_MEDIA_ERRORS,
-        SMART_WEAR_USED,
-        SMART_SPARE,
-        SMART_SPARE_THRESHOLD,
-        SMART_READ_BYTES,
-        SMART_WRITTEN_BYTES,
-        SMART_ROTATION_RPM,
-        SMART_TEMPERATURE_WARNING_C,  /* NVMe WCTEMP, SCSI reference temperature */
-        SMART_TEMPERATURE_CRITICAL_C, /* NVMe CCTEMP */
-        SMART_VALUE_MAX
-};
-
-struct smart_data {
-        int kind; /* enum devio_kind */
-        char model[64], serial[64], firmware[32], wwn[40];
-        int healthy; /* 1, 0, or -1 unknown */
-        bool has[SMART_VALUE_MAX];
-        double value[SMART_VALUE_MAX];
-        /* protocol pages, for the protocol's own metrics */
-        bool has_nvme;
-        struct nvme_health nvme;
-        bool has_ata;
-        struct ata_smart ata;
-        int ata_write_cache;        /* IDENTIFY word 85 bit 5: 1, 0, or -1 not supported */
-        uint16_t ata_rotation_rate; /* word 217, for attribute names that depend on it */
-        bool has_scsi_errors[3];    /* read, write, verify */
-        struct scsi_error_counters scsi_errors[3];
-        bool has_scsi_defects;
-        uint32_t scsi_grown_defects;
-        bool has_scsi_ie;
-        struct scsi_ie scsi_ie;
-};
 
 struct smart_outcome {
         int reason;     /* enum smart_reason, or -1 when the read succeeded or was skipped */
@@ -100,6 +58,3 @@ void smart_read_device(struct devio *io, const char *name, int kind, usec_t time
 
 /* Maps -errno of a devio run or command to a reason. */
 enum smart_reason smart_reason_from_errno(int err);
-
-/* Writes the device's health metrics (info, healthy, unified values, protocol metrics). */
-void smart_export_data(struct mset *out, const char *device, const struct smart_data *d);

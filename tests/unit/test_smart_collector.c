@@ -40,6 +40,21 @@ struct fake {
         unsigned requests[4];   /* requests seen per device */
         usec_t busy_until[4];   /* a hung request comes back at this monotonic time */
         usec_t hang;            /* how long a hanging request takes to come back */
+        char asked[4][512];     /* per device: one line per request, "command:param" each */
+};
+
+static const char *const cmd_short[DEVIO_CMD_MAX] = {
+    [DEVIO_NVME_IDENTIFY_CTRL] = "identify-ctrl",
+    [DEVIO_NVME_SMART_LOG] = "smart-log",
+    [DEVIO_ATA_CHECK_POWER_MODE] = "check-power-mode",
+    [DEVIO_ATA_IDENTIFY] = "identify",
+    [DEVIO_ATA_SMART_READ_DATA] = "smart-read-data",
+    [DEVIO_ATA_SMART_READ_THRESHOLDS] = "smart-read-thresholds",
+    [DEVIO_ATA_SMART_RETURN_STATUS] = "smart-return-status",
+    [DEVIO_SCSI_INQUIRY] = "inquiry",
+    [DEVIO_SCSI_INQUIRY_VPD] = "vpd",
+    [DEVIO_SCSI_LOG_SENSE] = "log-sense",
+    [DEVIO_SCSI_READ_DEFECT_GLIST] = "read-defect",
 };
 
 static const char *const names[4] = {"nvme0n1", "sda", "sdb", "nvme1n1"};
@@ -65,6 +80,46 @@ static void sense(struct devio_result *r, const char *file)
         r->sense_len = (uint8_t)fixture_load(file, r->sense, sizeof r->sense);
 }
 
+/* Appends the request to the device's log, one line of its commands; a log that would
+ * overflow starts over (long tests read many times; the order tests read once). Under f->lock. */
+static void log_request(struct fake *f, int i, const struct devio_request *req)
+{
+        char line[160];
+        size_t len = 0;
+
+        for (uint32_t k = 0; k < req->n && len < sizeof line; k++)
+                len += (size_t)snprintf(line + len, sizeof line - len, "%s%s:%02x", k ? " " : "",
+                                        cmd_short[req->cmds[k].cmd], req->cmds[k].param);
+        assert_true(len + 1 < sizeof line);
+        if (strlen(f->asked[i]) + len + 2 > sizeof f->asked[i])
+                f->asked[i][0] = 0;
+        strcat(f->asked[i], line);
+        strcat(f->asked[i], "\n");
+}
+
+/* scsi_debug's answer (tests/fixtures/smart): a page, or for what it does not support
+ * (LOG SENSE 02h, READ DEFECT DATA) CHECK CONDITION with its sense. */
+static void scsi_answer(struct devio_result *r, enum devio_cmd c, uint32_t param)
+{
+        char file[64];
+
+        if (c == DEVIO_SCSI_INQUIRY) {
+                page(r, "scsi-debug-inquiry.bin");
+                return;
+        }
+        if (c == DEVIO_SCSI_READ_DEFECT_GLIST) {
+                sense(r, "scsi-debug-read-defect.sense");
+                return;
+        }
+        if (c == DEVIO_SCSI_LOG_SENSE && param != 0x00 && param != 0x0D && param != 0x2F) {
+                sense(r, "scsi-debug-log-02.sense");
+                return;
+        }
+        snprintf(file, sizeof file, "scsi-debug-%s-%02x.bin",
+                 c == DEVIO_SCSI_LOG_SENSE ? "log" : "vpd", param);
+        page(r, file);
+}
+
 static int fake_run(struct devio *io, const struct devio_request *req, usec_t timeout,
                     struct devio_response *resp)
 {
@@ -74,6 +129,7 @@ static int fake_run(struct devio *io, const struct devio_request *req, usec_t ti
         assert_true(i >= 0);
         pthread_mutex_lock(&f->lock);
         f->requests[i]++;
+        log_request(f, i, req);
         mode = f->mode[i];
         if (now_monotonic() < f->busy_until[i]) {
                 pthread_mutex_unlock(&f->lock);
@@ -153,6 +209,12 @@ static int fake_run(struct devio *io, const struct devio_request *req, usec_t ti
                                 r->sense[8 + 9] = 0xF4;
                                 r->sense[8 + 11] = 0x2C;
                         }
+                        break;
+                case DEVIO_SCSI_INQUIRY:
+                case DEVIO_SCSI_INQUIRY_VPD:
+                case DEVIO_SCSI_LOG_SENSE:
+                case DEVIO_SCSI_READ_DEFECT_GLIST:
+                        scsi_answer(r, c, req->cmds[k].param);
                         break;
                 default:
                         memset(r, 0, sizeof(*r));
@@ -238,6 +300,19 @@ static void assert_has(const char *text, const char *line)
                 fprintf(stderr, "missing: %s\nin:\n%s\n", line, text);
                 fail();
         }
+}
+
+static void assert_hasf(const char *text, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void assert_hasf(const char *text, const char *fmt, ...)
+{
+        char line[256];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof line, fmt, ap);
+        va_end(ap);
+        assert_has(text, line);
 }
 
 static struct smart *collector(struct fake *f, int sysfs_fd, enum smart_powermode_check pm,
@@ -336,6 +411,84 @@ static void test_read_qemu_devices(void **state)
         assert_null(strstr(text, "diskpulse_smart_read_errors_total"));
         free(text);
         smart_free(s);
+        sysfs_teardown(fd);
+}
+
+/* What each protocol asks, in which requests and in which order: NVMe's two pages at once;
+ * ATA's CHECK POWER MODE alone, IDENTIFY alone, then the SMART commands; SCSI's identity pages
+ * with the list of log pages, then the listed pages it wants and the grown defect list. */
+static void test_command_order(void **state)
+{
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *s;
+        (void)state;
+
+        mkfile("block/sdb/device/vendor", "Linux   \n");
+        fake_init(&f);
+        s = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
+        smart_read_all_now(s);
+        assert_string_equal(f.asked[0], "identify-ctrl:00 smart-log:00\n");
+        assert_string_equal(f.asked[1], "check-power-mode:00\n"
+                                        "identify:00\n"
+                                        "smart-read-data:00 smart-read-thresholds:00 "
+                                        "smart-return-status:00\n");
+        /* scsi-debug-log-00.bin lists pages 00h, 0Dh and 2Fh; scsi_debug is a disk (type 0) */
+        assert_string_equal(f.asked[2], "inquiry:00 vpd:80 vpd:83 vpd:b1 log-sense:00\n"
+                                        "log-sense:0d log-sense:2f read-defect:00\n");
+        smart_free(s);
+
+        /* powermode never: no CHECK POWER MODE */
+        memset(f.asked, 0, sizeof f.asked);
+        s = collector(&f, fd, SMART_PM_NEVER, USEC_PER_SEC);
+        smart_read_all_now(s);
+        assert_string_equal(f.asked[1], "identify:00\n"
+                                        "smart-read-data:00 smart-read-thresholds:00 "
+                                        "smart-return-status:00\n");
+        smart_free(s);
+        sysfs_teardown(fd);
+}
+
+/* scsi_debug's pages through the collector: the values smartctl showed for the same device. */
+static void test_read_scsi_debug(void **state)
+{
+        static char json[1 << 16];
+        char s[64];
+        struct fake f;
+        int fd = sysfs_setup();
+        struct smart *sm;
+        char *text;
+        (void)state;
+
+        fixture_load("scsi-debug-smartctl.json", json, sizeof(json) - 1);
+        mkfile("block/sdb/device/vendor", "Linux   \n");
+        fake_init(&f);
+        sm = collector(&f, fd, SMART_PM_STANDBY, USEC_PER_SEC);
+        smart_read_all_now(sm);
+        text = render(sm);
+        assert_hasf(text, "diskpulse_smart_info{device=\"sdb\",protocol=\"scsi\",model=\"%s\",",
+                    js_str(json, "scsi_model_name", s, sizeof s));
+        assert_hasf(text, "serial=\"%s\",", js_str(json, "serial_number", s, sizeof s));
+        assert_hasf(text, "firmware=\"%s\",", js_str(json, "scsi_revision", s, sizeof s));
+        assert_hasf(text, "wwn=\"%s\"}", js_str(json, "logical_unit_id", s, sizeof s) + 2);
+        assert_has(text, "diskpulse_smart_up{device=\"sdb\"} 1\n");
+        assert_true(js_bool(json, "smart_status.passed"));
+        assert_has(text, "diskpulse_smart_healthy{device=\"sdb\"} 1\n");
+        assert_has(text, "diskpulse_scsi_failure_predicted{device=\"sdb\"} 0\n");
+        assert_hasf(text, "diskpulse_smart_temperature_celsius{device=\"sdb\"} %llu\n",
+                    (unsigned long long)js_u64(json, "temperature.current"));
+        assert_hasf(text,
+                    "diskpulse_smart_temperature_warning_threshold_celsius{device=\"sdb\"} %llu\n",
+                    (unsigned long long)js_u64(json, "temperature.drive_trip"));
+        assert_hasf(text, "diskpulse_disk_rotation_rate_rpm{device=\"sdb\"} %llu\n",
+                    (unsigned long long)js_u64(json, "rotation_rate"));
+        /* refused: the defect list and the error counter pages (not listed) give nothing */
+        assert_null(strstr(text, "diskpulse_scsi_grown_defects{device=\"sdb\"}"));
+        assert_null(strstr(text, "errors_total{device=\"sdb\""));
+        assert_null(strstr(text, "diskpulse_smart_read_errors_total{device=\"sdb\""));
+        assert_null(strstr(text, "diskpulse_smart_skipped_total{device=\"sdb\""));
+        free(text);
+        smart_free(sm);
         sysfs_teardown(fd);
 }
 
@@ -666,6 +819,8 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_classify),
             cmocka_unit_test(test_read_qemu_devices),
+            cmocka_unit_test(test_command_order),
+            cmocka_unit_test(test_read_scsi_debug),
             cmocka_unit_test(test_standby_not_woken),
             cmocka_unit_test(test_return_status_failing),
             cmocka_unit_test(test_smart_disabled_is_device_status),
