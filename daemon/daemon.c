@@ -60,7 +60,7 @@ static void parts_export(void *ud, struct mset *out)
         process_export(out, d->start_time);
         privsep_export(d->io, out);
         http_server_export(d->http, out);
-        websec_export(out);
+        websec_export(d->web, out);
 }
 
 void daemon_init(struct daemon *d, int argc, char **argv)
@@ -418,6 +418,7 @@ int daemon_run(struct daemon *d)
             .health_stale = daemon_health_stale(&d->opts),
             .version = DISKPULSE_VERSION,
             .revision = DISKPULSE_REVISION,
+            .web = d->web,
         };
 
         for (size_t i = 0; i < COLLECTOR_MAX; i++)
@@ -474,6 +475,7 @@ int daemon_run(struct daemon *d)
 
         r = sd_event_loop(d->event);
         d->http = http_server_free(d->http);
+        d->web = websec_free(d->web); /* after the server that served with it */
         if (r < 0)
                 return log_errno(LOG_LEVEL_ERROR, r, "event loop failed", NULL);
         return r; /* 0, or EXIT_ZYGOTE_LOST */
@@ -530,7 +532,7 @@ int daemon_load_web_config(struct daemon *d)
                 fprintf(stderr, "diskpulse: %s\n", err);
                 return r;
         }
-        websec_install(web);
+        d->web = websec_install(d->web, web);
         return 0;
 }
 

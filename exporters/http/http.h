@@ -7,6 +7,7 @@
 #include "connguard.h"
 #include "snapshot.h"
 #include "util.h"
+#include "websec.h"
 
 /* Per-connection memory of libmicrohttpd: the request line and headers must fit in about half
  * of it (431 or 414 otherwise). */
@@ -18,6 +19,9 @@ struct http_config {
                               * it samples on demand, does not answer when asked */
         const char *version; /* shown on / */
         const char *revision;
+        struct websec *web; /* the web config (websec.h): TLS, basic auth, extra headers; borrowed,
+                             * it outlives the server and is the server's alone; SIGHUP
+                             * installs the next file's configuration into it */
 };
 
 struct http_server;
