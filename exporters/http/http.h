@@ -7,11 +7,12 @@
 #include "connguard.h"
 #include "snapshot.h"
 #include "util.h"
-#include "websec.h"
 
 /* Per-connection memory of libmicrohttpd: the request line and headers must fit in about half
  * of it (431 or 414 otherwise). */
 #define HTTP_CONNECTION_MEMORY 32768
+
+struct websec;
 
 struct http_config {
         struct connguard_config limits; /* connection limits, deadlines, allowed networks */

@@ -1,6 +1,7 @@
-/* The web config in libmicrohttpd: TLS through tls.c's certificate callback, basic auth through
- * auth.c, with connections suspended (MHD_suspend_connection) while their bcrypt check runs on
- * auth.c's worker, so that the HTTP thread goes on serving everyone else. */
+/* The web config object in libmicrohttpd: TLS through the certificate callback here, which
+ * hands over tls.c's credentials, basic auth through the object's auth.c checker, with
+ * connections suspended (MHD_suspend_connection) while their bcrypt check runs on its worker, so
+ * that the HTTP thread goes on serving everyone else. */
 #include "websec.h"
 
 #include <errno.h>
@@ -98,6 +99,8 @@ struct websec *websec_free(struct websec *s)
 {
         if (!s)
                 return NULL;
+        if (s->daemon)
+                websec_detach(s); /* freed before its server: no handshake may find it */
         s->auth = auth_checker_free(s->auth);
         while (s->pendings) {
                 struct pending *p = s->pendings;
