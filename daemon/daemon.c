@@ -475,7 +475,6 @@ int daemon_run(struct daemon *d)
 
         r = sd_event_loop(d->event);
         d->http = http_server_free(d->http);
-        d->web = websec_free(d->web); /* after the server that served with it */
         if (r < 0)
                 return log_errno(LOG_LEVEL_ERROR, r, "event loop failed", NULL);
         return r; /* 0, or EXIT_ZYGOTE_LOST */
@@ -539,6 +538,7 @@ int daemon_load_web_config(struct daemon *d)
 void daemon_done(struct daemon *d)
 {
         d->http = http_server_free(d->http);
+        d->web = websec_free(d->web); /* after the server that served with it */
         /* A SMART read may be waiting on a hung device: wake it, so shutdown takes no longer
          * than a second. */
         if (d->io && d->io->ops->cancel)
