@@ -60,7 +60,7 @@ static void parts_export(void *ud, struct mset *out)
         process_export(out, d->start_time);
         privsep_export(d->io, out);
         http_server_export(d->http, out);
-        websec_export(out);
+        websec_export(d->web, out);
 }
 
 void daemon_init(struct daemon *d, int argc, char **argv)
@@ -418,6 +418,7 @@ int daemon_run(struct daemon *d)
             .health_stale = daemon_health_stale(&d->opts),
             .version = DISKPULSE_VERSION,
             .revision = DISKPULSE_REVISION,
+            .web = d->web,
         };
 
         for (size_t i = 0; i < COLLECTOR_MAX; i++)
@@ -530,13 +531,14 @@ int daemon_load_web_config(struct daemon *d)
                 fprintf(stderr, "diskpulse: %s\n", err);
                 return r;
         }
-        websec_install(web);
+        d->web = websec_install(d->web, web);
         return 0;
 }
 
 void daemon_done(struct daemon *d)
 {
         d->http = http_server_free(d->http);
+        d->web = websec_free(d->web); /* after the server that served with it */
         /* A SMART read may be waiting on a hung device: wake it, so shutdown takes no longer
          * than a second. */
         if (d->io && d->io->ops->cancel)

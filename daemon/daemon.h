@@ -51,6 +51,7 @@ struct daemon {
         size_t n_listen_fds;
         struct publisher *pub;
         struct http_server *http;
+        struct websec *web; /* the web config, served by http */
         sd_event *event;
         sd_event_source *tick, *monitor;
         sd_event_source *zygote_lost, *zygote_grace; /* the zygote's loss, the exit after it */

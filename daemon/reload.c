@@ -72,7 +72,7 @@ void daemon_reload(struct daemon *d)
         }
 
         daemon_collectors_apply(d, true);
-        websec_install(web);
+        d->web = websec_install(d->web, web);
         options_free(&n);
         d->reload_failed = false;
         d->config_loaded = now_realtime();

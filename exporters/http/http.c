@@ -44,8 +44,8 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
 
 #define ALLOWED_METHODS "GET, HEAD, OPTIONS"
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
-                             const char *body)
+static enum MHD_Result reply(struct http_server *s, struct MHD_Connection *c, unsigned status,
+                             const char *type, const char *body)
 {
         struct MHD_Response *resp;
         enum MHD_Result r;
@@ -56,7 +56,7 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
         if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, ALLOWED_METHODS);
-        websec_add_headers(resp);
+        websec_add_headers(s->cfg.web, resp);
         r = MHD_queue_response(c, status, resp);
         MHD_destroy_response(resp);
         return r;
@@ -101,11 +101,11 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
         enum MHD_Result r;
 
         if (!snap)
-                return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
+                return reply(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
                              "no collection has finished yet\n");
         if (snapshot_body(snap, fmt, gz, &body, &len, &ps) < 0) {
                 snapshot_unref(snap);
-                return reply(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8",
+                return reply(s, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8",
                              "rendering failed\n");
         }
         if (ps) {
@@ -133,7 +133,7 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
         MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept, Accept-Encoding");
         if (gz)
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
-        websec_add_headers(resp);
+        websec_add_headers(s->cfg.web, resp);
         r = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         return r;
@@ -162,7 +162,7 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Accept");
-        websec_add_headers(resp);
+        websec_add_headers(s->cfg.web, resp);
         r = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         return r;
@@ -171,9 +171,9 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
 static enum MHD_Result serve_health(struct http_server *s, struct MHD_Connection *c)
 {
         if (!publisher_alive(s->pub, atomic_load(&s->health_stale)))
-                return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
+                return reply(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
                              "main loop stalled\n");
-        return reply(c, MHD_HTTP_OK, "text/plain; charset=utf-8", "OK\n");
+        return reply(s, c, MHD_HTTP_OK, "text/plain; charset=utf-8", "OK\n");
 }
 
 /* RFC 9112 §3.2: an HTTP/1.1 request without Host gets 400 (libmicrohttpd's strict mode checks
@@ -225,7 +225,7 @@ static enum MHD_Result refuse_framing(struct http_server *s, struct MHD_Connecti
                 return MHD_NO;
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
-        websec_add_headers(resp);
+        websec_add_headers(s->cfg.web, resp);
         r = MHD_queue_response(c, MHD_HTTP_BAD_REQUEST, resp);
         MHD_destroy_response(resp);
         return r;
@@ -258,15 +258,16 @@ static enum MHD_Result respond(struct http_server *s, struct MHD_Connection *c, 
                 if (!resp)
                         return MHD_NO;
                 MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, ALLOWED_METHODS);
-                websec_add_headers(resp);
+                websec_add_headers(s->cfg.web, resp);
                 r = MHD_queue_response(c, MHD_HTTP_OK, resp);
                 MHD_destroy_response(resp);
                 return r;
         }
         if (star) /* the asterisk form is for OPTIONS only (RFC 9112 §3.2.4) */
-                return reply(c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8", "bad request\n");
+                return reply(s, c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
+                             "bad request\n");
         if (!get)
-                return reply(c, known ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
+                return reply(s, c, known ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND,
                              "text/plain; charset=utf-8",
                              known ? "method not allowed\n" : "not found\n");
         if (strcmp(url, "/metrics") == 0)
@@ -276,15 +277,15 @@ static enum MHD_Result respond(struct http_server *s, struct MHD_Connection *c, 
         if (strcmp(url, "/-/healthy") == 0)
                 return serve_health(s, c);
         if (strcmp(url, "/runbook") == 0)
-                return http_runbook_serve(c);
-        return reply(c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8", "not found\n");
+                return http_runbook_serve(c, s->cfg.web);
+        return reply(s, c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8", "not found\n");
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_data_size, void **req_cls)
 {
-        static char headers_seen;
+        static const char headers_seen; /* only its address is used, as a mark */
         struct http_server *s = cls;
         enum MHD_Result denied;
 
@@ -298,14 +299,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                 unsigned hosts = 0;
                 const char *why;
 
-                *req_cls = &headers_seen;
+                *req_cls = (void *)&headers_seen;
                 connguard_headers_done(s->guard, c);
                 why = framing_problem(c);
                 if (why)
                         return refuse_framing(s, c, why);
                 MHD_get_connection_values(c, MHD_HEADER_KIND, count_host, &hosts);
                 if (hosts > 1)
-                        return reply(c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
+                        return reply(s, c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
                                      "more than one Host header\n");
                 if (has_body(c)) {
                         /* Nothing here takes a body: refuse it unread. */
@@ -314,7 +315,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                                      strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0;
                         *upload_data_size = 0;
                         if (known)
-                                return reply(c, MHD_HTTP_CONTENT_TOO_LARGE,
+                                return reply(s, c, MHD_HTTP_CONTENT_TOO_LARGE,
                                              "text/plain; charset=utf-8",
                                              "request body not accepted\n");
                         return respond(s, c, url, method);
@@ -324,7 +325,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_data_size = 0;
         /* Every path needs the credentials (client certificate, basic auth), as the toolkit's;
          * a bcrypt check suspends the connection and this is called again when it is done. */
-        if (!websec_admit(c, &denied))
+        if (!websec_admit(s->cfg.web, c, &denied))
                 return denied;
         return respond(s, c, url, method);
 }
@@ -344,13 +345,13 @@ struct http_server *http_server_new(const int *fds, size_t n, const struct http_
         connguard_mhd_options(s->guard, guard_opts);
         /* The web config's TLS options (the same for every socket; under TLS each listening
          * socket gets TCP_NODELAY, which the accepted ones inherit). */
-        sec_opts = websec_mhd_options(n ? fds[0] : -1);
+        sec_opts = websec_mhd_options(cfg->web, n ? fds[0] : -1);
         for (size_t i = 1; i < n; i++)
-                websec_mhd_options(fds[i]);
+                websec_mhd_options(cfg->web, fds[i]);
         /* One daemon for every listening socket: the guard accepts and hands connections in. */
         s->daemon = MHD_start_daemon(
             MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | CONNGUARD_MHD_FLAGS |
-                websec_mhd_flags(),
+                websec_mhd_flags(cfg->web),
             0, NULL, NULL, handle, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_ARRAY,
             guard_opts, MHD_OPTION_ARRAY, sec_opts, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
             (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
@@ -361,6 +362,7 @@ struct http_server *http_server_new(const int *fds, size_t n, const struct http_
                 http_server_free(s);
                 return NULL;
         }
+        websec_attach(cfg->web, s->daemon);
         r = connguard_start(s->guard, s->daemon, fds, n);
         if (r < 0) {
                 *ret_err = r;
@@ -389,9 +391,11 @@ struct http_server *http_server_free(struct http_server *s)
                 return NULL;
         /* No new connections, then the daemon (whose callbacks use the guard), then the guard. */
         connguard_stop(s->guard);
-        websec_stop(); /* MHD_stop_daemon must find no suspended connection */
-        if (s->daemon)
+        websec_stop(s->cfg.web); /* MHD_stop_daemon must find no suspended connection */
+        if (s->daemon) {
                 MHD_stop_daemon(s->daemon);
+                websec_detach(s->cfg.web);
+        }
         s->guard = connguard_free(s->guard);
         free(s);
         return NULL;

@@ -12,12 +12,17 @@
  * of it (431 or 414 otherwise). */
 #define HTTP_CONNECTION_MEMORY 32768
 
+struct websec;
+
 struct http_config {
         struct connguard_config limits; /* connection limits, deadlines, allowed networks */
         usec_t health_stale; /* /-/healthy fails when the main loop is silent this long and, when
                               * it samples on demand, does not answer when asked */
         const char *version; /* shown on / */
         const char *revision;
+        struct websec *web; /* the web config (websec.h): TLS, basic auth, extra headers; borrowed,
+                             * it outlives the server and is the server's alone; SIGHUP
+                             * installs the next file's configuration into it */
 };
 
 struct http_server;

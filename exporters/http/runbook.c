@@ -28,7 +28,7 @@ static bool etag_listed(const char *inm, const char *etag)
         return false;
 }
 
-enum MHD_Result http_runbook_serve(struct MHD_Connection *c)
+enum MHD_Result http_runbook_serve(struct MHD_Connection *c, struct websec *web)
 {
         const char *inm =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
@@ -47,7 +47,7 @@ enum MHD_Result http_runbook_serve(struct MHD_Connection *c)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, http_runbook_etag);
         /* Stored, but checked with the ETag before each use: a new version is seen at once. */
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        websec_add_headers(resp);
+        websec_add_headers(web, resp);
         r = MHD_queue_response(c, fresh ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         return r;

@@ -11,5 +11,7 @@ extern const char http_runbook_etag[]; /* quoted: "..." */
 
 /* 200 with the page (text/html; charset=utf-8, ETag, Cache-Control: no-cache), or 304 when the
  * request's If-None-Match names the page's ETag. GET and HEAD (libmicrohttpd sends no body for
- * HEAD); the caller has admitted the request (websec_admit). HTTP threads. */
-enum MHD_Result http_runbook_serve(struct MHD_Connection *c);
+ * HEAD), with web's extra headers; the caller has admitted the request (websec_admit). HTTP
+ * threads. */
+struct websec;
+enum MHD_Result http_runbook_serve(struct MHD_Connection *c, struct websec *web);

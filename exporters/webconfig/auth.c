@@ -17,7 +17,9 @@
 #include "log.h"
 #include "util.h"
 
-/* libxcrypt, loaded when a web config names users (auth_load): the one function used. */
+/* libxcrypt, loaded when a web config names users (auth_load): the one function used. A
+ * dlopen()ed library's symbol table, loaded once for the process (dynlib.h), is the part's only
+ * file-scope state here; everything a check needs is in its struct auth_checker. */
 static __typeof__(crypt_r) *sym_crypt_r;
 static const struct dynlib_sym crypt_syms[] = {DYNLIB_SYM(crypt_r)};
 static struct dynlib libcrypt =
@@ -95,30 +97,79 @@ bool auth_parse_basic(const char *value, char *user, size_t usz, char *pass, siz
         return ok;
 }
 
-/* The HMAC key, drawn once. */
-static unsigned char hmac_key[32];
-static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+#define CACHE_SLOTS 64
 
-static void hmac_key_init(void)
+struct slot {
+        struct auth_key key;
+        uint64_t used; /* 0: empty */
+};
+
+struct job {
+        struct job *next;
+        struct auth_key key;
+        char hash[64];
+        char *pass;
+        void (*done)(void *ud, bool match);
+        void *ud;
+};
+
+struct auth_checker {
+        unsigned char hmac_key[32];
+
+        pthread_mutex_t cache_lock;
+        struct slot cache_ok[CACHE_SLOTS], cache_bad[CACHE_SLOTS];
+        uint64_t cache_tick;
+
+        /* the worker */
+        pthread_mutex_t lock;
+        pthread_cond_t wake, idle;
+        struct job *head, *tail;
+        size_t queued;
+        bool busy, started, quit;
+        pthread_t thread;
+        uint64_t bcrypt_runs;
+};
+
+struct auth_checker *auth_checker_new(void)
 {
+        struct auth_checker *a = xcalloc(1, sizeof(*a));
         size_t got = 0;
 
-        while (got < sizeof hmac_key) {
-                ssize_t r = getrandom(hmac_key + got, sizeof hmac_key - got, 0);
+        while (got < sizeof a->hmac_key) {
+                ssize_t r = getrandom(a->hmac_key + got, sizeof a->hmac_key - got, 0);
                 if (r < 0 && errno != EINTR)
                         abort(); /* no randomness: nothing safe to do */
                 if (r > 0)
                         got += (size_t)r;
         }
+        pthread_mutex_init(&a->cache_lock, NULL);
+        pthread_mutex_init(&a->lock, NULL);
+        pthread_cond_init(&a->wake, NULL);
+        pthread_cond_init(&a->idle, NULL);
+        return a;
 }
 
-void auth_key_of(const char *user, const char *hash, const char *pass, struct auth_key *ret)
+struct auth_checker *auth_checker_free(struct auth_checker *a)
+{
+        if (!a)
+                return NULL;
+        auth_cancel_all(a);
+        explicit_bzero(a->hmac_key, sizeof a->hmac_key);
+        pthread_mutex_destroy(&a->cache_lock);
+        pthread_mutex_destroy(&a->lock);
+        pthread_cond_destroy(&a->wake);
+        pthread_cond_destroy(&a->idle);
+        free(a);
+        return NULL;
+}
+
+void auth_key_of(const struct auth_checker *a, const char *user, const char *hash, const char *pass,
+                 struct auth_key *ret)
 {
         const char *parts[3] = {user, hash, pass};
         gnutls_hmac_hd_t h;
 
-        pthread_once(&hmac_once, hmac_key_init);
-        if (gnutls_hmac_init(&h, GNUTLS_MAC_SHA256, hmac_key, sizeof hmac_key) < 0)
+        if (gnutls_hmac_init(&h, GNUTLS_MAC_SHA256, a->hmac_key, sizeof a->hmac_key) < 0)
                 abort();
         for (size_t i = 0; i < 3; i++) {
                 uint32_t l = (uint32_t)strlen(parts[i]);
@@ -130,17 +181,6 @@ void auth_key_of(const char *user, const char *hash, const char *pass, struct au
         }
         gnutls_hmac_deinit(h, ret->b);
 }
-
-#define CACHE_SLOTS 64
-
-struct slot {
-        struct auth_key key;
-        uint64_t used; /* 0: empty */
-};
-
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct slot cache_ok[CACHE_SLOTS], cache_bad[CACHE_SLOTS];
-static uint64_t cache_tick;
 
 static bool key_eq(const struct auth_key *a, const struct auth_key *b)
 {
@@ -159,28 +199,28 @@ static struct slot *find(struct slot *t, const struct auth_key *k)
         return NULL;
 }
 
-int auth_cache_get(const struct auth_key *k)
+int auth_cache_get(struct auth_checker *a, const struct auth_key *k)
 {
         struct slot *s;
         int r = -ENOENT;
 
-        pthread_mutex_lock(&cache_lock);
-        if ((s = find(cache_ok, k))) {
-                s->used = ++cache_tick;
+        pthread_mutex_lock(&a->cache_lock);
+        if ((s = find(a->cache_ok, k))) {
+                s->used = ++a->cache_tick;
                 r = 1;
-        } else if ((s = find(cache_bad, k))) {
-                s->used = ++cache_tick;
+        } else if ((s = find(a->cache_bad, k))) {
+                s->used = ++a->cache_tick;
                 r = 0;
         }
-        pthread_mutex_unlock(&cache_lock);
+        pthread_mutex_unlock(&a->cache_lock);
         return r;
 }
 
-static void cache_put(const struct auth_key *k, bool match)
+static void cache_put(struct auth_checker *a, const struct auth_key *k, bool match)
 {
-        struct slot *t = match ? cache_ok : cache_bad, *s;
+        struct slot *t = match ? a->cache_ok : a->cache_bad, *s;
 
-        pthread_mutex_lock(&cache_lock);
+        pthread_mutex_lock(&a->cache_lock);
         s = find(t, k);
         if (!s) {
                 s = &t[0];
@@ -189,16 +229,16 @@ static void cache_put(const struct auth_key *k, bool match)
                                 s = &t[i];
                 s->key = *k;
         }
-        s->used = ++cache_tick;
-        pthread_mutex_unlock(&cache_lock);
+        s->used = ++a->cache_tick;
+        pthread_mutex_unlock(&a->cache_lock);
 }
 
-void auth_cache_clear(void)
+void auth_cache_clear(struct auth_checker *a)
 {
-        pthread_mutex_lock(&cache_lock);
-        memset(cache_ok, 0, sizeof cache_ok);
-        memset(cache_bad, 0, sizeof cache_bad);
-        pthread_mutex_unlock(&cache_lock);
+        pthread_mutex_lock(&a->cache_lock);
+        memset(a->cache_ok, 0, sizeof a->cache_ok);
+        memset(a->cache_bad, 0, sizeof a->cache_bad);
+        pthread_mutex_unlock(&a->cache_lock);
 }
 
 static bool bcrypt_with(struct crypt_data *cd, const char *hash, const char *pass)
@@ -233,32 +273,10 @@ bool auth_bcrypt(const char *hash, const char *pass)
         return ok;
 }
 
-static uint64_t bcrypt_runs;
-
-uint64_t auth_bcrypt_runs(void)
+uint64_t auth_bcrypt_runs(const struct auth_checker *a)
 {
-        return __atomic_load_n(&bcrypt_runs, __ATOMIC_RELAXED);
+        return __atomic_load_n(&a->bcrypt_runs, __ATOMIC_RELAXED);
 }
-
-struct job {
-        struct job *next;
-        struct auth_key key;
-        char hash[64];
-        char *pass;
-        void (*done)(void *ud, bool match);
-        void *ud;
-};
-
-static struct {
-        pthread_mutex_t lock;
-        pthread_cond_t wake, idle;
-        struct job *head, *tail;
-        size_t queued;
-        bool busy, started, quit;
-        pthread_t thread;
-} w = {.lock = PTHREAD_MUTEX_INITIALIZER,
-       .wake = PTHREAD_COND_INITIALIZER,
-       .idle = PTHREAD_COND_INITIALIZER};
 
 static void job_free(struct job *j)
 {
@@ -269,76 +287,76 @@ static void job_free(struct job *j)
 
 static void *worker(void *arg)
 {
+        struct auth_checker *a = arg;
         struct crypt_data *cd = xmalloc(sizeof(*cd));
 
-        (void)arg;
         /* Started from libmicrohttpd's thread, which may be kept on one CPU while the load is
          * light (connguard_cpu.c), and the thread would keep that: the checks may run on every
          * CPU the process may use (the main thread's). */
         (void)cpus_of_main_thread(0);
-        pthread_mutex_lock(&w.lock);
+        pthread_mutex_lock(&a->lock);
         for (;;) {
                 struct job *j;
                 int cached;
                 bool match;
 
-                while (!w.head && !w.quit)
-                        pthread_cond_wait(&w.wake, &w.lock);
-                if (w.quit)
+                while (!a->head && !a->quit)
+                        pthread_cond_wait(&a->wake, &a->lock);
+                if (a->quit)
                         break;
-                j = w.head;
-                w.head = j->next;
-                if (!w.head)
-                        w.tail = NULL;
-                w.queued--;
-                w.busy = true;
-                pthread_mutex_unlock(&w.lock);
+                j = a->head;
+                a->head = j->next;
+                if (!a->head)
+                        a->tail = NULL;
+                a->queued--;
+                a->busy = true;
+                pthread_mutex_unlock(&a->lock);
 
                 /* another request may have brought the same credentials meanwhile */
-                cached = auth_cache_get(&j->key);
+                cached = auth_cache_get(a, &j->key);
                 match = cached >= 0 ? cached == 1 : bcrypt_with(cd, j->hash, j->pass);
                 if (cached < 0) {
-                        cache_put(&j->key, match);
-                        __atomic_add_fetch(&bcrypt_runs, 1, __ATOMIC_RELAXED);
+                        cache_put(a, &j->key, match);
+                        __atomic_add_fetch(&a->bcrypt_runs, 1, __ATOMIC_RELAXED);
                 }
                 j->done(j->ud, match);
                 job_free(j);
 
-                pthread_mutex_lock(&w.lock);
-                w.busy = false;
-                pthread_cond_broadcast(&w.idle);
+                pthread_mutex_lock(&a->lock);
+                a->busy = false;
+                pthread_cond_broadcast(&a->idle);
         }
-        pthread_mutex_unlock(&w.lock);
+        pthread_mutex_unlock(&a->lock);
         free(cd);
         return NULL;
 }
 
-int auth_submit(const struct auth_key *k, const char *hash, const char *pass,
-                void (*done)(void *ud, bool match), void *ud)
+int auth_submit(struct auth_checker *a, const struct auth_key *k, const char *hash,
+                const char *pass, void (*done)(void *ud, bool match), void *ud)
 {
         struct job *j;
 
         if (strlen(hash) >= sizeof j->hash)
                 return -EINVAL;
-        pthread_mutex_lock(&w.lock);
-        if (w.queued >= AUTH_QUEUE_MAX) {
-                pthread_mutex_unlock(&w.lock);
+        pthread_mutex_lock(&a->lock);
+        if (a->queued >= AUTH_QUEUE_MAX) {
+                pthread_mutex_unlock(&a->lock);
                 return -EBUSY;
         }
-        if (!w.started) {
+        if (!a->started) {
                 sigset_t all, old;
                 int r;
 
                 /* the worker takes no signal: they belong to the main loop */
                 sigfillset(&all);
                 pthread_sigmask(SIG_BLOCK, &all, &old);
-                r = pthread_create(&w.thread, NULL, worker, NULL);
+                r = pthread_create(&a->thread, NULL, worker, a);
                 pthread_sigmask(SIG_SETMASK, &old, NULL);
                 if (r != 0) {
-                        pthread_mutex_unlock(&w.lock);
+                        pthread_mutex_unlock(&a->lock);
                         return -r;
                 }
-                w.started = true;
+                a->started = true;
         }
         j = xcalloc(1, sizeof(*j));
         j->key = *k;
@@ -346,47 +364,47 @@ int auth_submit(const struct auth_key *k, const char *hash, const char *pass,
         j->pass = xstrdup(pass);
         j->done = done;
         j->ud = ud;
-        if (w.tail)
-                w.tail->next = j;
+        if (a->tail)
+                a->tail->next = j;
         else
-                w.head = j;
-        w.tail = j;
-        w.queued++;
-        pthread_cond_signal(&w.wake);
-        pthread_mutex_unlock(&w.lock);
+                a->head = j;
+        a->tail = j;
+        a->queued++;
+        pthread_cond_signal(&a->wake);
+        pthread_mutex_unlock(&a->lock);
         return 0;
 }
 
-size_t auth_queued(void)
+size_t auth_queued(struct auth_checker *a)
 {
         size_t n;
 
-        pthread_mutex_lock(&w.lock);
-        n = w.queued;
-        pthread_mutex_unlock(&w.lock);
+        pthread_mutex_lock(&a->lock);
+        n = a->queued;
+        pthread_mutex_unlock(&a->lock);
         return n;
 }
 
-void auth_cancel_all(void)
+void auth_cancel_all(struct auth_checker *a)
 {
-        pthread_mutex_lock(&w.lock);
-        while (w.head) {
-                struct job *j = w.head;
-                w.head = j->next;
+        pthread_mutex_lock(&a->lock);
+        while (a->head) {
+                struct job *j = a->head;
+                a->head = j->next;
                 job_free(j);
         }
-        w.tail = NULL;
-        w.queued = 0;
-        while (w.busy)
-                pthread_cond_wait(&w.idle, &w.lock);
-        if (w.started) {
+        a->tail = NULL;
+        a->queued = 0;
+        while (a->busy)
+                pthread_cond_wait(&a->idle, &a->lock);
+        if (a->started) {
                 /* the worker ends; the next auth_submit starts another */
-                w.quit = true;
-                pthread_cond_signal(&w.wake);
-                pthread_mutex_unlock(&w.lock);
-                pthread_join(w.thread, NULL);
-                pthread_mutex_lock(&w.lock);
-                w.started = w.quit = false;
+                a->quit = true;
+                pthread_cond_signal(&a->wake);
+                pthread_mutex_unlock(&a->lock);
+                pthread_join(a->thread, NULL);
+                pthread_mutex_lock(&a->lock);
+                a->started = a->quit = false;
         }
-        pthread_mutex_unlock(&w.lock);
+        pthread_mutex_unlock(&a->lock);
 }

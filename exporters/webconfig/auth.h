@@ -1,7 +1,7 @@
 /* HTTP basic authentication (RFC 7617) against bcrypt hashes: the Authorization header parser,
  * a cache of results, and one worker thread that runs libxcrypt's crypt_r so that no HTTP
- * thread ever spends a bcrypt's time. The cache key is an HMAC-SHA256, under a key drawn at
- * start, of (user, stored hash, presented password): the password itself is kept only while
+ * thread ever spends a bcrypt's time. The cache key is an HMAC-SHA256, under a key drawn when
+ * the checker is made, of (user, stored hash, presented password): the password itself is kept only while
  * its check runs, then wiped. Successes and failures are cached apart, so a client sending
  * wrong passwords cannot push a good scraper's entry out. */
 #pragma once
@@ -24,13 +24,23 @@ struct auth_key {
         unsigned char b[32];
 };
 
-/* The cache key of a check. Any thread. */
-void auth_key_of(const char *user, const char *hash, const char *pass, struct auth_key *ret);
+/* The checks of one web config at work (websec.h): the HMAC key of the cache, the cache, the
+ * worker thread (started by the first auth_submit) and its count of bcrypt runs. */
+struct auth_checker;
+
+/* A checker with a key drawn now, its cache empty, no thread yet. Any thread. */
+struct auth_checker *auth_checker_new(void);
+/* auth_cancel_all(), then frees a; accepts NULL; returns NULL. Any thread but the worker. */
+struct auth_checker *auth_checker_free(struct auth_checker *a);
+
+/* The cache key of a check, under a's key. Any thread. */
+void auth_key_of(const struct auth_checker *a, const char *user, const char *hash, const char *pass,
+                 struct auth_key *ret);
 
 /* The cached result of a check: 1 match, 0 no match, -ENOENT not cached. Any thread. */
-int auth_cache_get(const struct auth_key *k);
+int auth_cache_get(struct auth_checker *a, const struct auth_key *k);
 /* Empties the cache (tests and benchmarks). */
-void auth_cache_clear(void);
+void auth_cache_clear(struct auth_checker *a);
 
 /* Loads libxcrypt (dlopen: a daemon without users never maps it); the web config's parser calls
  * it for the first user, so that a missing library is a config error. Returns 0, or a negative
@@ -41,18 +51,18 @@ int auth_load(char *err, size_t errsz);
  * Returns true on a match. Any thread. */
 bool auth_bcrypt(const char *hash, const char *pass);
 
-/* Queues the check of pass against hash, cached under k afterwards; the worker thread calls
+/* Queues the check of pass against hash, cached under k afterwards; a's worker thread calls
  * done(ud, match) when it is finished. Copies pass. Returns 0, or -EBUSY when AUTH_QUEUE_MAX
  * checks wait already. Any thread. */
-int auth_submit(const struct auth_key *k, const char *hash, const char *pass,
-                void (*done)(void *ud, bool match), void *ud);
+int auth_submit(struct auth_checker *a, const struct auth_key *k, const char *hash,
+                const char *pass, void (*done)(void *ud, bool match), void *ud);
 
-/* How many bcrypt checks the worker has run (cache misses). Any thread. */
-uint64_t auth_bcrypt_runs(void);
+/* How many bcrypt checks a's worker has run (cache misses). Any thread. */
+uint64_t auth_bcrypt_runs(const struct auth_checker *a);
 
-/* How many checks wait in the queue (not counting the running one). Any thread. */
-size_t auth_queued(void);
+/* How many checks wait in a's queue (not counting the running one). Any thread. */
+size_t auth_queued(struct auth_checker *a);
 
-/* Forgets the queued checks (their done is never called), waits for the running one, if any,
+/* Forgets a's queued checks (their done is never called), waits for the running one, if any,
  * to finish (at most one bcrypt), and ends the worker thread. Any thread but the worker. */
-void auth_cancel_all(void);
+void auth_cancel_all(struct auth_checker *a);

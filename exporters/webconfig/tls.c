@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/x509.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,9 +32,6 @@ struct tls_creds {
         long long not_after;
         char *subject;
 };
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tls_creds *current;
 
 static int fail(char *err, size_t errsz, const char *name, unsigned line, const char *fmt, ...)
     _printf_(5, 6);
@@ -489,28 +485,6 @@ int tls_creds_load(const struct webconfig *c, const char *name, struct tls_creds
         return 0;
 }
 
-void tls_creds_use(struct tls_creds *t)
-{
-        struct tls_creds *old;
-
-        tls_creds_ref(t);
-        pthread_mutex_lock(&lock);
-        old = current;
-        current = t;
-        pthread_mutex_unlock(&lock);
-        tls_creds_unref(old);
-}
-
-static struct tls_creds *current_get(void)
-{
-        struct tls_creds *t;
-
-        pthread_mutex_lock(&lock);
-        t = tls_creds_ref(current);
-        pthread_mutex_unlock(&lock);
-        return t;
-}
-
 /* Whether one of the leaf's subject alternative names is in the allowed list, compared as the
  * toolkit does (exact strings; IP addresses in Go's notation). */
 static bool san_allowed(const struct tls_creds *t, gnutls_x509_crt_t leaf, char *why, size_t whysz)
@@ -607,48 +581,33 @@ int tls_creds_check_peer(const struct tls_creds *t, const gnutls_datum_t *chain,
         return r;
 }
 
-static uint64_t refused;
-
-uint64_t tls_creds_refused_client_certs(void)
+int tls_creds_verify(const struct tls_creds *t, gnutls_session_t s)
 {
-        return __atomic_load_n(&refused, __ATOMIC_RELAXED);
-}
-
-static int verify_peer(gnutls_session_t s)
-{
-        struct tls_creds *t = current_get();
         unsigned n = 0;
         const gnutls_datum_t *chain = gnutls_certificate_get_peers(s, &n);
         char why[256] = "no TLS configuration";
         int r = t ? tls_creds_check_peer(t, chain, n, why, sizeof why) : -EACCES;
 
-        tls_creds_unref(t);
         if (r < 0) {
-                __atomic_add_fetch(&refused, 1, __ATOMIC_RELAXED);
                 log_debug("client certificate refused", "reason", why);
                 (void)gnutls_alert_send(s, GNUTLS_AL_FATAL,
                                         n ? GNUTLS_A_BAD_CERTIFICATE
                                         : gnutls_protocol_get_version(s) == GNUTLS_TLS1_3
                                             ? GNUTLS_A_CERTIFICATE_REQUIRED
                                             : GNUTLS_A_HANDSHAKE_FAILURE);
-                return -1;
+                return -EACCES;
         }
         return 0;
 }
 
-int tls_creds_retrieve(gnutls_session_t s, const struct gnutls_cert_retr_st *info,
-                       gnutls_pcert_st **certs, unsigned int *certs_length,
-                       gnutls_ocsp_data_st **ocsp, unsigned int *ocsp_length,
-                       gnutls_privkey_t *privkey, unsigned int *flags)
+int tls_creds_hand_over(const struct tls_creds *t, gnutls_session_t s,
+                        gnutls_certificate_verify_function *verify, gnutls_pcert_st **certs,
+                        unsigned *certs_length, gnutls_privkey_t *privkey)
 {
-        struct tls_creds *t = current_get();
         gnutls_pcert_st *p = NULL;
         gnutls_privkey_t k = NULL;
         unsigned n = 0;
 
-        (void)info;
-        if (!t)
-                return -1;
         p = gnutls_malloc(t->n_chain * sizeof(*p));
         if (!p)
                 goto fail;
@@ -664,22 +623,18 @@ int tls_creds_retrieve(gnutls_session_t s, const struct gnutls_cert_retr_st *inf
         case WEB_CLIENT_REQUEST:
         case WEB_CLIENT_VERIFY_IF_GIVEN:
                 gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUEST);
-                gnutls_session_set_verify_function(s, verify_peer);
+                gnutls_session_set_verify_function(s, verify);
                 break;
         case WEB_CLIENT_REQUIRE_ANY:
         case WEB_CLIENT_REQUIRE_VERIFY:
                 gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
-                gnutls_session_set_verify_function(s, verify_peer);
+                gnutls_session_set_verify_function(s, verify);
                 break;
         }
-        tls_creds_unref(t);
         /* GnuTLS owns the copies now and frees them with the session */
         *certs = p;
         *certs_length = n;
-        *ocsp = NULL;
-        *ocsp_length = 0;
         *privkey = k;
-        *flags = GNUTLS_CERT_RETR_DEINIT_ALL;
         return 0;
 fail:
         log_debug("cannot hand the certificate to GnuTLS");
@@ -688,18 +643,14 @@ fail:
         gnutls_free(p);
         if (k)
                 gnutls_privkey_deinit(k);
-        tls_creds_unref(t);
         return -1;
 }
 
-bool tls_creds_session_ok(gnutls_session_t s)
+bool tls_creds_session_ok(const struct tls_creds *t, gnutls_session_t s)
 {
-        struct tls_creds *t = current_get();
         unsigned n = 0;
-        bool ok = true;
 
         if (t && (t->auth == WEB_CLIENT_REQUIRE_ANY || t->auth == WEB_CLIENT_REQUIRE_VERIFY))
-                ok = gnutls_certificate_get_peers(s, &n) && n > 0;
-        tls_creds_unref(t);
-        return ok;
+                return gnutls_certificate_get_peers(s, &n) && n > 0;
+        return true;
 }

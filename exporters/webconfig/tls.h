@@ -1,9 +1,10 @@
 /* TLS of the HTTP server with GnuTLS: the certificate, key and client CA that a web config
  * names, read into memory, and the GnuTLS priority string of its versions, cipher suites and
  * curves. libmicrohttpd asks for the certificate at every handshake (its
- * MHD_OPTION_HTTPS_CERT_CALLBACK2, GnuTLS's retrieve function), so tls_creds_use() swaps the
- * certificate, key, client CA and client-auth policy for new handshakes without restarting the
- * server or touching open connections. The priority string is fixed when the server starts. */
+ * MHD_OPTION_HTTPS_CERT_CALLBACK2, GnuTLS's retrieve function), so the web config at work
+ * (websec.c) swaps the certificate, key, client CA and client-auth policy for new handshakes
+ * without restarting the server or touching open connections. The priority string is fixed when
+ * the server starts. */
 #pragma once
 
 #include <gnutls/abstract.h>
@@ -34,23 +35,26 @@ const char *tls_creds_subject(const struct tls_creds *t);
 /* What client certificates t asks for. */
 enum web_client_auth tls_creds_client_auth(const struct tls_creds *t);
 
-/* Makes t (a new reference is taken; NULL: none) the credentials of every handshake from now
- * on. Any thread. */
-void tls_creds_use(struct tls_creds *t);
+/* What a handshake under t gets, for the retrieve function of MHD_OPTION_HTTPS_CERT_CALLBACK2
+ * (GnuTLS's gnutls_certificate_retrieve_function3), which the caller writes since it finds t
+ * from the session: fresh copies of t's certificate chain and key in *certs, *certs_length and
+ * *privkey (GnuTLS frees them with the session: GNUTLS_CERT_RETR_DEINIT_ALL), a client
+ * certificate asked for as t's policy says, and verify installed as the check of it (the
+ * caller's, calling tls_creds_verify()). Returns 0, or -1 (logged at debug). Any thread. */
+int tls_creds_hand_over(const struct tls_creds *t, gnutls_session_t s,
+                        gnutls_certificate_verify_function *verify, gnutls_pcert_st **certs,
+                        unsigned *certs_length, gnutls_privkey_t *privkey);
 
-/* The retrieve function for MHD_OPTION_HTTPS_CERT_CALLBACK2: hands GnuTLS fresh copies of the
- * current certificate chain and key (GnuTLS frees them with the session), asks for a client
- * certificate as the policy says and installs the check of it. */
-gnutls_certificate_retrieve_function3 tls_creds_retrieve;
+/* The check of the client's certificate in the handshake of session s under t (NULL: no TLS
+ * configuration, refused): 0, or -EACCES (the handshake ends: a fatal alert was sent, the reason
+ * logged at debug) for a bad chain, a SAN not allowed, or none where one is required. Any
+ * thread. */
+int tls_creds_verify(const struct tls_creds *t, gnutls_session_t s);
 
-/* Handshakes ended because of the client's certificate (a bad chain, a SAN not allowed, none
- * where one is required and GnuTLS asked us). Any thread. */
-uint64_t tls_creds_refused_client_certs(void);
-
-/* Whether an established session satisfies the current client-certificate policy (a required
- * certificate was presented). The handshake already refused a bad one; this is the second
- * look before a request is served. */
-bool tls_creds_session_ok(gnutls_session_t s);
+/* Whether an established session satisfies t's client-certificate policy (a required
+ * certificate was presented; NULL: no policy). The handshake already refused a bad one; this is
+ * the second look before a request is served. Any thread. */
+bool tls_creds_session_ok(const struct tls_creds *t, gnutls_session_t s);
 
 /* Checks the peer's certificate chain of session s against creds t as the handshake does
  * (exposed for tests): 0 when acceptable, -EACCES with the reason in why. */

@@ -135,22 +135,28 @@ static void test_bcrypt(void **state)
 
 static void test_keys(void **state)
 {
-        struct auth_key a, b;
+        struct auth_checker *a = auth_checker_new(), *other = auth_checker_new();
+        struct auth_key ka, b;
         (void)state;
 
-        auth_key_of("alice", "$2y$h", "secret", &a);
-        auth_key_of("alice", "$2y$h", "secret", &b);
-        assert_memory_equal(a.b, b.b, sizeof a.b);
-        auth_key_of("alic", "e$2y$h", "secret", &b); /* the boundaries count */
-        assert_memory_not_equal(a.b, b.b, sizeof a.b);
-        auth_key_of("alice", "$2y$h", "secreT", &b);
-        assert_memory_not_equal(a.b, b.b, sizeof a.b);
-        auth_key_of("alice", "$2y$H", "secret", &b);
-        assert_memory_not_equal(a.b, b.b, sizeof a.b);
-        auth_key_of("bob", "$2y$h", "secret", &b);
-        assert_memory_not_equal(a.b, b.b, sizeof a.b);
+        auth_key_of(a, "alice", "$2y$h", "secret", &ka);
+        auth_key_of(a, "alice", "$2y$h", "secret", &b);
+        assert_memory_equal(ka.b, b.b, sizeof ka.b);
+        auth_key_of(a, "alic", "e$2y$h", "secret", &b); /* the boundaries count */
+        assert_memory_not_equal(ka.b, b.b, sizeof ka.b);
+        auth_key_of(a, "alice", "$2y$h", "secreT", &b);
+        assert_memory_not_equal(ka.b, b.b, sizeof ka.b);
+        auth_key_of(a, "alice", "$2y$H", "secret", &b);
+        assert_memory_not_equal(ka.b, b.b, sizeof ka.b);
+        auth_key_of(a, "bob", "$2y$h", "secret", &b);
+        assert_memory_not_equal(ka.b, b.b, sizeof ka.b);
         /* the key is not a plain hash of the password: no byte string of it appears */
-        assert_null(memmem(a.b, sizeof a.b, "secret", 6));
+        assert_null(memmem(ka.b, sizeof ka.b, "secret", 6));
+        /* each checker draws its own key: another one's cache cannot be probed with it */
+        auth_key_of(other, "alice", "$2y$h", "secret", &b);
+        assert_memory_not_equal(ka.b, b.b, sizeof ka.b);
+        auth_checker_free(other);
+        auth_checker_free(a);
 }
 
 struct waiter {
@@ -191,44 +197,46 @@ static void make_hash(unsigned cost, const char *pass, char *out, size_t size)
 
 static void test_worker_and_cache(void **state)
 {
+        struct auth_checker *a = auth_checker_new();
         char hash[128];
         struct auth_key good, bad;
         (void)state;
 
-        auth_cache_clear();
+        auth_cache_clear(a);
         wt.done = wt.matches = 0;
         make_hash(4, "right", hash, sizeof hash);
-        auth_key_of("alice", hash, "right", &good);
-        auth_key_of("alice", hash, "wrong", &bad);
-        assert_int_equal(auth_cache_get(&good), -ENOENT);
-        assert_int_equal(auth_submit(&good, hash, "right", on_done, NULL), 0);
-        assert_int_equal(auth_submit(&bad, hash, "wrong", on_done, NULL), 0);
+        auth_key_of(a, "alice", hash, "right", &good);
+        auth_key_of(a, "alice", hash, "wrong", &bad);
+        assert_int_equal(auth_cache_get(a, &good), -ENOENT);
+        assert_int_equal(auth_submit(a, &good, hash, "right", on_done, NULL), 0);
+        assert_int_equal(auth_submit(a, &bad, hash, "wrong", on_done, NULL), 0);
         wait_done(2);
         assert_int_equal(wt.matches, 1);
-        assert_int_equal(auth_cache_get(&good), 1);
-        assert_int_equal(auth_cache_get(&bad), 0);
+        assert_int_equal(auth_cache_get(a, &good), 1);
+        assert_int_equal(auth_cache_get(a, &bad), 0);
 
         /* many wrong passwords fill the failure table but cannot push out the good entry */
         for (unsigned i = 0; i < 200; i++) {
                 char p[32];
                 struct auth_key k;
                 snprintf(p, sizeof p, "guess%u", i);
-                auth_key_of("alice", hash, p, &k);
-                assert_int_equal(auth_submit(&k, hash, p, on_done, NULL), 0);
+                auth_key_of(a, "alice", hash, p, &k);
+                assert_int_equal(auth_submit(a, &k, hash, p, on_done, NULL), 0);
                 if (i % 16 == 15)
                         wait_done(2 + i + 1);
         }
         wait_done(202);
         assert_int_equal(wt.matches, 1);
-        assert_int_equal(auth_cache_get(&good), 1);
-        assert_int_equal(auth_cache_get(&bad), -ENOENT); /* the oldest failures went */
+        assert_int_equal(auth_cache_get(a, &good), 1);
+        assert_int_equal(auth_cache_get(a, &bad), -ENOENT); /* the oldest failures went */
         {
                 struct auth_key k;
-                auth_key_of("alice", hash, "guess199", &k);
-                assert_int_equal(auth_cache_get(&k), 0); /* the newest stayed */
+                auth_key_of(a, "alice", hash, "guess199", &k);
+                assert_int_equal(auth_cache_get(a, &k), 0); /* the newest stayed */
         }
-        auth_cache_clear();
-        assert_int_equal(auth_cache_get(&good), -ENOENT);
+        auth_cache_clear(a);
+        assert_int_equal(auth_cache_get(a, &good), -ENOENT);
+        auth_checker_free(a);
 }
 
 /* The first check's done() holds the worker until released, so the queue fills for sure. */
@@ -249,24 +257,24 @@ static void gate_done(void *ud, bool match)
 
 static void *cancel_thread(void *arg)
 {
-        (void)arg;
-        auth_cancel_all();
+        auth_cancel_all(arg);
         return NULL;
 }
 
 static void test_queue_bound(void **state)
 {
+        struct auth_checker *a = auth_checker_new();
         char hash[128];
         struct auth_key k;
         unsigned accepted = 0;
         pthread_t t;
         (void)state;
 
-        auth_cache_clear();
+        auth_cache_clear(a);
         wt.done = wt.matches = 0;
         make_hash(4, "x", hash, sizeof hash);
-        auth_key_of("a", hash, "x", &k);
-        assert_int_equal(auth_submit(&k, hash, "x", gate_done, NULL), 0);
+        auth_key_of(a, "a", hash, "x", &k);
+        assert_int_equal(auth_submit(a, &k, hash, "x", gate_done, NULL), 0);
         pthread_mutex_lock(&gate_lock);
         while (!gate_entered)
                 pthread_cond_wait(&gate_cond, &gate_lock);
@@ -276,16 +284,16 @@ static void test_queue_bound(void **state)
                 char p[16];
                 int r;
                 snprintf(p, sizeof p, "p%u", i);
-                auth_key_of("a", hash, p, &k);
-                r = auth_submit(&k, hash, p, on_done, NULL);
+                auth_key_of(a, "a", hash, p, &k);
+                r = auth_submit(a, &k, hash, p, on_done, NULL);
                 assert_true(r == 0 || r == -EBUSY);
                 accepted += r == 0;
         }
         assert_int_equal(accepted, AUTH_QUEUE_MAX);
-        assert_int_equal(auth_queued(), AUTH_QUEUE_MAX);
+        assert_int_equal(auth_queued(a), AUTH_QUEUE_MAX);
         /* cancelling drops the queued ones at once and waits for the running one */
-        assert_int_equal(pthread_create(&t, NULL, cancel_thread, NULL), 0);
-        while (auth_queued() > 0)
+        assert_int_equal(pthread_create(&t, NULL, cancel_thread, a), 0);
+        while (auth_queued(a) > 0)
                 usleep(1000);
         pthread_mutex_lock(&gate_lock);
         gate_open = true;
@@ -296,14 +304,15 @@ static void test_queue_bound(void **state)
         assert_int_equal(wt.done, 1);
         assert_int_equal(wt.matches, 1);
         pthread_mutex_unlock(&wt.lock);
-        auth_key_of("a", hash, "x", &k);
-        assert_int_equal(auth_cache_get(&k), 1);
+        auth_key_of(a, "a", hash, "x", &k);
+        assert_int_equal(auth_cache_get(a, &k), 1);
         /* and a new worker starts for the next check */
-        auth_key_of("a", hash, "y", &k);
-        assert_int_equal(auth_submit(&k, hash, "y", on_done, NULL), 0);
+        auth_key_of(a, "a", hash, "y", &k);
+        assert_int_equal(auth_submit(a, &k, hash, "y", on_done, NULL), 0);
         wait_done(2);
-        assert_int_equal(auth_cache_get(&k), 0);
-        auth_cancel_all();
+        assert_int_equal(auth_cache_get(a, &k), 0);
+        auth_cancel_all(a);
+        auth_checker_free(a);
 }
 
 int main(void)

@@ -406,16 +406,50 @@ static void test_client_certificates(void **state)
                          0);
 }
 
-static void test_use(void **state)
+static int never_called(gnutls_session_t s)
 {
-        struct tls_creds *t = load_ok(BASE);
+        (void)s;
+        return -1;
+}
+
+/* What a handshake gets from creds: fresh copies of the chain and key (freed here as GnuTLS
+ * frees them with the session), and the second look at a session without a peer's
+ * certificate by policy. */
+static void test_hand_over(void **state)
+{
+        struct tls_creds *t = load_ok(BASE), *any = load_ok(BASE "  client_auth_type: "
+                                                                 "RequireAnyClientCert\n");
+        gnutls_session_t s;
+        gnutls_pcert_st *certs = NULL;
+        gnutls_privkey_t key = NULL;
+        unsigned n = 0;
+        gnutls_datum_t dn = {0};
         (void)state;
 
-        /* tls_creds_use takes its own reference: dropping ours leaves it alive until replaced */
-        tls_creds_use(t);
+        assert_int_equal(gnutls_init(&s, GNUTLS_SERVER), 0);
+        assert_int_equal(tls_creds_hand_over(t, s, never_called, &certs, &n, &key), 0);
+        assert_int_equal(n, 2); /* server.crt: the leaf, then the CA */
+        assert_non_null(key);
+        assert_int_equal(gnutls_privkey_get_pk_algorithm(key, NULL), GNUTLS_PK_ECDSA);
+        {
+                gnutls_x509_crt_t crt;
+                assert_int_equal(gnutls_pcert_export_x509(&certs[0], &crt), 0);
+                assert_int_equal(gnutls_x509_crt_get_dn3(crt, &dn, 0), 0);
+                assert_string_equal((const char *)dn.data, "CN=localhost");
+                gnutls_free(dn.data);
+                gnutls_x509_crt_deinit(crt);
+        }
+        for (unsigned i = 0; i < n; i++)
+                gnutls_pcert_deinit(&certs[i]);
+        gnutls_free(certs);
+        gnutls_privkey_deinit(key);
+        /* no certificate from the peer: fine unless one is required */
+        assert_true(tls_creds_session_ok(t, s));
+        assert_true(tls_creds_session_ok(NULL, s));
+        assert_false(tls_creds_session_ok(any, s));
+        gnutls_deinit(s);
+        tls_creds_unref(any);
         tls_creds_unref(t);
-        assert_string_equal(tls_creds_subject(t), "CN=localhost");
-        tls_creds_use(NULL);
 }
 
 int main(void)
@@ -423,7 +457,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_load),          cmocka_unit_test(test_load_errors),
             cmocka_unit_test(test_cipher_suites), cmocka_unit_test(test_client_certificates),
-            cmocka_unit_test(test_use),
+            cmocka_unit_test(test_hand_over),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
