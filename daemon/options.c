@@ -29,7 +29,7 @@ static size_t n_entries;
 
 static const struct collector_def *fragment_of(const struct opt_def *d, int *id)
 {
-        for (int c = 0; c < COLLECTOR_MAX; c++)
+        for (int c = 0; c < (int)registry_count(); c++)
                 if (strcmp(collector_defs[c]->name, d->name) == 0) {
                         *id = c;
                         return collector_defs[c];
@@ -53,12 +53,12 @@ static void add_fragment(int id)
  * no mark in the table gets its options before the collectors' switches. */
 static void entries_init(void)
 {
-        bool placed[COLLECTOR_MAX] = {0};
+        bool placed[REGISTRY_MAX] = {0};
         size_t n = options_table_size;
 
         if (entries)
                 return;
-        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+        for (size_t c = 0; c < registry_count(); c++)
                 n += collector_defs[c]->n_options;
         entries = xcalloc(n, sizeof(*entries));
         for (size_t i = 0; i < options_table_size; i++) {
@@ -66,7 +66,7 @@ static void entries_init(void)
                 int id;
 
                 if (d->type == OPT_COLLECTORS)
-                        for (int c = 0; c < COLLECTOR_MAX; c++)
+                        for (int c = 0; c < (int)registry_count(); c++)
                                 if (!placed[c]) {
                                         add_fragment(c);
                                         placed[c] = true;
@@ -95,7 +95,7 @@ const struct opt_def *options_entry(size_t i)
 /* Flags are numbered: the entries, then one per collector (for "given on the command line" and
  * "list emptied" marks). */
 #define N_ENTRIES n_entries
-#define N_FLAGS   (N_ENTRIES + COLLECTOR_MAX)
+#define N_FLAGS   (N_ENTRIES + registry_count())
 
 static void fail(char *err, size_t errsz, const char *fmt, ...) _printf_(3, 4);
 static void fail(char *err, size_t errsz, const char *fmt, ...)
@@ -220,7 +220,7 @@ static size_t scalar_size(const struct opt_def *d)
         case OPT_ENUM:
                 return sizeof(int);
         case OPT_COLLECTORS:
-                return sizeof(bool[COLLECTOR_MAX]);
+                return sizeof(bool[REGISTRY_MAX]);
         default:
                 return 0;
         }
@@ -448,7 +448,7 @@ static int lookup(const char *name, size_t len, bool allow_no, bool *negated, in
                         }
                         if (len <= l + 1 || strncmp(d->name, name, l) != 0 || name[l] != '.')
                                 continue;
-                        for (int c = 0; c < COLLECTOR_MAX; c++)
+                        for (int c = 0; c < (int)registry_count(); c++)
                                 if (strlen(collector_defs[c]->name) == len - l - 1 &&
                                     strncmp(collector_defs[c]->name, name + l + 1, len - l - 1) ==
                                         0) {
@@ -579,7 +579,7 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
 static void set_defaults(struct dp_options *o)
 {
         memset(o, 0, sizeof(*o));
-        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+        for (size_t c = 0; c < registry_count(); c++)
                 if (collector_defs[c]->options_size)
                         o->collector_opts[c] = xcalloc(1, collector_defs[c]->options_size);
         for (size_t i = 0; i < N_ENTRIES; i++) {
@@ -618,7 +618,7 @@ static void set_defaults(struct dp_options *o)
                         *(int *)p = (int)d->def;
                         break;
                 case OPT_COLLECTORS:
-                        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                        for (size_t c = 0; c < registry_count(); c++)
                                 ((bool *)p)[c] = collector_defs[c]->default_enabled;
                         break;
                 case OPT_CUSTOM:
@@ -692,11 +692,11 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         }
         /* the collectors' own checks and what their options take from the daemon's (the
          * diskstats window, the canary's default target) */
-        for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+        for (size_t c = 0; c < registry_count(); c++) {
                 if (!collector_defs[c]->complete)
                         continue;
-                r = collector_defs[c]->complete(o->collector_opts[c], o->state_dir, o->ds_interval,
-                                                err, errsz);
+                r = collector_defs[c]->complete(o->collector_opts[c], o->state_dir,
+                                                o->round_interval, err, errsz);
                 if (r < 0)
                         return r;
         }
@@ -713,7 +713,7 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
 
 int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size_t errsz)
 {
-        _cleanup_free_ bool *from_cli = xcalloc(options_count() + COLLECTOR_MAX, sizeof(bool));
+        _cleanup_free_ bool *from_cli = xcalloc(options_count() + registry_count(), sizeof(bool));
         struct dp_options o;
         int r;
 
@@ -785,7 +785,7 @@ void options_free(struct dp_options *o)
         for (size_t i = 0; i < N_ENTRIES; i++)
                 if (base_of(o, &entries[i].d))
                         clear_value(o, &entries[i].d);
-        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+        for (size_t c = 0; c < registry_count(); c++)
                 free(o->collector_opts[c]);
         memset(o, 0, sizeof(*o));
 }
@@ -893,7 +893,7 @@ void options_help(FILE *out)
 
                 if (d->type != OPT_COLLECTORS)
                         continue;
-                for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+                for (size_t c = 0; c < registry_count(); c++) {
                         char left[80];
                         snprintf(left, sizeof left, "--[no-]%s.%s", d->name,
                                  collector_defs[c]->name);
@@ -930,7 +930,7 @@ void options_dump(const struct dp_options *o, FILE *out)
                         break;
                 }
                 case OPT_COLLECTORS:
-                        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+                        for (size_t c = 0; c < registry_count(); c++)
                                 fprintf(out, "%s.%s = %s\n", d->name, collector_defs[c]->name,
                                         ((bool *)field(o, d))[c] ? "true" : "false");
                         break;

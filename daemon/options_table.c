@@ -15,15 +15,16 @@
 /* OPT_ENUM values are read and written as int. */
 _Static_assert(sizeof(enum log_level) == sizeof(int), "enum log_level is int-sized");
 _Static_assert(sizeof(enum log_format) == sizeof(int), "enum log_format is int-sized");
-_Static_assert(sizeof(enum ds_sampling) == sizeof(int), "enum ds_sampling is int-sized");
+_Static_assert(sizeof(enum round_sampling) == sizeof(int), "enum round_sampling is int-sized");
 
 static const char *const log_level_names[] = {[LOG_LEVEL_DEBUG] = "debug",
                                               [LOG_LEVEL_INFO] = "info",
                                               [LOG_LEVEL_WARN] = "warn",
                                               [LOG_LEVEL_ERROR] = "error",
                                               [LOG_LEVEL_ERROR + 1] = NULL};
-static const char *const ds_sampling_names[] = {
-    [DS_SAMPLING_SCRAPE] = "scrape", [DS_SAMPLING_FIXED] = "fixed", [DS_SAMPLING_FIXED + 1] = NULL};
+static const char *const round_sampling_names[] = {[ROUND_SAMPLING_SCRAPE] = "scrape",
+                                                   [ROUND_SAMPLING_FIXED] = "fixed",
+                                                   [ROUND_SAMPLING_FIXED + 1] = NULL};
 static const char *const log_format_names[] = {
     [LOG_FORMAT_LOGFMT] = "logfmt", [LOG_FORMAT_JSON] = "json", [LOG_FORMAT_JSON + 1] = NULL};
 static int check_listen(const char *value, char *why, size_t whysz)
@@ -196,7 +197,7 @@ const struct opt_def options_table[] = {
      .arg = "RE",
      .help = "monitor only devices whose name matches (Go RE2 syntax, as node_exporter)",
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS) | OPT_PART_COLLECTOR(COLLECTOR_SMART)},
+     .parts = OPT_PART_FILTER},
     {.name = "collector.diskstats.device-exclude",
      .type = OPT_STRING,
      .offset = OFF(device_exclude),
@@ -207,10 +208,10 @@ const struct opt_def options_table[] = {
      .help_default = ": partitions, loop, ram, fd",
      .unset = exclude_unset,
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS) | OPT_PART_COLLECTOR(COLLECTOR_SMART)},
+     .parts = OPT_PART_FILTER},
     {.name = "diskstats.interval",
      .type = OPT_DURATION,
-     .offset = OFF(ds_interval),
+     .offset = OFF(round_interval),
      .def = 1 * SEC,
      .min = 10 * MSEC,
      .max = 3600 * SEC,
@@ -218,17 +219,17 @@ const struct opt_def options_table[] = {
      .help = "sampling period of /proc/diskstats (fixed sampling); with scrape sampling, the "
              "oldest a page is served: an older one is sampled anew first",
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS)},
+     .parts = OPT_PART_SAMPLING},
     {.name = "diskstats.sampling",
      .type = OPT_ENUM,
-     .offset = OFF(ds_sampling),
-     .def = DS_SAMPLING_SCRAPE,
-     .names = ds_sampling_names,
+     .offset = OFF(round_sampling),
+     .def = ROUND_SAMPLING_SCRAPE,
+     .names = round_sampling_names,
      .arg = "MODE",
      .help = "scrape: sample when scrapes need it (before each expected scrape and a window "
              "earlier, on demand, at least every minute); fixed: every --diskstats.interval",
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS)},
+     .parts = OPT_PART_SAMPLING},
     /* --diskstats.window (collectors/diskstats) */
     {.name = "diskstats", .type = OPT_FRAGMENT},
     /* --smart.* (collectors/smart) */

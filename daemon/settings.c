@@ -142,7 +142,7 @@ static void host_of(struct daemon *d, struct collector_host *h)
             .io = d->io,
             .io_up = privsep_helper_up,
             .filter = d->filter,
-            .interval = d->opts.ds_interval,
+            .interval = d->opts.round_interval,
             .state_dir = host_state_dir,
             .state_dir_path = d->opts.state_dir,
             .disk_ids = &d->diskid.ids,
@@ -158,7 +158,7 @@ void daemon_collector_start(struct daemon *d, size_t id)
         if (!c || !c->ops->start || (r = c->ops->start(c)) >= 0)
                 return;
         log_errno(LOG_LEVEL_ERROR, r, "cannot start a collector's thread", "collector",
-                  collector_defs[id]->name, NULL);
+                  registry_def(id)->name, NULL);
 }
 
 void daemon_collectors_apply(struct daemon *d, bool start_new)
@@ -166,14 +166,14 @@ void daemon_collectors_apply(struct daemon *d, bool start_new)
         struct collector_host host;
 
         host_of(d, &host);
-        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+        for (size_t i = 0; i < registry_count(); i++) {
                 struct collector *was = d->round.c[i];
 
                 if (!d->opts.collector[i]) {
                         round_drop(&d->round, i);
                         continue;
                 }
-                d->round.c[i] = collector_defs[i]->setup(&host, d->opts.collector_opts[i], was);
+                d->round.c[i] = registry_def(i)->setup(&host, d->opts.collector_opts[i], was);
                 if (!d->round.c[i])
                         d->round.stats[i].ran = false;
                 else if (!was && start_new)
@@ -187,7 +187,7 @@ void daemon_collectors_apply(struct daemon *d, bool start_new)
 
 usec_t daemon_health_stale(const struct dp_options *o)
 {
-        return 2 * o->ds_interval + 10 * USEC_PER_SEC;
+        return 2 * o->round_interval + 10 * USEC_PER_SEC;
 }
 
 struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_config *lim)
