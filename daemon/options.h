@@ -42,10 +42,6 @@ struct dp_options {
          * the storage of its def's option entries. */
         void *collector_opts[COLLECTOR_MAX];
         char *state_dir;
-        char *canary_reset_reference; /* --canary.reset-reference: the one-shot reset's path */
-        char *canary_export;          /* --canary.export-records: a disk (name or identity) */
-        char *canary_import;          /* --canary.import-records: a file, "-" for stdin */
-        char *canary_import_path;     /* --canary.import-path: the imported records' path */
         enum log_level log_level;
         enum log_format log_format;
         bool once, check_config, version, help;

@@ -287,37 +287,6 @@ const struct opt_def options_table[] = {
      .offset = OFF(once),
      .flags = OPT_CLI_ONLY | OPT_PRESTART,
      .help = "collect one round, print the metrics to stdout and exit"},
-    {.name = "canary.reset-reference",
-     .type = OPT_STRING,
-     .offset = OFF(canary_reset_reference),
-     .flags = OPT_CLI_ONLY,
-     .arg = "PATH",
-     .help = "forget the reference, daily medians and trend of the canary target PATH (every "
-             "disk, mode and regime of it) in the state directory's file and exit; while "
-             "diskpulse is stopped"},
-    {.name = "canary.export-records",
-     .type = OPT_STRING,
-     .offset = OFF(canary_export),
-     .flags = OPT_CLI_ONLY,
-     .arg = "DISK",
-     .help = "print the state directory's records of DISK (a device name such as sdb, or an "
-             "identity such as wwn:0x5000c500a1b2c3d4) as a file for --canary.import-records, "
-             "and exit"},
-    {.name = "canary.import-records",
-     .type = OPT_STRING,
-     .offset = OFF(canary_import),
-     .flags = OPT_CLI_ONLY,
-     .arg = "FILE",
-     .help = "add one disk's records from FILE (- for standard input), written by "
-             "--canary.export-records, to the state directory's file and exit; the disk must be "
-             "on this host; while diskpulse is stopped"},
-    {.name = "canary.import-path",
-     .type = OPT_STRING,
-     .offset = OFF(canary_import_path),
-     .flags = OPT_CLI_ONLY,
-     .arg = "PATH",
-     .help = "with --canary.import-records: the canary target the records are for on this host, "
-             "when the disk's filesystem is mounted elsewhere than where they were exported"},
     {.name = "check-config",
      .type = OPT_BOOL,
      .offset = OFF(check_config),

@@ -97,6 +97,12 @@ static int disk_ids_lookup(const struct collector_disk_ids *self, const char *de
         return daemon_disk_facts(s->sysfs_fd, s->udev_fd, device, wwn, wwnsz, serial, serialsz);
 }
 
+void daemon_diskid_init(struct diskid_src *s, int sysfs_fd, int udev_fd)
+{
+        *s = (struct diskid_src){
+            .ids.lookup = disk_ids_lookup, .sysfs_fd = sysfs_fd, .udev_fd = udev_fd};
+}
+
 int daemon_disk_facts(int sysfs_fd, int udev_fd, const char *device, char *wwn, size_t wwnsz,
                       char *serial, size_t serialsz)
 {
@@ -123,11 +129,9 @@ static int host_state_dir(const struct collector_host *h)
         struct daemon *d = h->ud;
 
         open_state_dir(d);
-        if (d->diskid.sysfs_fd < 0) {
-                d->diskid.ids.lookup = disk_ids_lookup;
-                d->diskid.sysfs_fd = fcntl(d->sysfs_fd, F_DUPFD_CLOEXEC, 3);
-                d->diskid.udev_fd = d->udev_fd >= 0 ? fcntl(d->udev_fd, F_DUPFD_CLOEXEC, 3) : -1;
-        }
+        if (d->diskid.sysfs_fd < 0)
+                daemon_diskid_init(&d->diskid, fcntl(d->sysfs_fd, F_DUPFD_CLOEXEC, 3),
+                                   d->udev_fd >= 0 ? fcntl(d->udev_fd, F_DUPFD_CLOEXEC, 3) : -1);
         return d->state_fd;
 }
 
