@@ -54,9 +54,9 @@ static int export_records(int fd, const char *what, const struct collector_comma
         if (strchr(what, ':')) {
                 (void)strscpy(disk, what, sizeof disk);
         } else {
-                r = env->sysfs_fd < 0 ? -ENOENT
-                                      : canary_collector_disk_id((void *)env->disk_ids, what, disk,
-                                                                 sizeof disk);
+                r = env->sysfs_fd < 0
+                        ? -ENOENT
+                        : canary_collector_disk_id((void *)env->disk_ids, what, disk, sizeof disk);
                 if (r < 0) {
                         snprintf(err, errsz,
                                  "no identity (WWN or serial) known for the device %s: %s", what,
