@@ -183,35 +183,14 @@ void daemon_tick_soon(struct daemon *d, usec_t delay)
         }
 }
 
-/* The longest window a registered collector derives its gauges over (collector_def.window),
- * from its options; false when none has one. */
-static bool sampling_window(const struct dp_options *o, usec_t *ret)
-{
-        bool any = false;
-
-        *ret = 0;
-        for (size_t i = 0; i < registry_count(); i++) {
-                const struct collector_def *def = registry_def(i);
-                usec_t w;
-
-                if (!def->window || !o->collector_opts[i])
-                        continue;
-                w = def->window(o->collector_opts[i]);
-                *ret = any && *ret > w ? *ret : w;
-                any = true;
-        }
-        return any;
-}
-
 /* Sampling as the options say (at start and after SIGHUP): on demand or not, the window. */
 void daemon_apply_sampling(struct daemon *d)
 {
         bool scrape = d->opts.round_sampling == ROUND_SAMPLING_SCRAPE;
         int fd = publisher_on_demand(d->pub, scrape ? d->opts.round_interval : 0);
-
         usec_t window;
 
-        if (sampling_window(&d->opts, &window))
+        if (registry_window(d->opts.collector_opts, &window))
                 sampler_set(&d->sampler, window, d->opts.round_interval);
         if (scrape && fd < 0) {
                 log_errno(LOG_LEVEL_WARN, fd, "cannot sample on demand; sampling at a fixed rate",

@@ -26,3 +26,21 @@ int registry_commanded(void *const opts[])
                         return i;
         return -1;
 }
+
+bool registry_window(void *const opts[], usec_t *ret)
+{
+        bool any = false;
+
+        *ret = 0;
+        for (int i = 0; i < COLLECTOR_MAX; i++) {
+                usec_t w;
+
+                if (!collector_defs[i]->window || !opts[i])
+                        continue;
+                w = collector_defs[i]->window(opts[i]);
+                if (!any || w > *ret)
+                        *ret = w;
+                any = true;
+        }
+        return any;
+}

@@ -30,3 +30,6 @@ const struct collector_def *registry_def(size_t id);
 /* The id of the first collector whose one-shot command (collector_def.commanded) its options,
  * opts[id], ask for; -1 when none does. */
 int registry_commanded(void *const opts[]);
+/* The longest window a collector derives its gauges over (collector_def.window) from its options,
+ * opts[id] (NULL: none), into *ret; false when no collector has one. */
+bool registry_window(void *const opts[], usec_t *ret);
