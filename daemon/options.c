@@ -37,45 +37,54 @@ static const struct collector_def *fragment_of(const struct opt_def *d, int *id)
         return NULL;
 }
 
-static void add_fragment(int id)
+/* The options of collector id, or (cmd) its one-shot commands' flags. */
+static void add_fragment(int id, int cmd)
 {
         const struct collector_def *c = collector_defs[id];
+        size_t n = cmd ? c->n_command_options : c->n_options;
 
-        for (size_t k = 0; k < c->n_options; k++) {
+        for (size_t k = 0; k < n; k++) {
                 struct entry *e = &entries[n_entries++];
-                *e = (struct entry){.d = c->options[k], .owner = id};
+                *e = (struct entry){.d = cmd ? c->command_options[k] : c->options[k], .owner = id};
                 if (e->d.reload == OPT_RELOAD)
                         e->d.parts |= OPT_PART_COLLECTOR(id);
         }
 }
 
 /* Built once, at the first use (main thread, before any other). A collector whose fragment has
- * no mark in the table gets its options before the collectors' switches. */
+ * no mark in the table gets its options before the collectors' switches (its commands' flags,
+ * marked by an OPT_CLI_ONLY fragment, before those). */
 static void entries_init(void)
 {
-        bool placed[REGISTRY_MAX] = {0};
+        /* [1]: the commands' flags; 1: the table marks them, 2: placed */
+        unsigned char mark[2][REGISTRY_MAX] = {{0}};
         size_t n = options_table_size;
+        int id;
 
         if (entries)
                 return;
         for (size_t c = 0; c < registry_count(); c++)
-                n += collector_defs[c]->n_options;
+                n += collector_defs[c]->n_options + collector_defs[c]->n_command_options;
         entries = xcalloc(n, sizeof(*entries));
+        for (size_t i = 0; i < options_table_size; i++)
+                if (options_table[i].type == OPT_FRAGMENT && fragment_of(&options_table[i], &id))
+                        mark[!!(options_table[i].flags & OPT_CLI_ONLY)][id] = 1;
         for (size_t i = 0; i < options_table_size; i++) {
                 const struct opt_def *d = &options_table[i];
-                int id;
+                int cmd = !!(d->flags & OPT_CLI_ONLY);
 
                 if (d->type == OPT_COLLECTORS)
-                        for (int c = 0; c < (int)registry_count(); c++)
-                                if (!placed[c]) {
-                                        add_fragment(c);
-                                        placed[c] = true;
-                                }
+                        for (int k = 1; k >= 0; k--)
+                                for (int c = 0; c < (int)registry_count(); c++)
+                                        if (!mark[k][c]) {
+                                                add_fragment(c, k);
+                                                mark[k][c] = 2;
+                                        }
                 if (d->type != OPT_FRAGMENT)
                         entries[n_entries++] = (struct entry){.d = *d, .owner = -1};
-                else if (fragment_of(d, &id) && !placed[id]) {
-                        add_fragment(id);
-                        placed[id] = true;
+                else if (fragment_of(d, &id) && mark[cmd][id] == 1) {
+                        add_fragment(id, cmd);
+                        mark[cmd][id] = 2;
                 }
         }
 }

@@ -287,6 +287,8 @@ const struct opt_def options_table[] = {
      .offset = OFF(once),
      .flags = OPT_CLI_ONLY | OPT_PRESTART,
      .help = "collect one round, print the metrics to stdout and exit"},
+    /* --canary.reset-reference and the canary's other one-shot commands (collectors/canary) */
+    {.name = "canary", .type = OPT_FRAGMENT, .flags = OPT_CLI_ONLY},
     {.name = "check-config",
      .type = OPT_BOOL,
      .offset = OFF(check_config),

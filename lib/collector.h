@@ -97,6 +97,11 @@ struct collector_def {
         bool default_enabled;
         const struct opt_def *options; /* NULL: none (not yet read by the daemon) */
         size_t n_options, options_size;
+        /* The flags of its one-shot commands (command), command-line only, offsets into the
+         * same options struct: apart from options, so that --help lists them where the daemon's
+         * table has an OPT_CLI_ONLY OPT_FRAGMENT entry of its name. NULL: none. */
+        const struct opt_def *command_options;
+        size_t n_command_options;
         /* After flags and file are read: checks opts and completes them from the daemon's
          * options (the state directory, --diskstats.interval). 0, or -EINVAL with the message
          * in err (NULL: nothing to do). */

@@ -21,7 +21,8 @@ enum opt_type {
                            * each value parsed into an element by custom */
         OPT_COLLECTORS, /* the daemon's bool per registered collector: --[no-]collector.NAME */
         OPT_FRAGMENT,   /* only in the daemon's table: where the options of the registered
-                           * collector named name go (in --help, the dump, every loop) */
+                           * collector named name go (in --help, the dump, every loop); with
+                           * OPT_CLI_ONLY, where its command_options go */
 };
 
 struct opt_def;

@@ -419,7 +419,10 @@ static const struct opt_def canary_options_def[] = {
              "the trend come sooner only with --canary.interval at most DUR/6 (at 3m a day takes "
              "about 72 minutes whatever DUR); the recent window behind the ratios is scaled with "
              "DUR (5m x DUR/1h); read at start"},
-    /* the one-shot commands (canary_command.c) */
+};
+
+/* Its one-shot commands' flags (canary_command.c), command-line only. */
+static const struct opt_def canary_command_options_def[] = {
     {.name = "canary.reset-reference",
      .type = OPT_STRING,
      .offset = OFF(reset_reference),
@@ -489,6 +492,8 @@ const struct collector_def canary_collector_def = {
     .options = canary_options_def,
     .n_options = sizeof(canary_options_def) / sizeof(canary_options_def[0]),
     .options_size = sizeof(struct canary_options),
+    .command_options = canary_command_options_def,
+    .n_command_options = ARRAY_SIZE(canary_command_options_def),
     .complete = cc_complete,
     .commanded = canary_commanded,
     .command = canary_command,

@@ -16,6 +16,7 @@
 
 #include "canary_collector.h"
 #include "diskstats_collector.h"
+#include "options.h"
 #include "registry.h"
 
 /* The registry's calls say what its table holds, in its order. */
@@ -76,12 +77,95 @@ static void test_registry_window(void **state)
         assert_int_equal(w, 10 * USEC_PER_SEC);
 }
 
+/* A collector's command flags (collector_def.command_options) are options exactly once, in their
+ * order, command-line only and read at start, inside its options struct; an OPT_CLI_ONLY mark
+ * of the daemon's table puts them right after the entry before it: the canary's after --once,
+ * where --help has always listed them. */
+static void test_command_flags(void **state)
+{
+        size_t marks = 0;
+
+        (void)state;
+        for (size_t c = 0; c < registry_count(); c++) {
+                const struct collector_def *def = registry_def(c);
+                size_t at = 0;
+
+                for (size_t k = 0; k < def->n_command_options; k++) {
+                        const struct opt_def *own = &def->command_options[k];
+                        size_t found = 0;
+
+                        assert_true(own->offset < def->options_size);
+                        assert_true(own->flags & OPT_CLI_ONLY);
+                        assert_int_equal(own->reload, OPT_START);
+                        for (size_t i = 0; i < options_count(); i++) {
+                                if (strcmp(options_entry(i)->name, own->name) != 0)
+                                        continue;
+                                found++;
+                                if (k > 0 && i != at + 1)
+                                        fail_msg("%s: not next to the previous command flag",
+                                                 own->name);
+                                at = i;
+                        }
+                        if (found != 1)
+                                fail_msg("%s: %zu options of that name", own->name, found);
+                }
+        }
+        for (size_t m = 1; m < options_table_size; m++) {
+                const struct opt_def *d = &options_table[m];
+                const struct collector_def *def = NULL;
+                size_t prev = options_count();
+
+                if (d->type != OPT_FRAGMENT || !(d->flags & OPT_CLI_ONLY))
+                        continue;
+                for (size_t c = 0; c < registry_count(); c++)
+                        if (strcmp(registry_def(c)->name, d->name) == 0)
+                                def = registry_def(c);
+                assert_non_null(def);
+                assert_true(def->n_command_options > 0);
+                for (size_t i = 0; i < options_count(); i++)
+                        if (strcmp(options_entry(i)->name, options_table[m - 1].name) == 0)
+                                prev = i;
+                assert_true(prev + 1 < options_count());
+                assert_string_equal(options_entry(prev + 1)->name, def->command_options[0].name);
+                marks++;
+        }
+        assert_true(marks >= 1);
+        for (size_t i = 0; i + 1 < options_count(); i++)
+                if (strcmp(options_entry(i)->name, "once") == 0)
+                        assert_string_equal(options_entry(i + 1)->name, "canary.reset-reference");
+}
+
+/* The canary's command flags parsed from a command line land in its options, and the registry
+ * finds its command there. */
+static void test_command_parsed(void **state)
+{
+        char *argv[] = {"diskpulse", "--state.directory=/nonexistent-state",
+                        "--canary.export-records=sdb", "--canary.import-path=/srv/pg"};
+        char *plain[] = {"diskpulse", "--state.directory=/nonexistent-state"};
+        const struct canary_options *co;
+        struct dp_options o;
+        char err[512];
+
+        (void)state;
+        assert_int_equal(options_parse(4, argv, &o, err, sizeof err), 0);
+        co = o.collector_opts[COLLECTOR_CANARY];
+        assert_string_equal(co->export_disk, "sdb");
+        assert_string_equal(co->import_path, "/srv/pg");
+        assert_null(co->reset_reference);
+        assert_null(co->import_file);
+        assert_int_equal(registry_commanded(o.collector_opts), COLLECTOR_CANARY);
+        options_free(&o);
+        assert_int_equal(options_parse(2, plain, &o, err, sizeof err), 0);
+        assert_int_equal(registry_commanded(o.collector_opts), -1);
+        options_free(&o);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_registry_table),
-            cmocka_unit_test(test_registry_commanded),
-            cmocka_unit_test(test_registry_window),
+            cmocka_unit_test(test_registry_table),  cmocka_unit_test(test_registry_commanded),
+            cmocka_unit_test(test_registry_window), cmocka_unit_test(test_command_flags),
+            cmocka_unit_test(test_command_parsed),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
