@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "diskstats_collector.h"
 #include "expo.h"
 #include "fsroot.h"
 #include "http.h"
@@ -83,7 +82,7 @@ void daemon_notify_status(struct daemon *d)
         char buf[160];
         size_t devs = 0;
 
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+        for (size_t i = 0; i < registry_count(); i++)
                 if (d->round.c[i] && d->round.c[i]->ops->devices)
                         devs += d->round.c[i]->ops->devices(d->round.c[i]);
 
@@ -93,17 +92,17 @@ void daemon_notify_status(struct daemon *d)
 
 static bool follows_scrapes(const struct daemon *d)
 {
-        return d->opts.ds_sampling == DS_SAMPLING_SCRAPE && d->want;
+        return d->opts.round_sampling == ROUND_SAMPLING_SCRAPE && d->want;
 }
 
-/* A round, published; the heartbeat. A window's round only samples the diskstats at the window's
- * edge: the scrape it is for reads the page of the round just before it, and a request between
+/* A round, published; the heartbeat. A window's round only has the collectors take their
+ * counters at the window's start (round_sample()): the scrape it is for reads the page of the round just before it, and a request between
  * the two finds the page older than --diskstats.interval and has a round of its own. */
 static void run_round(struct daemon *d, enum sample_kind why)
 {
         d->rounds[why]++; /* the page counts the round that made it */
         if (why == SAMPLE_WINDOW)
-                (void)round_sample(&d->round, COLLECTOR_DISKSTATS);
+                (void)round_sample(&d->round);
         else
                 publisher_publish(d->pub, round_run(&d->round, now_realtime()));
         d->last_round = now_monotonic();
@@ -130,9 +129,9 @@ static void schedule(struct daemon *d)
                     d->pub, now, next < now + 4 * SAMPLER_LEAD ? next : now + 4 * SAMPLER_LEAD);
         } else {
                 /* Keep the cadence (no drift); after a stall, start again from now. */
-                next = d->next_tick + d->opts.ds_interval;
+                next = d->next_tick + d->opts.round_interval;
                 if (next <= now)
-                        next = now + d->opts.ds_interval;
+                        next = now + d->opts.round_interval;
                 d->next_kind = SAMPLE_FIXED;
                 /* A scraper due before the next round finds its page made. */
                 (void)publisher_prepare(d->pub, now, next);
@@ -187,12 +186,12 @@ void daemon_tick_soon(struct daemon *d, usec_t delay)
 /* Sampling as the options say (at start and after SIGHUP): on demand or not, the window. */
 void daemon_apply_sampling(struct daemon *d)
 {
-        const struct diskstats_options *dso = d->opts.collector_opts[COLLECTOR_DISKSTATS];
-        bool scrape = d->opts.ds_sampling == DS_SAMPLING_SCRAPE;
-        int fd = publisher_on_demand(d->pub, scrape ? d->opts.ds_interval : 0);
+        bool scrape = d->opts.round_sampling == ROUND_SAMPLING_SCRAPE;
+        int fd = publisher_on_demand(d->pub, scrape ? d->opts.round_interval : 0);
+        usec_t window;
 
-        if (dso)
-                sampler_set(&d->sampler, dso->window, d->opts.ds_interval);
+        if (registry_window(d->opts.collector_opts, &window))
+                sampler_set(&d->sampler, window, d->opts.round_interval);
         if (scrape && fd < 0) {
                 log_errno(LOG_LEVEL_WARN, fd, "cannot sample on demand; sampling at a fixed rate",
                           NULL);
@@ -218,7 +217,7 @@ static int on_monitor(sd_event_source *s, int fd, uint32_t revents, void *userda
 
         while ((r = d->devsrc->ops->receive(d->devsrc, &ev)) > 0) {
                 log_debug("device event", "action", ev.action, "device", ev.name);
-                for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+                for (size_t i = 0; i < registry_count(); i++) {
                         struct collector *c = d->round.c[i];
                         if (c && c->ops->device_event)
                                 c->ops->device_event(c, ev.name);
@@ -381,19 +380,19 @@ int daemon_run_once(struct daemon *d)
         struct snapshot *snap;
 
         /* The probers start first and measure while SMART reads every device. */
-        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+        for (size_t i = 0; i < registry_count(); i++) {
                 struct collector *c = d->round.c[i];
                 int r = c && c->ops->begin_once ? c->ops->begin_once(c) : 0;
                 if (r < 0)
                         log_errno(LOG_LEVEL_ERROR, r, "cannot start a collector's thread",
-                                  "collector", collector_defs[i]->name, NULL);
+                                  "collector", registry_def(i)->name, NULL);
         }
-        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+        for (size_t i = 0; i < registry_count(); i++) {
                 struct collector *c = d->round.c[i];
                 int r = c && c->ops->settle ? c->ops->settle(c) : 0;
                 if (r < 0)
                         log_errno(LOG_LEVEL_ERROR, r, "cannot measure once", "collector",
-                                  collector_defs[i]->name, NULL);
+                                  registry_def(i)->name, NULL);
         }
         snap = round_run(&d->round, now_realtime());
         struct mset *const *sets;
@@ -421,7 +420,7 @@ int daemon_run(struct daemon *d)
             .web = d->web,
         };
 
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+        for (size_t i = 0; i < registry_count(); i++)
                 daemon_collector_start(d, i);
 
         r = sd_event_default(&d->event);
@@ -449,7 +448,7 @@ int daemon_run(struct daemon *d)
         }
 
         /* The first round runs before serving, so no scrape ever sees an empty page. */
-        sampler_init(&d->sampler, 0, d->opts.ds_interval);
+        sampler_init(&d->sampler, 0, d->opts.round_interval);
         daemon_apply_sampling(d);
         run_round(d, SAMPLE_OTHER);
         d->next_tick = d->last_round;
@@ -484,24 +483,24 @@ int daemon_run(struct daemon *d)
  * need, and drops every capability of this process, the one that parses HTTP. Device commands
  * (a collector_def.device_io one enabled: SMART) keep CAP_SYS_ADMIN and CAP_SYS_RAWIO; the
  * table of privileged functions holds the enabled collectors' (collector_def.privileged:
- * biolatency's BPF loader, CAP_SYS_ADMIN); with neither the zygote and its helpers hold no
+ * a collector's BPF loader, CAP_SYS_ADMIN); with neither the zygote and its helpers hold no
  * capability at all. Fixed here, in the zygote's copy of this process, bounding set included:
  * a reload that enables a collector needing more is refused that collector
  * (daemon_helper_allows()). Before any thread. */
 int daemon_start_helper(struct daemon *d)
 {
-        static struct privsep_function fns[COLLECTOR_MAX];
+        static struct privsep_function fns[REGISTRY_MAX];
         struct privsep_config pc = {.dev_dir = d->opts.dev, .functions = fns, .no_devices = true};
         int r;
 
-        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+        for (size_t i = 0; i < registry_count(); i++) {
                 if (!d->opts.collector[i])
                         continue;
-                if (collector_defs[i]->device_io)
+                if (registry_def(i)->device_io)
                         pc.no_devices = false;
-                if (collector_defs[i]->privileged) {
+                if (registry_def(i)->privileged) {
                         fns[pc.n_functions++] = (struct privsep_function){
-                            .name = collector_defs[i]->name, .fn = collector_defs[i]->privileged};
+                            .name = registry_def(i)->name, .fn = registry_def(i)->privileged};
                         d->helper_function[i] = true;
                 }
         }

@@ -98,6 +98,9 @@ void daemon_apply_sampling(struct daemon *d);
  * sysfs_fd and udev_fd (-1: none). 0, or -ENOENT for a device sysfs does not know. Any thread. */
 int daemon_disk_facts(int sysfs_fd, int udev_fd, const char *device, char *wwn, size_t wwnsz,
                       char *serial, size_t serialsz);
+/* Disks' identity facts read below the roots sysfs_fd and udev_fd (the caller's, kept open
+ * while s is used). */
+void daemon_diskid_init(struct diskid_src *s, int sysfs_fd, int udev_fd);
 /* Logs that another process holds the state directory (d->state_busy). */
 void daemon_log_state_busy(const struct daemon *d, enum log_level level);
 /* The HTTP limits of the options, the connection limit within what the open-file limit allows.

@@ -15,7 +15,7 @@
 /* Flags are numbered: the entries, then one per collector (for "given on the command line" and
  * "list emptied" marks). */
 #define N_ENTRIES options_count()
-#define N_FLAGS   (N_ENTRIES + COLLECTOR_MAX)
+#define N_FLAGS   (N_ENTRIES + registry_count())
 
 static void fail(char *err, size_t errsz, const char *fmt, ...) _printf_(3, 4);
 static void fail(char *err, size_t errsz, const char *fmt, ...)
@@ -78,7 +78,7 @@ static int lookup(const char *name, size_t len, bool allow_no, bool *negated, in
                         }
                         if (len <= l + 1 || strncmp(d->name, name, l) != 0 || name[l] != '.')
                                 continue;
-                        for (int c = 0; c < COLLECTOR_MAX; c++)
+                        for (int c = 0; c < (int)registry_count(); c++)
                                 if (strlen(collector_defs[c]->name) == len - l - 1 &&
                                     strncmp(collector_defs[c]->name, name + l + 1, len - l - 1) ==
                                         0) {
@@ -222,11 +222,11 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         }
         /* the collectors' own checks and what their options take from the daemon's (the
          * diskstats window, the canary's default target) */
-        for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+        for (size_t c = 0; c < registry_count(); c++) {
                 if (!collector_defs[c]->complete)
                         continue;
-                r = collector_defs[c]->complete(o->collector_opts[c], o->state_dir, o->ds_interval,
-                                                err, errsz);
+                r = collector_defs[c]->complete(o->collector_opts[c], o->state_dir,
+                                                o->round_interval, err, errsz);
                 if (r < 0)
                         return r;
         }
@@ -243,7 +243,7 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
 
 int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size_t errsz)
 {
-        _cleanup_free_ bool *from_cli = xcalloc(options_count() + COLLECTOR_MAX, sizeof(bool));
+        _cleanup_free_ bool *from_cli = xcalloc(options_count() + registry_count(), sizeof(bool));
         struct dp_options o;
         int r;
 
@@ -340,7 +340,7 @@ void options_help(FILE *out)
 
                 if (d->type != OPT_COLLECTORS)
                         continue;
-                for (size_t c = 0; c < COLLECTOR_MAX; c++) {
+                for (size_t c = 0; c < registry_count(); c++) {
                         char left[80];
                         snprintf(left, sizeof left, "--[no-]%s.%s", d->name,
                                  collector_defs[c]->name);

@@ -15,10 +15,10 @@
 #define DEFAULT_DEVICE_EXCLUDE "^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\\d+n\\d+p)\\d+$"
 
 /* --diskstats.sampling: when rounds run. */
-enum ds_sampling {
-        DS_SAMPLING_SCRAPE, /* when scrapes need them: before expected ones, a window earlier, on
+enum round_sampling {
+        ROUND_SAMPLING_SCRAPE, /* when scrapes need them: before expected ones, a window earlier, on
                              * demand (a page older than the interval), at least every minute */
-        DS_SAMPLING_FIXED,  /* every --diskstats.interval */
+        ROUND_SAMPLING_FIXED,  /* every --diskstats.interval */
 };
 
 struct dp_options {
@@ -34,18 +34,14 @@ struct dp_options {
         char *web_config_file; /* --web.config.file, NULL: none */
         char *procfs, *sysfs, *udev_data, *dev;
         char *device_include, *device_exclude; /* NULL: not set */
-        usec_t ds_interval;                    /* --diskstats.interval: paces the round */
-        enum ds_sampling ds_sampling;          /* --diskstats.sampling */
+        usec_t round_interval;                 /* --diskstats.interval: paces the round */
+        enum round_sampling round_sampling;    /* --diskstats.sampling */
         usec_t zygote_grace;                   /* --helper.zygote-grace */
         bool collector[COLLECTOR_MAX];
         /* Each registered collector's options (its def's options_size bytes, NULL: none),
          * the storage of its def's option entries. */
         void *collector_opts[COLLECTOR_MAX];
         char *state_dir;
-        char *canary_reset_reference; /* --canary.reset-reference: the one-shot reset's path */
-        char *canary_export;          /* --canary.export-records: a disk (name or identity) */
-        char *canary_import;          /* --canary.import-records: a file, "-" for stdin */
-        char *canary_import_path;     /* --canary.import-path: the imported records' path */
         enum log_level log_level;
         enum log_format log_format;
         bool once, check_config, version, help;
@@ -57,13 +53,15 @@ enum opt_part {
         OPT_PART_HTTP = 1u << 1,       /* connection limits, deadlines, allowed networks */
         OPT_PART_WEBCONFIG = 1u << 2,  /* --web.config.file */
         OPT_PART_HELPER = 1u << 3,     /* the privileged helper's zygote */
-        OPT_PART_COLLECTOR0 = 1u << 4, /* then one bit per registered collector */
+        OPT_PART_SAMPLING = 1u << 4,   /* the round's pace: the tick, the sampler, host->interval */
+        OPT_PART_FILTER = 1u << 5,     /* the device name filters, host->filter */
+        OPT_PART_COLLECTOR0 = 1u << 6, /* then one bit per registered collector */
 };
 /* The part of the registered collector id: every reloaded option of its fragment has it. */
 #define OPT_PART_COLLECTOR(id) (OPT_PART_COLLECTOR0 << (id))
 /* Every collector's part (the --[no-]collector.NAME switches). */
 #define OPT_PART_COLLECTORS (OPT_PART_COLLECTOR(COLLECTOR_MAX) - OPT_PART_COLLECTOR0)
-_Static_assert(COLLECTOR_MAX <= 27, "a part bit per collector");
+_Static_assert(COLLECTOR_MAX <= 25, "a part bit per collector");
 
 /* The daemon's option table, in the order of --help and the dump; its OPT_FRAGMENT entries
  * stand for the options of a registered collector. */

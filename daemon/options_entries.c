@@ -23,11 +23,11 @@ struct entry {
 static struct entry *entries;
 static size_t n_entries;
 /* The collectors' switches: OPT_COLLECTORS's subs. */
-static const char *switch_names[COLLECTOR_MAX + 1];
+static const char *switch_names[REGISTRY_MAX + 1];
 
 static const struct collector_def *fragment_of(const struct opt_def *d, int *id)
 {
-        for (int c = 0; c < COLLECTOR_MAX; c++)
+        for (int c = 0; c < (int)registry_count(); c++)
                 if (strcmp(collector_defs[c]->name, d->name) == 0) {
                         *id = c;
                         return collector_defs[c];
@@ -35,55 +35,64 @@ static const struct collector_def *fragment_of(const struct opt_def *d, int *id)
         return NULL;
 }
 
-static void add_fragment(int id)
+/* The options of collector id, or (cmd) its one-shot commands' flags. */
+static void add_fragment(int id, int cmd)
 {
         const struct collector_def *c = collector_defs[id];
+        size_t n = cmd ? c->n_command_options : c->n_options;
 
-        for (size_t k = 0; k < c->n_options; k++) {
+        for (size_t k = 0; k < n; k++) {
                 struct entry *e = &entries[n_entries++];
-                *e = (struct entry){.d = c->options[k], .owner = id};
+                *e = (struct entry){.d = cmd ? c->command_options[k] : c->options[k], .owner = id};
                 if (e->d.reload == OPT_RELOAD)
                         e->d.parts |= OPT_PART_COLLECTOR(id);
         }
 }
 
 /* Built once, at the first use (main thread, before any other). A collector whose fragment has
- * no mark in the table gets its options before the collectors' switches. */
+ * no mark in the table gets its options before the collectors' switches (its commands' flags,
+ * marked by an OPT_CLI_ONLY fragment, before those). */
 static void entries_init(void)
 {
-        bool placed[COLLECTOR_MAX] = {0};
+        /* [1]: the commands' flags; 1: the table marks them, 2: placed */
+        unsigned char mark[2][REGISTRY_MAX] = {{0}};
         size_t n = options_table_size;
+        int id;
 
         if (entries)
                 return;
-        for (size_t c = 0; c < COLLECTOR_MAX; c++)
-                n += collector_defs[c]->n_options;
+        for (size_t c = 0; c < registry_count(); c++)
+                n += collector_defs[c]->n_options + collector_defs[c]->n_command_options;
         entries = xcalloc(n, sizeof(*entries));
+        for (size_t i = 0; i < options_table_size; i++)
+                if (options_table[i].type == OPT_FRAGMENT && fragment_of(&options_table[i], &id))
+                        mark[!!(options_table[i].flags & OPT_CLI_ONLY)][id] = 1;
         for (size_t i = 0; i < options_table_size; i++) {
                 const struct opt_def *d = &options_table[i];
-                int id;
+                int cmd = !!(d->flags & OPT_CLI_ONLY);
 
                 if (d->type == OPT_COLLECTORS) {
                         struct entry *e;
 
-                        for (int c = 0; c < COLLECTOR_MAX; c++)
-                                if (!placed[c]) {
-                                        add_fragment(c);
-                                        placed[c] = true;
-                                }
+                        for (int k = 1; k >= 0; k--)
+                                for (int c = 0; c < (int)registry_count(); c++)
+                                        if (!mark[k][c]) {
+                                                add_fragment(c, k);
+                                                mark[k][c] = 2;
+                                        }
                         /* a switch per collector, its default the collector's */
                         e = &entries[n_entries++];
                         *e = (struct entry){.d = *d, .owner = -1};
                         e->d.subs = switch_names;
-                        for (int c = 0; c < COLLECTOR_MAX; c++) {
+                        for (int c = 0; c < (int)registry_count(); c++) {
                                 switch_names[c] = collector_defs[c]->name;
                                 e->d.def |= (uint64_t)collector_defs[c]->default_enabled << c;
                         }
                 } else if (d->type != OPT_FRAGMENT)
                         entries[n_entries++] = (struct entry){.d = *d, .owner = -1};
-                else if (fragment_of(d, &id) && !placed[id]) {
-                        add_fragment(id);
-                        placed[id] = true;
+                else if (fragment_of(d, &id) && mark[cmd][id] == 1) {
+                        add_fragment(id, cmd);
+                        mark[cmd][id] = 2;
                 }
         }
 }
@@ -149,7 +158,7 @@ void options_defaults(struct dp_options *o)
 {
         entries_init();
         memset(o, 0, sizeof(*o));
-        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+        for (size_t c = 0; c < registry_count(); c++)
                 if (collector_defs[c]->options_size)
                         o->collector_opts[c] = xcalloc(1, collector_defs[c]->options_size);
         /* canary.path has none: the state directory, in the canary's complete() */
@@ -163,7 +172,7 @@ void options_free(struct dp_options *o)
         for (size_t i = 0; i < n_entries; i++)
                 if (options_base(o, &entries[i].d))
                         opt_clear(&entries[i].d, options_base(o, &entries[i].d));
-        for (size_t c = 0; c < COLLECTOR_MAX; c++)
+        for (size_t c = 0; c < registry_count(); c++)
                 free(o->collector_opts[c]);
         memset(o, 0, sizeof(*o));
 }

@@ -15,15 +15,16 @@
 /* OPT_ENUM values are read and written as int. */
 _Static_assert(sizeof(enum log_level) == sizeof(int), "enum log_level is int-sized");
 _Static_assert(sizeof(enum log_format) == sizeof(int), "enum log_format is int-sized");
-_Static_assert(sizeof(enum ds_sampling) == sizeof(int), "enum ds_sampling is int-sized");
+_Static_assert(sizeof(enum round_sampling) == sizeof(int), "enum round_sampling is int-sized");
 
 static const char *const log_level_names[] = {[LOG_LEVEL_DEBUG] = "debug",
                                               [LOG_LEVEL_INFO] = "info",
                                               [LOG_LEVEL_WARN] = "warn",
                                               [LOG_LEVEL_ERROR] = "error",
                                               [LOG_LEVEL_ERROR + 1] = NULL};
-static const char *const ds_sampling_names[] = {
-    [DS_SAMPLING_SCRAPE] = "scrape", [DS_SAMPLING_FIXED] = "fixed", [DS_SAMPLING_FIXED + 1] = NULL};
+static const char *const round_sampling_names[] = {[ROUND_SAMPLING_SCRAPE] = "scrape",
+                                                   [ROUND_SAMPLING_FIXED] = "fixed",
+                                                   [ROUND_SAMPLING_FIXED + 1] = NULL};
 static const char *const log_format_names[] = {
     [LOG_FORMAT_LOGFMT] = "logfmt", [LOG_FORMAT_JSON] = "json", [LOG_FORMAT_JSON + 1] = NULL};
 static int check_listen(const char *value, char *why, size_t whysz)
@@ -196,7 +197,7 @@ const struct opt_def options_table[] = {
      .arg = "RE",
      .help = "monitor only devices whose name matches (Go RE2 syntax, as node_exporter)",
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS) | OPT_PART_COLLECTOR(COLLECTOR_SMART)},
+     .parts = OPT_PART_FILTER},
     {.name = "collector.diskstats.device-exclude",
      .type = OPT_STRING,
      .offset = OFF(device_exclude),
@@ -207,10 +208,10 @@ const struct opt_def options_table[] = {
      .help_default = ": partitions, loop, ram, fd",
      .unset = exclude_unset,
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS) | OPT_PART_COLLECTOR(COLLECTOR_SMART)},
+     .parts = OPT_PART_FILTER},
     {.name = "diskstats.interval",
      .type = OPT_DURATION,
-     .offset = OFF(ds_interval),
+     .offset = OFF(round_interval),
      .def = 1 * SEC,
      .min = 10 * MSEC,
      .max = 3600 * SEC,
@@ -218,17 +219,17 @@ const struct opt_def options_table[] = {
      .help = "sampling period of /proc/diskstats (fixed sampling); with scrape sampling, the "
              "oldest a page is served: an older one is sampled anew first",
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS)},
+     .parts = OPT_PART_SAMPLING},
     {.name = "diskstats.sampling",
      .type = OPT_ENUM,
-     .offset = OFF(ds_sampling),
-     .def = DS_SAMPLING_SCRAPE,
-     .names = ds_sampling_names,
+     .offset = OFF(round_sampling),
+     .def = ROUND_SAMPLING_SCRAPE,
+     .names = round_sampling_names,
      .arg = "MODE",
      .help = "scrape: sample when scrapes need it (before each expected scrape and a window "
              "earlier, on demand, at least every minute); fixed: every --diskstats.interval",
      .reload = OPT_RELOAD,
-     .parts = OPT_PART_COLLECTOR(COLLECTOR_DISKSTATS)},
+     .parts = OPT_PART_SAMPLING},
     /* --diskstats.window (collectors/diskstats) */
     {.name = "diskstats", .type = OPT_FRAGMENT},
     /* --smart.* (collectors/smart) */
@@ -286,37 +287,8 @@ const struct opt_def options_table[] = {
      .offset = OFF(once),
      .flags = OPT_CLI_ONLY | OPT_PRESTART,
      .help = "collect one round, print the metrics to stdout and exit"},
-    {.name = "canary.reset-reference",
-     .type = OPT_STRING,
-     .offset = OFF(canary_reset_reference),
-     .flags = OPT_CLI_ONLY,
-     .arg = "PATH",
-     .help = "forget the reference, daily medians and trend of the canary target PATH (every "
-             "disk, mode and regime of it) in the state directory's file and exit; while "
-             "diskpulse is stopped"},
-    {.name = "canary.export-records",
-     .type = OPT_STRING,
-     .offset = OFF(canary_export),
-     .flags = OPT_CLI_ONLY,
-     .arg = "DISK",
-     .help = "print the state directory's records of DISK (a device name such as sdb, or an "
-             "identity such as wwn:0x5000c500a1b2c3d4) as a file for --canary.import-records, "
-             "and exit"},
-    {.name = "canary.import-records",
-     .type = OPT_STRING,
-     .offset = OFF(canary_import),
-     .flags = OPT_CLI_ONLY,
-     .arg = "FILE",
-     .help = "add one disk's records from FILE (- for standard input), written by "
-             "--canary.export-records, to the state directory's file and exit; the disk must be "
-             "on this host; while diskpulse is stopped"},
-    {.name = "canary.import-path",
-     .type = OPT_STRING,
-     .offset = OFF(canary_import_path),
-     .flags = OPT_CLI_ONLY,
-     .arg = "PATH",
-     .help = "with --canary.import-records: the canary target the records are for on this host, "
-             "when the disk's filesystem is mounted elsewhere than where they were exported"},
+    /* --canary.reset-reference and the canary's other one-shot commands (collectors/canary) */
+    {.name = "canary", .type = OPT_FRAGMENT, .flags = OPT_CLI_ONLY},
     {.name = "check-config",
      .type = OPT_BOOL,
      .offset = OFF(check_config),

@@ -26,7 +26,7 @@ struct prestart_msg {
         uint32_t magic;
         uint32_t n_listen;
         uint8_t systemd_socket, once, log_level, log_format;
-        uint8_t collector[COLLECTOR_MAX]; /* what the helper keeps depends on them */
+        uint8_t collector[REGISTRY_MAX]; /* what the helper keeps depends on them */
         char dev[PATH_MAX];
         char listen[PRESTART_LISTEN_MAX][PRESTART_LISTEN_LEN_MAX];
 };
@@ -82,7 +82,7 @@ static int answer(int fd, const struct dp_options *o)
                 m->once = o->once;
                 m->log_level = (uint8_t)o->log_level;
                 m->log_format = (uint8_t)o->log_format;
-                for (size_t i = 0; i < COLLECTOR_MAX; i++)
+                for (size_t i = 0; i < registry_count(); i++)
                         m->collector[i] = o->collector[i];
                 if (send(fd, m, sizeof *m, MSG_NOSIGNAL) != (ssize_t)sizeof *m)
                         st = 1;
@@ -136,7 +136,7 @@ static int facts_from(const struct prestart_msg *m, struct dp_options *ret)
         for (uint32_t i = 0; i < m->n_listen; i++)
                 if (!str_ok(m->listen[i], sizeof m->listen[i]))
                         return -EBADMSG;
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+        for (size_t i = 0; i < registry_count(); i++)
                 if (m->collector[i] > 1)
                         return -EBADMSG;
         memset(&o, 0, sizeof o);
@@ -149,7 +149,7 @@ static int facts_from(const struct prestart_msg *m, struct dp_options *ret)
         o.once = m->once;
         o.log_level = (enum log_level)m->log_level;
         o.log_format = (enum log_format)m->log_format;
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+        for (size_t i = 0; i < registry_count(); i++)
                 o.collector[i] = m->collector[i];
         *ret = o;
         return 0;

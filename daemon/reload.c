@@ -8,8 +8,8 @@
 
 bool daemon_helper_allows(const struct daemon *d, size_t id)
 {
-        return (!collector_defs[id]->device_io || d->helper_devices) &&
-               (!collector_defs[id]->privileged || d->helper_function[id]);
+        return (!registry_def(id)->device_io || d->helper_devices) &&
+               (!registry_def(id)->privileged || d->helper_function[id]);
 }
 
 /* A collector turned on by a reload whose privileged work the helper was not given at start
@@ -17,15 +17,15 @@ bool daemon_helper_allows(const struct daemon *d, size_t id)
  * said on every reload that asks for it, like a listen address. */
 static void refuse_unprivileged(struct daemon *d)
 {
-        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+        for (size_t i = 0; i < registry_count(); i++) {
                 if (!d->opts.collector[i] || daemon_helper_allows(d, i))
                         continue;
                 d->opts.collector[i] = false;
                 log_warn("a collector turned on by reload needs privileges diskpulse dropped at "
                          "start (it was off then); it stays off until diskpulse is restarted",
-                         "collector", collector_defs[i]->name, "needs",
-                         collector_defs[i]->device_io ? "CAP_SYS_ADMIN, CAP_SYS_RAWIO"
-                                                      : "CAP_SYS_ADMIN",
+                         "collector", registry_def(i)->name, "needs",
+                         registry_def(i)->device_io ? "CAP_SYS_ADMIN, CAP_SYS_RAWIO"
+                                                    : "CAP_SYS_ADMIN",
                          NULL);
         }
 }

@@ -15,26 +15,26 @@ void round_self_metrics(const struct round *r, struct mset *out)
                    "version", r->version, "revision", r->revision, NULL);
         f = mset_family(out, "diskpulse_collector_duration_seconds",
                         "How long the collector's last round took.", MT_GAUGE);
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+        for (size_t i = 0; i < registry_count(); i++)
                 if (r->stats[i].ran)
                         mfamily_add(out, f, "", r->stats[i].duration, "collector",
-                                    collector_defs[i]->name, NULL);
+                                    registry_def(i)->name, NULL);
         f = mset_family(out, "diskpulse_collector_success",
                         "Whether the collector's last round succeeded.", MT_GAUGE);
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+        for (size_t i = 0; i < registry_count(); i++)
                 if (r->stats[i].ran)
                         mfamily_add(out, f, "", r->stats[i].success ? 1.0 : 0.0, "collector",
-                                    collector_defs[i]->name, NULL);
+                                    registry_def(i)->name, NULL);
 }
 
 struct snapshot *round_run(struct round *r, usec_t realtime)
 {
-        struct mset *sets[COLLECTOR_MAX + 1];
-        summarize_fn summarize[COLLECTOR_MAX + 1] = {0};
+        struct mset *sets[REGISTRY_MAX + 1];
+        summarize_fn summarize[REGISTRY_MAX + 1] = {0};
         struct snapshot *snap;
         size_t n = 0;
 
-        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+        for (size_t i = 0; i < registry_count(); i++) {
                 struct collector *c = r->c[i];
                 struct collector_stat *st = &r->stats[i];
                 usec_t t0;
@@ -63,11 +63,18 @@ struct snapshot *round_run(struct round *r, usec_t realtime)
         return snap;
 }
 
-int round_sample(struct round *r, size_t id)
+int round_sample(struct round *r)
 {
-        struct collector *c = r->c[id];
+        int err = 0;
 
-        return c && c->ops->collect ? c->ops->collect(c, round_now(r)) : 0;
+        for (size_t i = 0; i < registry_count(); i++) {
+                struct collector *c = r->c[i];
+                int e = c && c->ops->sample ? c->ops->sample(c, round_now(r)) : 0;
+
+                if (e < 0 && err == 0)
+                        err = e;
+        }
+        return err;
 }
 
 void round_drop(struct round *r, size_t id)
@@ -78,6 +85,6 @@ void round_drop(struct round *r, size_t id)
 
 void round_free(struct round *r)
 {
-        for (size_t i = 0; i < COLLECTOR_MAX; i++)
+        for (size_t i = 0; i < registry_count(); i++)
                 r->c[i] = collector_free(r->c[i]);
 }

@@ -31,9 +31,9 @@ struct round {
 /* Runs one round at wall-clock time realtime; returns the new snapshot (the caller's
  * reference). */
 struct snapshot *round_run(struct round *r, usec_t realtime);
-/* Collector id takes a sample and exports nothing (the edge of the diskstats window, whose page
- * the next round makes); its error, 0 if it is off. */
-int round_sample(struct round *r, size_t id);
+/* Every collector that has a sample hook takes its counters and exports nothing (the start of
+ * the window whose page the next round makes); the first error, 0 if none. */
+int round_sample(struct round *r);
 /* The round's self metrics: diskpulse_build_info, then each collector's duration and success
  * (the collectors that ran, in registry order). */
 void round_self_metrics(const struct round *r, struct mset *out);

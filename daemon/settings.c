@@ -97,6 +97,12 @@ static int disk_ids_lookup(const struct collector_disk_ids *self, const char *de
         return daemon_disk_facts(s->sysfs_fd, s->udev_fd, device, wwn, wwnsz, serial, serialsz);
 }
 
+void daemon_diskid_init(struct diskid_src *s, int sysfs_fd, int udev_fd)
+{
+        *s = (struct diskid_src){
+            .ids.lookup = disk_ids_lookup, .sysfs_fd = sysfs_fd, .udev_fd = udev_fd};
+}
+
 int daemon_disk_facts(int sysfs_fd, int udev_fd, const char *device, char *wwn, size_t wwnsz,
                       char *serial, size_t serialsz)
 {
@@ -123,11 +129,9 @@ static int host_state_dir(const struct collector_host *h)
         struct daemon *d = h->ud;
 
         open_state_dir(d);
-        if (d->diskid.sysfs_fd < 0) {
-                d->diskid.ids.lookup = disk_ids_lookup;
-                d->diskid.sysfs_fd = fcntl(d->sysfs_fd, F_DUPFD_CLOEXEC, 3);
-                d->diskid.udev_fd = d->udev_fd >= 0 ? fcntl(d->udev_fd, F_DUPFD_CLOEXEC, 3) : -1;
-        }
+        if (d->diskid.sysfs_fd < 0)
+                daemon_diskid_init(&d->diskid, fcntl(d->sysfs_fd, F_DUPFD_CLOEXEC, 3),
+                                   d->udev_fd >= 0 ? fcntl(d->udev_fd, F_DUPFD_CLOEXEC, 3) : -1);
         return d->state_fd;
 }
 
@@ -142,7 +146,7 @@ static void host_of(struct daemon *d, struct collector_host *h)
             .io = d->io,
             .io_up = privsep_helper_up,
             .filter = d->filter,
-            .interval = d->opts.ds_interval,
+            .interval = d->opts.round_interval,
             .state_dir = host_state_dir,
             .state_dir_path = d->opts.state_dir,
             .disk_ids = &d->diskid.ids,
@@ -158,7 +162,7 @@ void daemon_collector_start(struct daemon *d, size_t id)
         if (!c || !c->ops->start || (r = c->ops->start(c)) >= 0)
                 return;
         log_errno(LOG_LEVEL_ERROR, r, "cannot start a collector's thread", "collector",
-                  collector_defs[id]->name, NULL);
+                  registry_def(id)->name, NULL);
 }
 
 void daemon_collectors_apply(struct daemon *d, bool start_new)
@@ -166,14 +170,14 @@ void daemon_collectors_apply(struct daemon *d, bool start_new)
         struct collector_host host;
 
         host_of(d, &host);
-        for (size_t i = 0; i < COLLECTOR_MAX; i++) {
+        for (size_t i = 0; i < registry_count(); i++) {
                 struct collector *was = d->round.c[i];
 
                 if (!d->opts.collector[i]) {
                         round_drop(&d->round, i);
                         continue;
                 }
-                d->round.c[i] = collector_defs[i]->setup(&host, d->opts.collector_opts[i], was);
+                d->round.c[i] = registry_def(i)->setup(&host, d->opts.collector_opts[i], was);
                 if (!d->round.c[i])
                         d->round.stats[i].ran = false;
                 else if (!was && start_new)
@@ -187,7 +191,7 @@ void daemon_collectors_apply(struct daemon *d, bool start_new)
 
 usec_t daemon_health_stale(const struct dp_options *o)
 {
-        return 2 * o->ds_interval + 10 * USEC_PER_SEC;
+        return 2 * o->round_interval + 10 * USEC_PER_SEC;
 }
 
 struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_config *lim)

@@ -26,6 +26,10 @@ struct collector_ops {
         /* The work of a round before its export (reading a file); NULL: none. Returns 0, or
          * -errno when the round failed (diskpulse_collector_success 0); the collector logs. */
         int (*collect)(struct collector *c, usec_t now);
+        /* Takes its counters at the start of a window without exporting (the sampler's round a
+         * window before an expected scrape, whose page the next round makes, over that window);
+         * NULL: nothing to take. 0 or -errno (logged by the collector). */
+        int (*sample)(struct collector *c, usec_t now);
         /* Fills out with the collector's metrics. */
         void (*export)(struct collector *c, struct mset *out);
         /* After export: whether the round succeeded (NULL: as collect returned). */
@@ -76,6 +80,14 @@ struct collector_host {
         void *ud; /* the daemon's */
 };
 
+/* What a collector's one-shot command (collector_def.command) gets from the daemon, borrowed. */
+struct collector_command_env {
+        const char *state_dir; /* --state.directory */
+        int sysfs_fd;          /* --path.sysfs; -1 when it cannot be opened */
+        /* Disks' identity facts (below --path.sysfs and --path.udev.data). */
+        const struct collector_disk_ids *disk_ids;
+};
+
 /* A collector as the daemon's registry lists it: name, help and default make the
  * --[no-]collector.NAME flag; options (n_options entries, offsets into a struct of
  * options_size bytes) are its own flags; setup makes it. */
@@ -85,11 +97,25 @@ struct collector_def {
         bool default_enabled;
         const struct opt_def *options; /* NULL: none (not yet read by the daemon) */
         size_t n_options, options_size;
+        /* The flags of its one-shot commands (command), command-line only, offsets into the
+         * same options struct: apart from options, so that --help lists them where the daemon's
+         * table has an OPT_CLI_ONLY OPT_FRAGMENT entry of its name. NULL: none. */
+        const struct opt_def *command_options;
+        size_t n_command_options;
         /* After flags and file are read: checks opts and completes them from the daemon's
          * options (the state directory, --diskstats.interval). 0, or -EINVAL with the message
          * in err (NULL: nothing to do). */
         int (*complete)(void *opts, const char *state_dir, usec_t interval, char *err,
                         size_t errsz);
+        /* The window its gauges are derived over, from its options (the sampler plans a round
+         * that long before an expected scrape: collector_ops.sample); NULL: none. */
+        usec_t (*window)(const void *opts);
+        /* One-shot actions its options ask for, run instead of the daemon once flags and file are
+         * read (the canary's state-file edits): commanded says whether opts ask for one (NULL:
+         * it has none); command checks them, does it and prints what it did or why not, and
+         * returns the process's exit status. */
+        bool (*commanded)(const void *opts);
+        int (*command)(const void *opts, const struct collector_command_env *env);
         /* Makes the collector from its options (cur NULL) or gives cur its new settings; NULL
          * when it cannot run now (cur freed). */
         struct collector *(*setup)(const struct collector_host *host, const void *opts,

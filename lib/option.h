@@ -25,7 +25,8 @@ enum opt_type {
         OPT_COLLECTORS, /* a bool per name of subs (the daemon's: one per registered collector),
                          * --[no-]NAME.SUB; bit i of def is subs[i]'s default */
         OPT_FRAGMENT,   /* only in the daemon's table: where the options of the registered
-                           * collector named name go (in --help, the dump, every loop) */
+                           * collector named name go (in --help, the dump, every loop); with
+                           * OPT_CLI_ONLY, where its command_options go */
 };
 
 struct opt_def;

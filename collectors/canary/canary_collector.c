@@ -234,7 +234,7 @@ struct collector *canary_collector_new(const struct canary_config *cfg)
 
 /* The baselines' disk key (canary_disk_id()) from the host's identity facts; ud: the host's
  * struct collector_disk_ids, which lives as long as the process. */
-static int cc_disk_id(void *ud, const char *device, char *buf, size_t size)
+int canary_collector_disk_id(void *ud, const char *device, char *buf, size_t size)
 {
         const struct collector_disk_ids *ids = ud;
         char wwn[128], serial[128];
@@ -265,7 +265,7 @@ static struct collector *cc_setup(const struct collector_host *h, const void *op
             .baseline_period = o->baseline_period,
             .state_dir_fd = state_fd,
             .sysfs_fd = h->sysfs_fd,
-            .disk_id = h->disk_ids ? cc_disk_id : NULL,
+            .disk_id = h->disk_ids ? canary_collector_disk_id : NULL,
             .disk_id_ud = (void *)h->disk_ids,
         };
         if (!cur)
@@ -423,6 +423,41 @@ static const struct opt_def canary_options_def[] = {
              "DUR (5m x DUR/1h); read at start"},
 };
 
+/* Its one-shot commands' flags (canary_command.c), command-line only. */
+static const struct opt_def canary_command_options_def[] = {
+    {.name = "canary.reset-reference",
+     .type = OPT_STRING,
+     .offset = OFF(reset_reference),
+     .flags = OPT_CLI_ONLY,
+     .arg = "PATH",
+     .help = "forget the reference, daily medians and trend of the canary target PATH (every "
+             "disk, mode and regime of it) in the state directory's file and exit; while "
+             "diskpulse is stopped"},
+    {.name = "canary.export-records",
+     .type = OPT_STRING,
+     .offset = OFF(export_disk),
+     .flags = OPT_CLI_ONLY,
+     .arg = "DISK",
+     .help = "print the state directory's records of DISK (a device name such as sdb, or an "
+             "identity such as wwn:0x5000c500a1b2c3d4) as a file for --canary.import-records, "
+             "and exit"},
+    {.name = "canary.import-records",
+     .type = OPT_STRING,
+     .offset = OFF(import_file),
+     .flags = OPT_CLI_ONLY,
+     .arg = "FILE",
+     .help = "add one disk's records from FILE (- for standard input), written by "
+             "--canary.export-records, to the state directory's file and exit; the disk must be "
+             "on this host; while diskpulse is stopped"},
+    {.name = "canary.import-path",
+     .type = OPT_STRING,
+     .offset = OFF(import_path),
+     .flags = OPT_CLI_ONLY,
+     .arg = "PATH",
+     .help = "with --canary.import-records: the canary target the records are for on this host, "
+             "when the disk's filesystem is mounted elsewhere than where they were exported"},
+};
+
 /* No --canary.path given: the state directory, where the baselines live too. */
 static int cc_complete(void *opts, const char *state_dir, usec_t interval, char *err, size_t errsz)
 {
@@ -459,6 +494,10 @@ const struct collector_def canary_collector_def = {
     .options = canary_options_def,
     .n_options = sizeof(canary_options_def) / sizeof(canary_options_def[0]),
     .options_size = sizeof(struct canary_options),
+    .command_options = canary_command_options_def,
+    .n_command_options = ARRAY_SIZE(canary_command_options_def),
     .complete = cc_complete,
+    .commanded = canary_commanded,
+    .command = canary_command,
     .setup = cc_setup,
 };

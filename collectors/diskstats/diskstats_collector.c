@@ -136,6 +136,8 @@ static void ds_free(struct collector *c)
 static const struct collector_ops ds_ops = {
     .name = "diskstats",
     .collect = ds_collect,
+    /* a window's start: the same read, its page made by the next round */
+    .sample = ds_collect,
     .export = ds_export,
     .summarize = ds_summarize,
     .reconfigure = ds_reconfigure,
@@ -209,6 +211,11 @@ static int ds_complete(void *opts, const char *state_dir, usec_t interval, char 
         return 0;
 }
 
+static usec_t ds_window(const void *opts)
+{
+        return ((const struct diskstats_options *)opts)->window;
+}
+
 /* Its flags: the window is applied at once on SIGHUP (the daemon adds its part); at least
  * diskstats.interval, at most 3600 of them: checked with it, in ds_complete(). */
 static const struct opt_def ds_options_def[] = {
@@ -230,5 +237,6 @@ const struct collector_def diskstats_collector_def = {
     .n_options = ARRAY_SIZE(ds_options_def),
     .options_size = sizeof(struct diskstats_options),
     .complete = ds_complete,
+    .window = ds_window,
     .setup = ds_setup,
 };

@@ -32,7 +32,7 @@ static void check(const struct dp_options *o)
         if (o->n_listen == 0 || !o->listen || !o->procfs || !o->sysfs || !o->udev_data || !o->dev ||
             !o->state_dir)
                 abort();
-        if (o->ds_interval < 10 * USEC_PER_MSEC || ds_opts(o)->window < o->ds_interval)
+        if (o->round_interval < 10 * USEC_PER_MSEC || ds_opts(o)->window < o->round_interval)
                 abort();
         if (o->max_connections == 0 || o->max_connections > 65535)
                 abort();
@@ -95,8 +95,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 r = options_parse(argc, argv, &o, err, sizeof err);
                 if (r == 0) {
                         check(&o);
-                        if (variant == 1 && (o.n_listen != 1 || o.ds_interval != 2 * USEC_PER_SEC ||
-                                             o.collector[COLLECTOR_DISKSTATS]))
+                        if (variant == 1 &&
+                            (o.n_listen != 1 || o.round_interval != 2 * USEC_PER_SEC ||
+                             o.collector[COLLECTOR_DISKSTATS]))
                                 abort(); /* flags win */
                         options_free(&o);
                 } else {

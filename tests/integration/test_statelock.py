@@ -4,7 +4,8 @@ a running daemon measures without the state and leaves its directory untouched; 
 while a daemon runs and a daemon refuses while a reset (or any holder of the lock) has it; the
 reset takes "DIR/" for "DIR", lists the paths it knows for an unknown one and keeps the previous
 file beside it; one disk's records exported from one directory and imported into another, the
-disk's identity checked against the host (a fixture sysfs and udev database)."""
+disk's identity checked against the host (a fixture sysfs and udev database); the edits' usage
+errors (exit 2) and what they cannot find (exit 1), each with its message."""
 import fcntl
 import glob
 import os
@@ -128,7 +129,26 @@ def main():
         dp.check(rc == 0 and rc2 == 1 and "no disk with the identity wwn:0x5000bbbb" in err2,
                  "a disk this host does not have is refused: %d %r" % (rc2, err2))
         rc, out, err = run(sd, "--canary.import-path=/x")
-        dp.check(rc == 2, "--canary.import-path alone is a usage error (got %d)" % rc)
+        dp.check(rc == 2 and err == "diskpulse: --canary.import-path needs "
+                 "--canary.import-records\n" and not out,
+                 "--canary.import-path alone is a usage error: %d %r" % (rc, err))
+        rc, out, err = run(sd, "--canary.reset-reference=/data", "--canary.export-records=sda")
+        dp.check(rc == 2 and err == "diskpulse: --canary.reset-reference, --canary.export-records "
+                 "and --canary.import-records are used one at a time\n" and not out,
+                 "two edits at once are a usage error: %d %r" % (rc, err))
+        # what an edit cannot find: exit 1, the reason on stderr, nothing on stdout
+        missing = os.path.join(other, "missing")
+        rc, out, err = run("--state.directory=" + missing, "--canary.reset-reference=/data")
+        dp.check(rc == 1 and err.startswith("diskpulse: cannot open the state directory %s: "
+                                            % missing) and not out,
+                 "a state directory that is not there: %d %r" % (rc, err))
+        rc, out, err = run(sd, *ROOTS, "--canary.export-records=sdz")
+        dp.check(rc == 1 and err.startswith("diskpulse: no identity (WWN or serial) known for "
+                                            "the device sdz: ") and not out,
+                 "export of a device sysfs does not know: %d %r" % (rc, err))
+        rc, out, err = run(sd, *ROOTS, "--canary.import-records=" + missing)
+        dp.check(rc == 1 and err.startswith("diskpulse: cannot read %s: " % missing) and not out,
+                 "import of a file that is not there: %d %r" % (rc, err))
     finally:
         shutil.rmtree(state, ignore_errors=True)
         shutil.rmtree(other, ignore_errors=True)

@@ -97,7 +97,7 @@ static void test_defaults(void **state)
         assert_string_equal(o.dev, "/dev");
         assert_null(o.device_include);
         assert_null(o.device_exclude);
-        assert_true(o.ds_interval == USEC_PER_SEC);
+        assert_true(o.round_interval == USEC_PER_SEC);
         assert_true(ds_opts(&o)->window == 10 * USEC_PER_SEC);
         assert_true(o.collector[COLLECTOR_DISKSTATS]);
         assert_string_equal(o.state_dir, "/var/lib/diskpulse");
@@ -150,7 +150,7 @@ static void test_equals_and_separate_forms(void **state)
                                "--collector.diskstats.device-exclude", "^loop",
                                "--web.systemd-socket", "--once", "--check-config"),
                          0);
-        assert_true(o.ds_interval == 500 * USEC_PER_MSEC);
+        assert_true(o.round_interval == 500 * USEC_PER_MSEC);
         assert_true(ds_opts(&o)->window == 5 * USEC_PER_SEC);
         assert_int_equal(o.max_connections, 8);
         assert_string_equal(o.procfs, "/tmp/p");
@@ -400,7 +400,7 @@ static void test_config_file(void **state)
         assert_int_equal(PARSE(&o, err, cli), 0);
         assert_string_equal(o.config_file, path);
         assert_int_equal(o.max_connections, 12);
-        assert_true(o.ds_interval == 2 * USEC_PER_SEC);
+        assert_true(o.round_interval == 2 * USEC_PER_SEC);
         assert_true(ds_opts(&o)->window == 20 * USEC_PER_SEC);
         assert_int_equal(o.log_level, LOG_LEVEL_WARN);
         assert_int_equal(o.log_format, LOG_FORMAT_JSON);
@@ -418,7 +418,7 @@ static void test_config_file(void **state)
         assert_int_equal(PARSE(&o, err, "--diskstats.interval=3s", cli, "--log.level", "error",
                                "--collector.diskstats"),
                          0);
-        assert_true(o.ds_interval == 3 * USEC_PER_SEC);
+        assert_true(o.round_interval == 3 * USEC_PER_SEC);
         assert_int_equal(o.log_level, LOG_LEVEL_ERROR);
         assert_true(o.collector[COLLECTOR_DISKSTATS]);
         assert_int_equal(o.max_connections, 12);               /* from the file */

@@ -1,7 +1,7 @@
 /* Unit tests of the collection round (daemon/round.c): fake collectors in the registry's slots,
  * a fake clock; the page's self metrics (duration, success, build info, the other parts' own
  * metrics after them), the landing page's summary frozen with the snapshot, a collector turned
- * off. */
+ * off; a window's sample (round_sample()), with fakes and with the real diskstats collector. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +17,7 @@
 #include "diskstats_collector.h"
 #include "fsroot.h"
 #include "round.h"
+#include "tmptree.h"
 
 /* The fake clock: each reading is 2.5 ms after the one before. */
 static usec_t clock_now;
@@ -31,8 +32,9 @@ struct fake {
         struct collector base;
         const char *metric;
         int collect_ret; /* what collect returns */
+        int sample_ret;  /* what sample returns */
         int healthy;     /* -1: no healthy op */
-        unsigned collected, exported;
+        unsigned collected, exported, sampled;
         bool *freed;
 };
 
@@ -43,6 +45,15 @@ static int fake_collect(struct collector *c, usec_t now)
         assert_int_equal(now, clock_now);
         f->collected++;
         return f->collect_ret;
+}
+
+static int fake_sample(struct collector *c, usec_t now)
+{
+        struct fake *f = (struct fake *)c;
+
+        assert_int_equal(now, clock_now);
+        f->sampled++;
+        return f->sample_ret;
 }
 
 static void fake_export(struct collector *c, struct mset *out)
@@ -95,6 +106,15 @@ static const struct collector_ops fake_ops_healthy = {
     .collect = fake_collect,
     .export = fake_export,
     .healthy = fake_healthy,
+    .free = fake_free,
+};
+
+/* A fake that takes counters at a window's start too. */
+static const struct collector_ops fake_ops_sample = {
+    .name = "fake",
+    .collect = fake_collect,
+    .sample = fake_sample,
+    .export = fake_export,
     .free = fake_free,
 };
 
@@ -278,16 +298,45 @@ static void test_summary_more(void **state)
         summary_free(s);
 }
 
+/* The real diskstats collector in r's slot, on the fixture's sysfs and udev and the procfs at
+ * proc; ds_rig_free() frees it with the roots. */
+struct ds_rig {
+        int procfs, sysfs, udev;
+        struct devsrc *src;
+};
+
+static void ds_rig_new(struct ds_rig *g, struct round *r, const char *proc, usec_t interval)
+{
+        struct diskstats_settings ds = {.procfs = "/proc"};
+
+        g->procfs = root_open(proc);
+        g->sysfs = root_open(FIXTURES "/linux-6.1/sys");
+        g->udev = root_open(FIXTURES "/linux-6.1/udev");
+        assert_true(g->procfs >= 0 && g->sysfs >= 0 && g->udev >= 0);
+        g->src = devsrc_files_new(g->sysfs, g->udev);
+        ds.cfg = (struct diskstats_config){.procfs_fd = g->procfs,
+                                           .devsrc = g->src,
+                                           .interval = interval,
+                                           .window = 60 * USEC_PER_SEC};
+        r->c[COLLECTOR_DISKSTATS] = diskstats_collector_new(&ds);
+        assert_string_equal(collector_name(r->c[COLLECTOR_DISKSTATS]), "diskstats");
+}
+
+static void ds_rig_free(struct ds_rig *g, struct round *r)
+{
+        round_free(r);
+        devsrc_free(g->src);
+        close(g->procfs);
+        close(g->sysfs);
+        close(g->udev);
+}
+
 /* The real diskstats collector through the interface, on a fixture tree: its rows on the
  * landing page's summary, its byte counters scaled from sectors on the page. */
 static void test_round_diskstats(void **state)
 {
-        int procfs = root_open(FIXTURES "/linux-6.1/proc");
-        int sysfs = root_open(FIXTURES "/linux-6.1/sys");
-        int udev = root_open(FIXTURES "/linux-6.1/udev");
-        struct devsrc *src;
+        struct ds_rig g;
         struct round r = {.version = "v", .revision = "r"};
-        struct diskstats_settings ds = {.procfs = "/proc"};
         const struct summary_table *t;
         const struct summary *sum;
         struct snapshot *snap;
@@ -295,14 +344,7 @@ static void test_round_diskstats(void **state)
         char *page;
 
         (void)state;
-        assert_true(procfs >= 0 && sysfs >= 0 && udev >= 0);
-        src = devsrc_files_new(sysfs, udev);
-        ds.cfg = (struct diskstats_config){.procfs_fd = procfs,
-                                           .devsrc = src,
-                                           .interval = USEC_PER_SEC,
-                                           .window = 60 * USEC_PER_SEC};
-        r.c[COLLECTOR_DISKSTATS] = diskstats_collector_new(&ds);
-        assert_string_equal(collector_name(r.c[COLLECTOR_DISKSTATS]), "diskstats");
+        ds_rig_new(&g, &r, FIXTURES "/linux-6.1/proc", USEC_PER_SEC);
         snap = round_run(&r, 0);
         assert_true(r.stats[COLLECTOR_DISKSTATS].ran && r.stats[COLLECTOR_DISKSTATS].success);
         assert_int_equal(diskstats_collector_devices(r.c[COLLECTOR_DISKSTATS]),
@@ -362,12 +404,105 @@ static void test_round_diskstats(void **state)
         /* the p50/p99 columns: no biolatency collector here */
         assert_string_equal(t->cells[7], "-");
         snapshot_unref(snap);
+        ds_rig_free(&g, &r);
+}
 
+/* A window's round: each collector with a sample hook once, the others not at all; nothing
+ * collected or exported, no round counted; the first error returned. */
+static void test_round_sample(void **state)
+{
+        bool freed_a, freed_b, freed_c;
+        struct fake *a = fake_new("fake_a", 0, -1, &freed_a);
+        struct fake *b = fake_new("fake_b", 0, -1, &freed_b);
+        struct fake *c = fake_new("fake_c", 0, -1, &freed_c);
+        struct round r = {.version = "v", .revision = "r", .now = fake_now};
+
+        (void)state;
+        assert_int_equal(round_sample(&r), 0); /* nobody there */
+        a->base.ops = c->base.ops = &fake_ops_sample;
+        a->sample_ret = -EIO;
+        c->sample_ret = -ENOENT;
+        r.c[0] = &a->base;
+        r.c[1] = &b->base; /* no sample hook */
+        r.c[COLLECTOR_MAX - 1] = &c->base;
+        assert_int_equal(round_sample(&r), -EIO);
+        assert_int_equal(a->sampled, 1);
+        assert_int_equal(b->sampled, 0);
+        assert_int_equal(c->sampled, 1);
+        a->sample_ret = 0;
+        assert_int_equal(round_sample(&r), -ENOENT);
+        c->sample_ret = 0;
+        assert_int_equal(round_sample(&r), 0);
+        assert_int_equal(a->sampled, 3);
+        assert_int_equal(c->sampled, 3);
+        assert_int_equal(a->collected + b->collected + c->collected, 0);
+        assert_int_equal(a->exported + b->exported + c->exported, 0);
+        assert_int_equal(r.count, 0);
+        for (size_t i = 0; i < registry_count(); i++)
+                assert_false(r.stats[i].ran);
         round_free(&r);
-        devsrc_free(src);
-        close(procfs);
-        close(sysfs);
-        close(udev);
+        assert_true(freed_a && freed_b && freed_c);
+}
+
+/* The value of the sample of name{device="sda"} on page, or -1. */
+static double sda_value(const char *page, const char *name)
+{
+        char key[160];
+        const char *p;
+
+        snprintf(key, sizeof key, "%s{device=\"sda\"} ", name);
+        p = strstr(page, key);
+        return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
+/* Writes text into dir/name. */
+static void put(const char *dir, const char *name, const char *text)
+{
+        char path[256];
+        FILE *f;
+
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(text, f);
+        fclose(f);
+}
+
+/* The real diskstats collector: a window's sample is a read of /proc/diskstats that the next
+ * round's gauges start from. sda's 5 writes took 500 ms since boot; between the sample and the
+ * round it wrote 100 more that took 1000 ms: w_await over that window is 10 ms, where a round
+ * with no window sample before it would average since boot (1500 ms / 105, 14.3 ms). */
+static void test_round_sample_diskstats(void **state)
+{
+        struct tmpdir proc;
+        struct ds_rig g;
+        struct round r = {.version = "v", .revision = "r"};
+        struct snapshot *snap;
+        char *page;
+
+        (void)state;
+        assert_int_equal(test_tmpdir_new(&proc, "diskpulse-test-round"), 0);
+        put(proc.path, "uptime", "1000.00 2000.00\n");
+        put(proc.path, "diskstats",
+            "   8       0 sda 10 0 80 10 5 0 40 500 0 60 510 0 0 0 0 0 0\n");
+        ds_rig_new(&g, &r, proc.path, 10 * USEC_PER_MSEC);
+        assert_non_null(r.c[COLLECTOR_DISKSTATS]->ops->sample);
+        assert_int_equal(round_sample(&r), 0);
+        assert_int_equal(r.count, 0);
+        assert_false(r.stats[COLLECTOR_DISKSTATS].ran);
+        usleep(20 * 1000); /* more than the interval: a sample of its own */
+
+        put(proc.path, "diskstats",
+            "   8       0 sda 10 0 80 10 105 0 840 1500 0 160 1510 0 0 0 0 0 0\n");
+        snap = round_run(&r, 0);
+        page = page_of(snap);
+        assert_true(sda_value(page, "diskpulse_disk_writes_completed_total") == 105);
+        assert_true(sda_value(page, "diskpulse_disk_write_await_seconds") > 0.0099 &&
+                    sda_value(page, "diskpulse_disk_write_await_seconds") < 0.0101);
+        free(page);
+        snapshot_unref(snap);
+        ds_rig_free(&g, &r);
+        assert_int_equal(test_tmpdir_free(&proc), 0);
 }
 
 int main(void)
@@ -377,6 +512,8 @@ int main(void)
             cmocka_unit_test(test_round_empty),
             cmocka_unit_test(test_summary_more),
             cmocka_unit_test(test_round_diskstats),
+            cmocka_unit_test(test_round_sample),
+            cmocka_unit_test(test_round_sample_diskstats),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
