@@ -32,6 +32,7 @@ import sys
 import tempfile
 
 RULES = "layout.rules"
+MAY_TOUCH = "**May touch:**"
 # Compiled into the executable, which sees every part: checked as a file of its folder's part.
 EXECUTABLE = {"daemon/main.c"}
 
@@ -150,6 +151,25 @@ def check(source, out=print):
         for n in rules[key]:
             if n not in parts:
                 errors.append("%s: %s of %s, which is no part" % (RULES, key, n))
+
+    # Each part's README says what it may touch: a line "**May touch:** `a`, `b` (...)" whose
+    # backquoted names before the first "(" are exactly its USES, so the README cannot drift
+    # from what the compiler lets the part include.
+    for p in parts.values():
+        readme = os.path.join(source, p["dir"], "README.md")
+        try:
+            with open(readme, errors="replace") as fh:
+                lines = [l for l in fh.read().split("\n") if l.startswith(MAY_TOUCH)]
+        except OSError:
+            errors.append("part %s: no %s/README.md" % (p["name"], p["dir"]))
+            continue
+        if len(lines) != 1:
+            errors.append("%s/README.md: %d lines start with %s, not one" % (p["dir"], len(lines), MAY_TOUCH))
+            continue
+        said = re.findall(r"`([a-z_]+)`", lines[0][len(MAY_TOUCH):].split("(")[0])
+        if sorted(said) != sorted(p["uses"]):
+            errors.append("%s/README.md: %s names %s, but part %s USES %s" % (
+                p["dir"], MAY_TOUCH, ", ".join(said) or "nothing", p["name"], ", ".join(p["uses"]) or "nothing"))
 
     # Cycles (definition order already forbids them in CMake; checked here on the table itself).
     state = {}
@@ -351,6 +371,8 @@ def self_test(source):
         ("a collector is given an exporter in USES", "collectors/diskstats/part.cmake",
          "USES lib devices)", "USES lib devices exposition)", "may not use exposition"),
         ("a file outside every part", "collectors/stray.c", None, "/* nothing */\n", "in no part"),
+        ("a README that says less than the part uses", "collectors/diskstats/README.md",
+         "`lib`, `devices`", "`lib`", "but part diskstats USES lib, devices"),
         # The rules are read from layout.rules, not from the checker: a floor that may no longer
         # use its own floor makes today's diskstats -> devices refused.
         ("layout.rules: collectors may use only lib", RULES,
