@@ -136,4 +136,3 @@ void publisher_beat(struct publisher *p, usec_t now)
         pthread_cond_broadcast(&p->changed);
         pthread_mutex_unlock(&p->lock);
 }
-

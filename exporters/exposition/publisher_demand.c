@@ -133,4 +133,3 @@ size_t publisher_take_arrivals(struct publisher *p, usec_t *out, size_t max)
         pthread_mutex_unlock(&p->lock);
         return n;
 }
-

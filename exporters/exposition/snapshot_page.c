@@ -232,4 +232,3 @@ int snapshot_text(struct snapshot *s, const char **ret_buf, size_t *ret_len)
                 *ret_buf = buf;
         return r;
 }
-
