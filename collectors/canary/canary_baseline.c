@@ -143,7 +143,6 @@ double canary_baseline_next(double b, double m)
         return b;
 }
 
-
 int canary_baseline_observe(struct canary_baseline *b, double median, usec_t real)
 {
         struct canary_baseline_state *st = &b->st;
@@ -263,4 +262,3 @@ int canary_baseline_add(struct canary_baseline *b, double seconds, usec_t mono, 
         period_keep(b, seconds);
         return applied;
 }
-

@@ -133,4 +133,3 @@ void canary_reference_migrate(struct canary_baseline_state *st)
         canary_reference_reset(st);
         st->ref_final = st->value > 0;
 }
-
