@@ -70,11 +70,20 @@ void canary_hist_export(const struct canary_hist *h, struct mset *set, const cha
 
         for (size_t i = 0; i <= CANARY_HIST_NBOUNDS; i++) {
                 cum += h->counts[i];
-                mfamily_add_raw(set, f, "_bucket", labels, "le", canary_hist_le(i), true, cum,
-                                (double)cum);
+                mfamily_add_sample(set, f,
+                                   &(struct msample_args){.suffix = "_bucket",
+                                                          .labels = labels,
+                                                          .extra_name = "le",
+                                                          .extra_value = canary_hist_le(i),
+                                                          .is_int = true,
+                                                          .u = cum});
         }
-        mfamily_add_raw(set, f, "_sum", labels, NULL, NULL, false, 0, h->sum);
-        mfamily_add_raw(set, f, "_count", labels, NULL, NULL, true, h->count, (double)h->count);
+        mfamily_add_sample(set, f,
+                           &(struct msample_args){.suffix = "_sum", .labels = labels, .d = h->sum});
+        mfamily_add_sample(
+            set, f,
+            &(struct msample_args){
+                .suffix = "_count", .labels = labels, .is_int = true, .u = h->count});
 
         /* the native buckets from the first to the last that counted something */
         size_t lo = 0, hi = CANARY_NATIVE_NBUCKETS;
@@ -94,4 +103,3 @@ void canary_hist_export(const struct canary_hist *h, struct mset *set, const cha
         };
         mfamily_add_native(set, f, labels, &nh);
 }
-

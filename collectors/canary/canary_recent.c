@@ -167,19 +167,26 @@ void canary_recent_export(const struct canary_recent *w, struct mset *set, const
 
         if (canary_recent_quantiles(w, now, qs, ARRAY_SIZE(qs), v) == 0)
                 for (size_t i = 0; i < ARRAY_SIZE(qs); i++)
-                        mfamily_add_raw(set, f, "", labels, "quantile", qnames[i], false, 0, v[i]);
-        mfamily_add_raw(set, f, "_sum", labels, NULL, NULL, false, 0, w->sum);
-        mfamily_add_raw(set, f, "_count", labels, NULL, NULL, true, w->count, (double)w->count);
+                        mfamily_add_sample(set, f,
+                                           &(struct msample_args){.labels = labels,
+                                                                  .extra_name = "quantile",
+                                                                  .extra_value = qnames[i],
+                                                                  .d = v[i]});
+        mfamily_add_sample(set, f,
+                           &(struct msample_args){.suffix = "_sum", .labels = labels, .d = w->sum});
+        mfamily_add_sample(
+            set, f,
+            &(struct msample_args){
+                .suffix = "_count", .labels = labels, .is_int = true, .u = w->count});
         f = mset_family(set, CANARY_FAMILY_SAMPLES,
                         "Probes in the recent window, which its quantiles and ratios rest on.",
                         MT_GAUGE);
-        mfamily_add_raw(set, f, "", labels, NULL, NULL, true, n, (double)n);
+        mfamily_add_sample(set, f,
+                           &(struct msample_args){.labels = labels, .is_int = true, .u = n});
 }
-
 
 double canary_median(double *v, size_t n)
 {
         qsort(v, n, sizeof(*v), cmp_double);
         return canary_quantile_sorted(v, n, 0.5);
 }
-

@@ -93,7 +93,7 @@ void canary_stats_export(const struct canary_stats *s, struct mset *set, const c
         f = mset_family(set, CANARY_FAMILY_LAST, "Latency of the last finished canary probe.",
                         MT_GAUGE);
         if (s->has_last)
-                mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, s->last);
+                mfamily_add_sample(set, f, &(struct msample_args){.labels = labels, .d = s->last});
         canary_recent_export(&s->recent, set, labels, mono);
         f = mset_family(set, CANARY_FAMILY_BASELINE,
                         "Long-term reference latency of the canary: hourly medians learnt slowly, "
@@ -101,13 +101,13 @@ void canary_stats_export(const struct canary_stats *s, struct mset *set, const c
                         MT_GAUGE);
         if (!canary_baseline_get(&s->baseline, &base))
                 return;
-        mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, base);
+        mfamily_add_sample(set, f, &(struct msample_args){.labels = labels, .d = base});
         has_median = canary_recent_median(&s->recent, mono, &median) == 0;
         f = mset_family(set, CANARY_FAMILY_DEGRADATION,
                         "Median canary latency over the recent window divided by the baseline.",
                         MT_GAUGE);
         if (has_median && canary_degradation_ratio(median, base, &ratio) == 0)
-                mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, ratio);
+                mfamily_add_sample(set, f, &(struct msample_args){.labels = labels, .d = ratio});
         f = mset_family(set, CANARY_FAMILY_REFERENCE,
                         "As-new commit latency of this disk: the median of its first 7 daily "
                         "medians (the first baseline until then); never learns a slow creep; "
@@ -115,22 +115,23 @@ void canary_stats_export(const struct canary_stats *s, struct mset *set, const c
                         MT_GAUGE);
         if (!canary_reference_get(&s->baseline, &ref))
                 return;
-        mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, ref);
+        mfamily_add_sample(set, f, &(struct msample_args){.labels = labels, .d = ref});
         f = mset_family(set, CANARY_FAMILY_DRIFT,
                         "Median canary latency over the recent window divided by the reference.",
                         MT_GAUGE);
         if (has_median && canary_degradation_ratio(median, ref, &ratio) == 0)
-                mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, ratio);
+                mfamily_add_sample(set, f, &(struct msample_args){.labels = labels, .d = ratio});
         if (canary_trend_get(&s->baseline, &trend, &days)) {
                 f = mset_family(set, CANARY_FAMILY_TREND,
                                 "Growth of the daily median canary latency per 30 days: a "
                                 "Theil-Sen fit in log space over the last 30 daily medians "
                                 "(1.1 = 10 % slower a month).",
                                 MT_GAUGE);
-                mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, trend);
+                mfamily_add_sample(set, f, &(struct msample_args){.labels = labels, .d = trend});
                 f = mset_family(set, CANARY_FAMILY_TREND_DAYS,
                                 "Daily medians the trend factor rests on (at most 30).", MT_GAUGE);
-                mfamily_add_raw(set, f, "", labels, NULL, NULL, true, days, (double)days);
+                mfamily_add_sample(
+                    set, f, &(struct msample_args){.labels = labels, .is_int = true, .u = days});
         }
 }
 
@@ -160,5 +161,5 @@ void canary_busy_idle_export(const struct canary_stats *idle, const struct canar
         double v;
 
         if (canary_busy_idle_ratio(idle, busy, mono, &v) == 0)
-                mfamily_add_raw(set, f, "", labels, NULL, NULL, false, 0, v);
+                mfamily_add_sample(set, f, &(struct msample_args){.labels = labels, .d = v});
 }
