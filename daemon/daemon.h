@@ -11,6 +11,7 @@
 #include "devices.h"
 #include "devio.h"
 #include "options.h"
+#include "publisher.h"
 #include "round.h"
 #include "sampler.h"
 

@@ -243,24 +243,23 @@ void mfamily_add_u64(struct mset *s, struct mfamily *f, const char *suffix, uint
         add_sample(s, f, suffix, labels, true, value, (double)value);
 }
 
-void mfamily_add_raw(struct mset *s, struct mfamily *f, const char *suffix, const char *labels,
-                     const char *extra_name, const char *extra_value, bool is_int, uint64_t u,
-                     double d)
+void mfamily_add_sample(struct mset *s, struct mfamily *f, const struct msample_args *a)
 {
+        const char *labels = a->labels ? a->labels : "";
         char *l;
 
-        if (extra_name && extra_value) {
-                char *extra = mset_labels(s, extra_name, extra_value, NULL);
-                size_t a = strlen(labels), b = strlen(extra);
-                l = arena_alloc(s, a + b + 2);
-                memcpy(l, labels, a);
-                if (a)
-                        l[a++] = ',';
-                memcpy(l + a, extra, b + 1);
+        if (a->extra_name && a->extra_value) {
+                char *extra = mset_labels(s, a->extra_name, a->extra_value, NULL);
+                size_t n = strlen(labels), m = strlen(extra);
+                l = arena_alloc(s, n + m + 2);
+                memcpy(l, labels, n);
+                if (n)
+                        l[n++] = ',';
+                memcpy(l + n, extra, m + 1);
         } else {
                 l = mset_strdup(s, labels);
         }
-        add_sample(s, f, suffix, l, is_int, u, d);
+        add_sample(s, f, a->suffix, l, a->is_int, a->u, a->is_int ? (double)a->u : a->d);
 }
 
 void mset_gauge(struct mset *s, const char *name, const char *help, double v, ...)

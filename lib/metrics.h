@@ -138,11 +138,23 @@ void mfamily_add(struct mset *s, struct mfamily *f, const char *suffix, double v
     __attribute__((sentinel));
 void mfamily_add_u64(struct mset *s, struct mfamily *f, const char *suffix, uint64_t value, ...)
     __attribute__((sentinel));
-/* Adds a sample with labels already rendered (`a="x"`), plus one extra escaped pair (extra_name
- * may be NULL). */
-void mfamily_add_raw(struct mset *s, struct mfamily *f, const char *suffix, const char *labels,
-                     const char *extra_name, const char *extra_value, bool is_int, uint64_t u,
-                     double d);
+/* A sample for mfamily_add_sample(), given with designated initializers so that a call names
+ * only what it sets; what it leaves out is zero:
+ *   mfamily_add_sample(set, f, &(struct msample_args){.labels = labels, .d = seconds});
+ *   mfamily_add_sample(set, f, &(struct msample_args){.suffix = "_count", .labels = labels,
+ *                                                     .is_int = true, .u = n}); */
+struct msample_args {
+        const char *suffix;      /* static: "_bucket", "_sum", "_count"; NULL: "" */
+        const char *labels;      /* already rendered (`a="x",b="y"`, mset_labels()); NULL: none */
+        const char *extra_name;  /* one more pair after labels, escaped here (the "le" of a */
+        const char *extra_value; /* bucket, a quantile); none when either is NULL */
+        bool is_int;             /* an integer, printed exactly: u (d is set to it); else d */
+        uint64_t u;
+        double d;
+};
+
+/* Adds the sample a describes to f; its labels are copied into s's arena. Never fails. */
+void mfamily_add_sample(struct mset *s, struct mfamily *f, const struct msample_args *a);
 
 /* A table's rows. names: n static label names (n <= MROWS_MAX_LABELS). Never fails. The caller
  * owns the reference. */

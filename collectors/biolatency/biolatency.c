@@ -490,14 +490,29 @@ static void export_hist(const struct biolat_reader *r, struct mset *out, unsigne
                         for (size_t c = 0; c < r->cfg.nclassic; c++) {
                                 for (; b <= r->classic_at[c]; b++)
                                         cum += cnt[b];
-                                mfamily_add_raw(out, f, "_bucket", labels, "le", r->le[c], true,
-                                                cum, (double)cum);
+                                mfamily_add_sample(out, f,
+                                                   &(struct msample_args){.suffix = "_bucket",
+                                                                          .labels = labels,
+                                                                          .extra_name = "le",
+                                                                          .extra_value = r->le[c],
+                                                                          .is_int = true,
+                                                                          .u = cum});
                         }
-                        mfamily_add_raw(out, f, "_bucket", labels, "le", r->le[r->cfg.nclassic],
-                                        true, total, (double)total);
-                        mfamily_add_raw(out, f, "_sum", labels, NULL, NULL, false, 0, sum);
-                        mfamily_add_raw(out, f, "_count", labels, NULL, NULL, true, total,
-                                        (double)total);
+                        mfamily_add_sample(
+                            out, f,
+                            &(struct msample_args){.suffix = "_bucket",
+                                                   .labels = labels,
+                                                   .extra_name = "le",
+                                                   .extra_value = r->le[r->cfg.nclassic],
+                                                   .is_int = true,
+                                                   .u = total});
+                        mfamily_add_sample(
+                            out, f,
+                            &(struct msample_args){.suffix = "_sum", .labels = labels, .d = sum});
+                        mfamily_add_sample(
+                            out, f,
+                            &(struct msample_args){
+                                .suffix = "_count", .labels = labels, .is_int = true, .u = total});
                         export_native(r, out, f, labels, cnt, total, sum);
                 }
         }
@@ -532,11 +547,11 @@ void biolatency_export(const struct biolat_reader *r, struct mset *out)
                         "Block-layer completions with no issue on record (issued before the "
                         "programs were attached, or their in-flight entry was lost).",
                         MT_COUNTER);
-        mfamily_add_raw(out, f, "", "", NULL, NULL, true, r->untracked, (double)r->untracked);
+        mfamily_add_sample(out, f, &(struct msample_args){.is_int = true, .u = r->untracked});
         f = mset_family(out, BIOLAT_FAMILY_UNSLOTTED,
                         "Completed block-layer requests of devices that found no free slot "
                         "(--biolatency.max-devices), not in the histograms.",
                         MT_COUNTER);
         unslotted = biolatency_reader_unslotted(r);
-        mfamily_add_raw(out, f, "", "", NULL, NULL, true, unslotted, (double)unslotted);
+        mfamily_add_sample(out, f, &(struct msample_args){.is_int = true, .u = unslotted});
 }

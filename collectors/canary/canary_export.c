@@ -32,22 +32,29 @@ static void export_target(struct canary *c, struct ctarget *t, struct mset *out,
                 inflight = (double)(now - t->probe_start) / (double)USEC_PER_SEC;
         f = mset_family(out, "diskpulse_sync_inflight_seconds",
                         "Age of the canary probe that has not returned yet; 0 if none.", MT_GAUGE);
-        mfamily_add_raw(out, f, "", labels, NULL, NULL, false, 0, inflight);
+        mfamily_add_sample(out, f, &(struct msample_args){.labels = labels, .d = inflight});
         f = mset_family(out, "diskpulse_sync_stuck",
                         "1 while a canary probe runs longer than --canary.timeout.", MT_GAUGE);
-        mfamily_add_raw(out, f, "", labels, NULL, NULL, false, 0, stuck ? 1 : 0);
+        mfamily_add_sample(out, f, &(struct msample_args){.labels = labels, .d = stuck ? 1 : 0});
         f = mset_family(out, "diskpulse_sync_stuck_probes_total",
                         "Canary probes that ran longer than --canary.timeout, each counted once "
                         "from the moment it passed it.",
                         MT_COUNTER);
-        mfamily_add_raw(out, f, "", labels, NULL, NULL, true, t->stuck_probes + (stuck ? 1 : 0), 0);
+        mfamily_add_sample(out, f,
+                           &(struct msample_args){.labels = labels,
+                                                  .is_int = true,
+                                                  .u = t->stuck_probes + (stuck ? 1 : 0)});
         f = mset_family(out, "diskpulse_sync_errors_total",
                         "Failed canary opens and probes by errno.", MT_COUNTER);
         for (size_t i = 0; i < t->n_errs; i++) {
                 char eb[16];
-                mfamily_add_raw(out, f, "", labels, "errno",
-                                canary_errno_name(t->errs[i].err, eb, sizeof eb), true,
-                                t->errs[i].n, 0);
+                mfamily_add_sample(out, f,
+                                   &(struct msample_args){.labels = labels,
+                                                          .extra_name = "errno",
+                                                          .extra_value = canary_errno_name(
+                                                              t->errs[i].err, eb, sizeof eb),
+                                                          .is_int = true,
+                                                          .u = t->errs[i].n});
         }
         for (size_t i = 0; i < t->fn; i++) {
                 const struct fsample *s = &t->flush[(t->fhead + i) % CANARY_FLUSH_WINDOW_MAX];
@@ -61,25 +68,29 @@ static void export_target(struct canary *c, struct ctarget *t, struct mset *out,
                         "recent window.",
                         MT_GAUGE);
         if (nf > 0)
-                mfamily_add_raw(out, f, "", labels, NULL, NULL, false, 0,
-                                (double)flushes / (double)nf);
+                mfamily_add_sample(
+                    out, f,
+                    &(struct msample_args){.labels = labels, .d = (double)flushes / (double)nf});
         f = mset_family(out, "diskpulse_sync_backing_disk_info",
                         "The whole disks that receive the canary's writes and flushes: the device "
                         "itself, or the disks below a dm or md device (its slaves, recursively; a "
                         "partition as its disk).",
                         MT_GAUGE);
         for (size_t i = 0; i < t->n_disks; i++)
-                mfamily_add_raw(out, f, "",
-                                mset_labels(out, "path", t->path, "device", t->device, "mode", mode,
-                                            "disk", t->disks[i], NULL),
-                                NULL, NULL, false, 0, 1);
+                mfamily_add_sample(
+                    out, f,
+                    &(struct msample_args){.labels = mset_labels(out, "path", t->path, "device",
+                                                                 t->device, "mode", mode, "disk",
+                                                                 t->disks[i], NULL),
+                                           .d = 1});
         f = mset_family(out, CANARY_FAMILY_PROBES,
                         "Canary probes that returned (successful or not), of both regimes.",
                         MT_COUNTER);
-        mfamily_add_raw(out, f, "", labels, NULL, NULL, true, t->probes, 0);
+        mfamily_add_sample(
+            out, f, &(struct msample_args){.labels = labels, .is_int = true, .u = t->probes});
         f = mset_family(out, CANARY_FAMILY_TARGET_UP,
                         "1 when the last canary cycle (open and probe) succeeded.", MT_GAUGE);
-        mfamily_add_raw(out, f, "", labels, NULL, NULL, false, 0, t->up ? 1 : 0);
+        mfamily_add_sample(out, f, &(struct msample_args){.labels = labels, .d = t->up ? 1 : 0});
 }
 
 /* The state file's write failures (ENOSPC, EROFS, ...; each leaves the previous file intact). */
@@ -92,8 +103,11 @@ static void export_state(struct canary *c, struct mset *out)
         f = mset_family(out, "diskpulse_state_write_errors_total",
                         "Failed writes of a state file (the previous file is kept intact).",
                         MT_COUNTER);
-        mfamily_add_raw(out, f, "", mset_labels(out, "file", CANARY_STATE_FILE, NULL), NULL, NULL,
-                        true, atomic_load(&c->state_write_errors), 0);
+        mfamily_add_sample(
+            out, f,
+            &(struct msample_args){.labels = mset_labels(out, "file", CANARY_STATE_FILE, NULL),
+                                   .is_int = true,
+                                   .u = atomic_load(&c->state_write_errors)});
 }
 
 void canary_export(struct canary *c, struct mset *out)

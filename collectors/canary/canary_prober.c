@@ -1,5 +1,12 @@
 /* The canary's prober threads: one cycle (the spaced probe, then the burst) every interval,
- * stuck detection, error accounting, the flush ratio's samples. */
+ * stuck detection, error accounting, the flush ratio's samples.
+ *
+ * A prober's loop is made of steps, each its own function: get the work file ready (check its
+ * directory, resolve the device, open), run the cycle's probes (outside every lock), record the
+ * cycle's result, count the cycle, sleep. Each step that touches what the export reads takes
+ * t->lock once, in a helper named for what it does (probe_begin(), probe_end(), record_idle(),
+ * record_cycle(), count_cycle(), ...); the collector's settings are read under c->lock once per
+ * use by settings_read(). No helper takes both locks. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -12,6 +19,47 @@ static atomic_uint threads_running;
 unsigned canary_threads_running(void)
 {
         return atomic_load(&threads_running);
+}
+
+/* The prober thread's own state, between its cycles. */
+struct prober {
+        struct ctarget *t;
+        struct canary_file f;
+        struct canary_backing b;
+        bool is_open;  /* f is open */
+        bool have_b;   /* b holds the device backing the path, resolved at the last open */
+        bool flush_ok; /* the disks' flush counts can be read */
+        uint64_t rng;  /* the sleep's jitter */
+};
+
+/* What one cycle measured, recorded at its end by record_cycle(). */
+struct cycle {
+        int r;         /* 0, or the failing probe's -errno */
+        usec_t end;    /* when its last probe ended (monotonic) */
+        double busy;   /* the busy regime's sample (seconds), when done > 0 */
+        unsigned done; /* probes of the burst done */
+        int rf;        /* 0: before and after are the disks' flush counts around the probes */
+        uint64_t before, after;
+};
+
+/* The collector's settings (--canary.interval, timeout, size, burst), which a reconfiguration
+ * may change while the prober runs. */
+struct settings {
+        usec_t interval, timeout;
+        size_t size;
+        unsigned burst;
+};
+
+/* The settings in force now, read under c->lock. Prober thread. */
+static struct settings settings_read(struct canary *c)
+{
+        struct settings s;
+
+        pthread_mutex_lock(&c->lock);
+        s = (struct settings){
+            .interval = c->interval, .timeout = c->timeout, .size = c->size, .burst = c->burst};
+        pthread_mutex_unlock(&c->lock);
+        return s;
 }
 
 static bool target_stopped(struct ctarget *t)
@@ -52,15 +100,13 @@ static void target_failed(struct ctarget *t, const char *msg, int err)
         canary_target_log_error(t, msg, err, c->ops.now(c->ops.ud));
 }
 
-/* Which device backs the path; logs a failure once per reason. Prober thread. */
-static bool resolve(struct ctarget *t, struct canary_backing *b)
+/* Sets the device and disks the export labels the target with, from b (NULL: none). Takes
+ * t->lock. Prober thread. */
+static void target_set_backing(struct ctarget *t, const struct canary_backing *b)
 {
-        struct canary *c = t->c;
-        int r = c->sysfs_fd < 0 ? -ENOENT : c->ops.resolve(c->ops.ud, c->sysfs_fd, t->path, b);
-
         pthread_mutex_lock(&t->lock);
         t->n_disks = 0;
-        if (r < 0) {
+        if (!b) {
                 t->device[0] = 0;
         } else {
                 strscpy(t->device, b->device, sizeof t->device);
@@ -68,6 +114,15 @@ static bool resolve(struct ctarget *t, struct canary_backing *b)
                         strscpy(t->disks[t->n_disks++], b->disks[i].name, CANARY_NAME_MAX);
         }
         pthread_mutex_unlock(&t->lock);
+}
+
+/* Which device backs the path; logs a failure once per reason. Prober thread. */
+static bool resolve(struct ctarget *t, struct canary_backing *b)
+{
+        struct canary *c = t->c;
+        int r = c->sysfs_fd < 0 ? -ENOENT : c->ops.resolve(c->ops.ud, c->sysfs_fd, t->path, b);
+
+        target_set_backing(t, r < 0 ? NULL : b);
         if (r < 0 && (!t->resolve_logged || t->last_resolve_error != r)) {
                 t->resolve_logged = true;
                 t->last_resolve_error = r;
@@ -88,24 +143,13 @@ static void flush_add(struct ctarget *t, usec_t now, uint64_t delta, uint32_t pr
                 t->fhead = (t->fhead + 1) % CANARY_FLUSH_WINDOW_MAX;
 }
 
-/* Sleeps the interval with +-10 % jitter, or until stopped. Prober thread. */
-static void jittered_sleep(struct ctarget *t, uint64_t *rng)
+/* Waits on t->wake until the monotonic deadline or until the target is stopped. Takes t->lock.
+ * Prober thread. */
+static void wait_until(struct ctarget *t, usec_t deadline)
 {
-        struct canary *c = t->c;
-        usec_t interval, d;
-        double u = prng_unit(rng);
-
-        pthread_mutex_lock(&c->lock);
-        interval = c->interval;
-        pthread_mutex_unlock(&c->lock);
-        d = (usec_t)((double)interval * (0.9 + 0.2 * u));
-        if (c->fake_sleep) {
-                c->ops.sleep(c->ops.ud, d);
-                return;
-        }
-        usec_t deadline = now_monotonic() + d;
         struct timespec ts = {.tv_sec = (time_t)(deadline / USEC_PER_SEC),
                               .tv_nsec = (long)(deadline % USEC_PER_SEC) * 1000};
+
         pthread_mutex_lock(&t->lock);
         while (!t->stop && now_monotonic() < deadline)
                 if (pthread_cond_timedwait(&t->wake, &t->lock, &ts) == ETIMEDOUT)
@@ -113,41 +157,52 @@ static void jittered_sleep(struct ctarget *t, uint64_t *rng)
         pthread_mutex_unlock(&t->lock);
 }
 
-/* One timed probe of the cycle, marked in flight while it runs. Returns the probe's result (0
- * with *ret_lat), or -ECANCELED when the target was stopped before or during it (nothing is
- * recorded then). *ret_stuck: it ran past the timeout in force when it started; such a probe
- * is counted once in stuck_probes, continuing what the export showed while it hung. Prober
- * thread. */
-static int timed_probe(struct ctarget *t, struct canary_file *f, usec_t *ret_lat, usec_t *ret_end,
-                       bool *ret_stuck)
+/* Sleeps the interval with +-10 % jitter, or until stopped. Prober thread. */
+static void jittered_sleep(struct prober *p)
+{
+        struct canary *c = p->t->c;
+        double u = prng_unit(&p->rng);
+        usec_t d = (usec_t)((double)settings_read(c).interval * (0.9 + 0.2 * u));
+
+        if (c->fake_sleep) {
+                c->ops.sleep(c->ops.ud, d);
+                return;
+        }
+        wait_until(p->t, now_monotonic() + d);
+}
+
+/* Marks a probe in flight from now on, with the timeout in force. Returns 0 with its start in
+ * *ret_start, or -ECANCELED when the target was stopped (nothing marked). Takes t->lock. */
+static int probe_begin(struct ctarget *t, usec_t timeout, usec_t *ret_start)
 {
         struct canary *c = t->c;
-        usec_t timeout, start, now;
-        int r;
 
-        pthread_mutex_lock(&c->lock);
-        timeout = c->timeout;
-        pthread_mutex_unlock(&c->lock);
         pthread_mutex_lock(&t->lock);
         if (t->stop) {
                 pthread_mutex_unlock(&t->lock);
                 return -ECANCELED;
         }
-        start = c->ops.now(c->ops.ud);
+        *ret_start = c->ops.now(c->ops.ud);
         t->inflight = true;
-        t->probe_start = start;
+        t->probe_start = *ret_start;
         t->probe_timeout = timeout;
         pthread_mutex_unlock(&t->lock);
+        return 0;
+}
 
-        r = c->ops.probe(c->ops.ud, f, ret_lat);
+/* Ends the probe in flight since start: counts it, and in stuck_probes when it ran past timeout
+ * (*ret_stuck). Returns 0, or -ECANCELED when the target was stopped meanwhile (abandoned or
+ * stopping: nothing counted). Takes t->lock. */
+static int probe_end(struct ctarget *t, usec_t start, usec_t timeout, bool *ret_stuck)
+{
+        struct canary *c = t->c;
+        usec_t now;
 
-        *ret_end = c->ops.now(c->ops.ud);
         pthread_mutex_lock(&t->lock);
         /* Read under the lock: never earlier than an export that already saw it stuck. */
         now = c->ops.now(c->ops.ud);
         t->inflight = false;
         if (t->stop) {
-                /* Abandoned or stopping: record nothing. */
                 pthread_mutex_unlock(&t->lock);
                 return -ECANCELED;
         }
@@ -156,7 +211,28 @@ static int timed_probe(struct ctarget *t, struct canary_file *f, usec_t *ret_lat
         if (*ret_stuck)
                 t->stuck_probes++;
         pthread_mutex_unlock(&t->lock);
-        return r;
+        return 0;
+}
+
+/* One timed probe of the cycle, marked in flight while it runs. Returns the probe's result (0
+ * with *ret_lat), or -ECANCELED when the target was stopped before or during it (nothing is
+ * recorded then). *ret_stuck: it ran past the timeout in force when it started; such a probe
+ * is counted once in stuck_probes, continuing what the export showed while it hung. Prober
+ * thread; the probe itself runs under no lock. */
+static int timed_probe(struct ctarget *t, struct canary_file *f, usec_t *ret_lat, usec_t *ret_end,
+                       bool *ret_stuck)
+{
+        struct canary *c = t->c;
+        usec_t timeout = settings_read(c).timeout, start;
+        int r, e;
+
+        r = probe_begin(t, timeout, &start);
+        if (r < 0)
+                return r;
+        r = c->ops.probe(c->ops.ud, f, ret_lat);
+        *ret_end = c->ops.now(c->ops.ud);
+        e = probe_end(t, start, timeout, ret_stuck);
+        return e < 0 ? e : r;
 }
 
 /* Accounts one sample of a regime (seconds). Under t->lock. */
@@ -167,6 +243,14 @@ static void record_sample(struct ctarget *t, enum canary_regime g, double second
                 t->save_pending = true;
 }
 
+/* Records the spaced probe's latency as the idle regime's sample at once, before the burst.
+ * Takes t->lock. */
+static void record_idle(struct ctarget *t, usec_t lat, usec_t end)
+{
+        pthread_mutex_lock(&t->lock);
+        record_sample(t, CANARY_REGIME_IDLE, (double)lat / (double)USEC_PER_SEC, end);
+        pthread_mutex_unlock(&t->lock);
+}
 /* A cycle's probes after the spaced one: up to n back-to-back, no pause between them. Returns
  * 0 with the busy sample in *ret_busy (the median of the burst's second half; the latency of a
  * probe that ran past the timeout, which ends the burst, as a busy stream would have waited
@@ -200,134 +284,204 @@ static int burst(struct ctarget *t, struct canary_file *f, unsigned n, double *r
         return 0;
 }
 
-static void *prober(void *arg)
+/* Closes the work file. Prober thread. */
+static void file_close(struct prober *p)
 {
-        struct ctarget *t = arg;
+        struct canary *c = p->t->c;
+
+        c->ops.close(c->ops.ud, &p->f);
+        p->is_open = false;
+}
+
+/* Whether the open work file's directory is still the target's (a file works on in a removed
+ * or covered directory): a replaced or remounted one closes the file, to be opened again; a
+ * gone one closes it and counts an error. Returns false after that error. Prober thread. */
+static bool file_check_dir(struct prober *p)
+{
+        struct ctarget *t = p->t;
         struct canary *c = t->c;
-        struct canary_file f = {.fd = -1};
-        struct canary_backing b;
-        bool is_open = false, have_b = false, flush_ok = true;
-        int r;
-        uint64_t rng =
-            prng_seed((uint64_t)(uintptr_t)t ^ now_realtime() ^ UINT64_C(0x9e3779b97f4a7c15));
-        (void)pthread_setname_np(pthread_self(), "dp-canary"); /* top -H, ionice -p */
-        r = canary_set_ioprio();
+        int r = c->ops.check_dir(c->ops.ud, t->path, &p->f);
+
         if (r < 0)
-                log_debug("cannot lower the canary's I/O priority", "path", t->path);
-        if (canary_ops_real_open(&c->ops))
-                canary_sweep(t->path);
-
-        for (;;) {
-                usec_t lat = 0, end = 0;
-                double busy = 0;
-                uint64_t before = 0, after = 0;
-                unsigned n_burst, done = 0;
-                bool stuck = false;
-                int rf = -ENODATA;
-
-                if (target_stopped(t))
-                        break;
-                if (is_open && c->ops.check_dir) {
-                        /* The open file works on in a removed or covered directory: notice. */
-                        r = c->ops.check_dir(c->ops.ud, t->path, &f);
-                        if (r < 0) {
-                                c->ops.close(c->ops.ud, &f);
-                                is_open = false;
-                        }
-                        if (r == -ESTALE) {
-                                log_info("canary directory replaced or remounted; reopening",
-                                         "path", t->path);
-                        } else if (r < 0) {
-                                target_failed(t, "canary directory is gone", -r);
-                                goto next;
-                        }
-                }
-                if (!is_open) {
-                        size_t size;
-
-                        have_b = resolve(t, &b);
-                        canary_update_key(t, have_b ? &b : NULL);
-                        pthread_mutex_lock(&c->lock);
-                        size = c->size;
-                        pthread_mutex_unlock(&c->lock);
-                        r = c->ops.open(c->ops.ud, t->path, t->mode, size, &f);
-                        if (r < 0) {
-                                target_failed(t, "cannot open the canary file", -r);
-                                goto next;
-                        }
-                        is_open = true;
-                } else if (!t->key_loaded) {
-                        canary_update_key(t, have_b ? &b : NULL);
-                }
-
-                if (have_b && flush_ok)
-                        rf = c->ops.flushes(c->ops.ud, c->sysfs_fd, &b, &before);
-                if (rf == -ENODATA)
-                        flush_ok = false;
-                pthread_mutex_lock(&c->lock);
-                n_burst = c->burst;
-                pthread_mutex_unlock(&c->lock);
-
-                /* The spaced probe (idle regime), then at once the burst (busy regime); a stuck
-                 * spaced probe ends the cycle, so nothing piles onto a device that hangs. */
-                r = timed_probe(t, &f, &lat, &end, &stuck);
-                if (r == -ECANCELED)
-                        break;
-                if (r == 0) {
-                        pthread_mutex_lock(&t->lock);
-                        record_sample(t, CANARY_REGIME_IDLE, (double)lat / (double)USEC_PER_SEC,
-                                      end);
-                        pthread_mutex_unlock(&t->lock);
-                        if (!stuck && n_burst > 0) {
-                                r = burst(t, &f, n_burst, &busy, &end, &done);
-                                if (r == -ECANCELED)
-                                        break;
-                        }
-                }
-                if (r == 0 && rf == 0)
-                        rf = c->ops.flushes(c->ops.ud, c->sysfs_fd, &b, &after);
-                else
-                        rf = -1;
-                if (rf == -ENODATA)
-                        flush_ok = false;
-
-                pthread_mutex_lock(&t->lock);
-                if (r < 0) {
-                        count_error(t, -r);
-                } else {
-                        if (done > 0)
-                                record_sample(t, CANARY_REGIME_BUSY, busy, end);
-                        if (!t->up && t->n_errs > 0)
-                                log_info("canary target healthy again", "path", t->path, "mode",
-                                         canary_mode_to_string(t->mode));
-                        t->up = true; /* the file was opened fresh after any earlier error */
-                        if (rf == 0 && after >= before)
-                                flush_add(t, end, after - before, 1 + done);
-                }
-                pthread_mutex_unlock(&t->lock);
-
-                if (r < 0) {
-                        /* fsyncgate: never probe this file again; reopen next time. */
-                        canary_target_log_error(t, "canary probe failed", -r, end);
-                        c->ops.close(c->ops.ud, &f);
-                        is_open = false;
-                } else {
-                        canary_maybe_save(t, end);
-                }
-        next:
-                pthread_mutex_lock(&t->lock);
-                t->cycles++;
-                pthread_mutex_unlock(&t->lock);
-                if (target_stopped(t))
-                        break;
-                jittered_sleep(t, &rng);
+                file_close(p);
+        if (r == -ESTALE) {
+                log_info("canary directory replaced or remounted; reopening", "path", t->path);
+        } else if (r < 0) {
+                target_failed(t, "canary directory is gone", -r);
+                return false;
         }
+        return true;
+}
 
-        if (is_open)
-                c->ops.close(c->ops.ud, &f);
+/* Opens the work file, after finding the device that backs the path and the disk identity its
+ * baselines are kept under. Returns false after counting an error. Prober thread. */
+static bool file_open(struct prober *p)
+{
+        struct ctarget *t = p->t;
+        struct canary *c = t->c;
+        int r;
+
+        p->have_b = resolve(t, &p->b);
+        canary_update_key(t, p->have_b ? &p->b : NULL);
+        r = c->ops.open(c->ops.ud, t->path, t->mode, settings_read(c).size, &p->f);
+        if (r < 0) {
+                target_failed(t, "cannot open the canary file", -r);
+                return false;
+        }
+        p->is_open = true;
+        return true;
+}
+
+/* Gets the work file ready for a cycle: checked when open, opened when not. Returns false when
+ * the cycle cannot probe (an error counted). Prober thread. */
+static bool file_ready(struct prober *p)
+{
+        struct ctarget *t = p->t;
+
+        if (p->is_open && t->c->ops.check_dir && !file_check_dir(p))
+                return false;
+        if (!p->is_open)
+                return file_open(p);
+        if (!t->key_loaded)
+                canary_update_key(t, p->have_b ? &p->b : NULL);
+        return true;
+}
+
+/* The disks' flush count into *ret, when they can be counted (a path without a device, or disks
+ * without flush counts, never again: -ENODATA). Returns 0 or -errno. Prober thread. */
+static int flushes_read(struct prober *p, uint64_t *ret)
+{
+        struct canary *c = p->t->c;
+        int r = p->have_b && p->flush_ok ? c->ops.flushes(c->ops.ud, c->sysfs_fd, &p->b, ret)
+                                         : -ENODATA;
+
+        if (r == -ENODATA)
+                p->flush_ok = false;
+        return r;
+}
+
+/* Runs one cycle's probes under no lock: the spaced probe (idle regime, recorded at once),
+ * then the burst (busy regime); a stuck spaced probe ends the cycle, so nothing piles onto a
+ * device that hangs. The disks' flush counts are read around them. Returns 0 with *ret filled
+ * (ret->r: the probes' result), or -ECANCELED when the target was stopped. Prober thread. */
+static int run_cycle(struct prober *p, struct cycle *ret)
+{
+        struct ctarget *t = p->t;
+        unsigned n_burst;
+        usec_t lat = 0;
+        bool stuck = false;
+        int r;
+
+        *ret = (struct cycle){0};
+        ret->rf = flushes_read(p, &ret->before);
+        n_burst = settings_read(t->c).burst;
+        r = timed_probe(t, &p->f, &lat, &ret->end, &stuck);
+        if (r == -ECANCELED)
+                return r;
+        if (r == 0) {
+                record_idle(t, lat, ret->end);
+                if (!stuck && n_burst > 0) {
+                        r = burst(t, &p->f, n_burst, &ret->busy, &ret->end, &ret->done);
+                        if (r == -ECANCELED)
+                                return r;
+                }
+        }
+        ret->r = r;
+        ret->rf = r == 0 && ret->rf == 0 ? flushes_read(p, &ret->after) : -1;
+        return 0;
+}
+
+/* Records a cycle's result for the export: its error, or the busy sample, the target up again
+ * and the flush sample. Takes t->lock. Prober thread. */
+static void record_cycle(struct ctarget *t, const struct cycle *cy)
+{
+        pthread_mutex_lock(&t->lock);
+        if (cy->r < 0) {
+                count_error(t, -cy->r);
+        } else {
+                if (cy->done > 0)
+                        record_sample(t, CANARY_REGIME_BUSY, cy->busy, cy->end);
+                if (!t->up && t->n_errs > 0)
+                        log_info("canary target healthy again", "path", t->path, "mode",
+                                 canary_mode_to_string(t->mode));
+                t->up = true; /* the file was opened fresh after any earlier error */
+                if (cy->rf == 0 && cy->after >= cy->before)
+                        flush_add(t, cy->end, cy->after - cy->before, 1 + cy->done);
+        }
+        pthread_mutex_unlock(&t->lock);
+}
+
+/* After a recorded cycle: a failed probe's file is never probed again (fsyncgate) and is
+ * reopened next time; a good cycle saves the baselines when they changed. Prober thread. */
+static void finish_cycle(struct prober *p, const struct cycle *cy)
+{
+        if (cy->r < 0) {
+                canary_target_log_error(p->t, "canary probe failed", -cy->r, cy->end);
+                file_close(p);
+        } else {
+                canary_maybe_save(p->t, cy->end);
+        }
+}
+
+/* Counts a cycle, whether it probed or failed to reach the file. Takes t->lock. */
+static void count_cycle(struct ctarget *t)
+{
+        pthread_mutex_lock(&t->lock);
+        t->cycles++;
+        pthread_mutex_unlock(&t->lock);
+}
+
+/* Marks the prober gone for the export and canary_free(). Takes t->lock. */
+static void mark_exited(struct ctarget *t)
+{
         pthread_mutex_lock(&t->lock);
         t->exited = true;
         pthread_mutex_unlock(&t->lock);
+}
+
+/* The thread's start: names it, lowers its I/O priority, sweeps what a crash left. */
+static void prober_setup(struct prober *p)
+{
+        struct ctarget *t = p->t;
+
+        (void)pthread_setname_np(pthread_self(), "dp-canary"); /* top -H, ionice -p */
+        if (canary_set_ioprio() < 0)
+                log_debug("cannot lower the canary's I/O priority", "path", t->path);
+        if (canary_ops_real_open(&t->c->ops))
+                canary_sweep(t->path);
+}
+
+static void *prober(void *arg)
+{
+        struct ctarget *t = arg;
+        struct prober p = {
+            .t = t,
+            .f = {.fd = -1},
+            .flush_ok = true,
+            .rng =
+                prng_seed((uint64_t)(uintptr_t)t ^ now_realtime() ^ UINT64_C(0x9e3779b97f4a7c15)),
+        };
+
+        prober_setup(&p);
+        for (;;) {
+                struct cycle cy;
+
+                if (target_stopped(t))
+                        break;
+                if (file_ready(&p)) {
+                        if (run_cycle(&p, &cy) == -ECANCELED)
+                                break;
+                        record_cycle(t, &cy);
+                        finish_cycle(&p, &cy);
+                }
+                count_cycle(t);
+                if (target_stopped(t))
+                        break;
+                jittered_sleep(&p);
+        }
+        if (p.is_open)
+                file_close(&p);
+        mark_exited(t);
         canary_target_unref(t);
         atomic_fetch_sub(&threads_running, 1);
         return NULL;
@@ -348,9 +502,7 @@ int canary_target_start(struct ctarget *t)
         if (r != 0) {
                 atomic_fetch_sub(&threads_running, 1);
                 refcount_put(&t->ref); /* the thread's, never the last: the caller holds one */
-                pthread_mutex_lock(&t->lock);
-                t->exited = true;
-                pthread_mutex_unlock(&t->lock);
+                mark_exited(t);
                 return -r;
         }
         return 0;

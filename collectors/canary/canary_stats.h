@@ -8,6 +8,10 @@
  * into its metric set. Every object here belongs to one target; the caller serializes all calls
  * on it (one lock per target, or one thread); different objects are independent.
  *
+ * One file per part: canary_hist.c (histogram), canary_recent.c (recent window, quantiles),
+ * canary_baseline.c (baseline), canary_reference.c (reference, trend), canary_stats.c (one
+ * target: all of them, the export, the ratios, the regimes).
+ *
  * Histogram (diskpulse_sync_latency_seconds): fixed bounds 1-2.5-5 per decade from 10 us to
  * 10 s (19 bounds, neighbours at most x2.5 apart) plus +Inf; "le" formatted like the Prometheus
  * client libraries ("1e-05", "2.5e-05", "0.0001", ..., "10", "+Inf"); cumulative since start.

@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 #include "connguard.h"
-#include "snapshot.h"
+#include "publisher.h"
 #include "util.h"
 
 /* Per-connection memory of libmicrohttpd: the request line and headers must fit in about half

@@ -416,9 +416,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         if (!metric_name_valid(en, true))
                                 snprintf(en, sizeof en, "quantile");
                         base = mset_labels(s, "device", "sda", NULL);
-                        mfamily_add_raw(s, fam[cur], "", (kind & 0x80) ? base : "",
-                                        (kind & 0x20) ? NULL : en, (kind & 0x40) ? NULL : ev, false,
-                                        0, dbl(&r));
+                        mfamily_add_sample(
+                            s, fam[cur],
+                            &(struct msample_args){.labels = (kind & 0x80) ? base : "",
+                                                   .extra_name = (kind & 0x20) ? NULL : en,
+                                                   .extra_value = (kind & 0x40) ? NULL : ev,
+                                                   .d = dbl(&r)});
                         break;
                 }
                 default: /* 4: switch to another set, or (high bit) a table's family */

@@ -193,17 +193,28 @@ static void test_many_families_and_samples(void **state)
         assert_string_equal(mset_find(s, "fam_0")->samples[3].labels, "device=\"d3\"");
 }
 
-static void test_add_raw(void **state)
+static void test_add_sample(void **state)
 {
         struct mset *s = *state;
         struct mfamily *f = mset_family(s, "diskpulse_sync_recent_seconds", "h", MT_SUMMARY);
         const char *base = mset_labels(s, "path", "/var/lib/pg", "device", "sda", NULL);
 
-        mfamily_add_raw(s, f, "", base, "quantile", "0.5", false, 0, 0.001);
-        mfamily_add_raw(s, f, "_sum", base, NULL, NULL, false, 0, 12.5);
-        mfamily_add_raw(s, f, "_count", base, NULL, NULL, true, 42, 42.0);
-        mfamily_add_raw(s, f, "", "", "quantile", "0.9", false, 0, 0.002);
-        mfamily_add_raw(s, f, "", base, "odd", "a\"b\\c\nd", false, 0, 1);
+        mfamily_add_sample(
+            s, f,
+            &(struct msample_args){
+                .labels = base, .extra_name = "quantile", .extra_value = "0.5", .d = 0.001});
+        mfamily_add_sample(s, f,
+                           &(struct msample_args){.suffix = "_sum", .labels = base, .d = 12.5});
+        mfamily_add_sample(
+            s, f,
+            &(struct msample_args){.suffix = "_count", .labels = base, .is_int = true, .u = 42});
+        mfamily_add_sample(
+            s, f,
+            &(struct msample_args){.extra_name = "quantile", .extra_value = "0.9", .d = 0.002});
+        mfamily_add_sample(
+            s, f,
+            &(struct msample_args){
+                .labels = base, .extra_name = "odd", .extra_value = "a\"b\\c\nd", .d = 1});
 
         assert_int_equal(f->n, 5);
         assert_string_equal(f->samples[0].labels,
@@ -215,9 +226,19 @@ static void test_add_raw(void **state)
         assert_ptr_not_equal(f->samples[1].labels, base);
         assert_true(f->samples[2].is_int);
         assert_true(f->samples[2].u == 42);
+        assert_true(f->samples[2].d == 42.0); /* an integer's double is its value */
+        /* what a call leaves out: suffix "", no labels, a double */
+        assert_string_equal(f->samples[3].suffix, "");
+        assert_false(f->samples[3].is_int);
         assert_string_equal(f->samples[3].labels, "quantile=\"0.9\"");
         assert_string_equal(f->samples[4].labels,
                             "path=\"/var/lib/pg\",device=\"sda\",odd=\"a\\\"b\\\\c\\nd\"");
+
+        mfamily_add_sample(s, f, &(struct msample_args){.d = 7});
+        assert_int_equal(f->n, 6);
+        assert_string_equal(f->samples[5].suffix, "");
+        assert_string_equal(f->samples[5].labels, "");
+        assert_true(f->samples[5].d == 7);
 }
 
 static void test_labels_get(void **state)
@@ -411,7 +432,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_long_label_value, setup, teardown),
             cmocka_unit_test_setup_teardown(test_families, setup, teardown),
             cmocka_unit_test_setup_teardown(test_many_families_and_samples, setup, teardown),
-            cmocka_unit_test_setup_teardown(test_add_raw, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_add_sample, setup, teardown),
             cmocka_unit_test_setup_teardown(test_labels_get, setup, teardown),
             cmocka_unit_test_setup_teardown(test_metric_name_valid, setup, teardown),
             cmocka_unit_test_setup_teardown(test_strdup_and_free_null, setup, teardown),

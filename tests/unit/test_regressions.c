@@ -24,10 +24,10 @@
 #include "metrics.h"
 #include "options.h"
 
-/* BUG-1 mfamily_add_raw() (lib/metrics.c), the extra label pair after the pre-rendered labels:
- * a pair whose value is NULL is skipped (as documented for every label API), but the ',' that
- * joins it to the pre-rendered labels was still written, leaving `device="sda",` with a trailing
- * comma. */
+/* BUG-1 mfamily_add_sample() (lib/metrics.c; mfamily_add_raw() then), the extra label pair after
+ * the pre-rendered labels: a pair whose value is NULL is skipped (as documented for every label
+ * API), but the ',' that joins it to the pre-rendered labels was still written, leaving
+ * `device="sda",` with a trailing comma. */
 static void test_bug1_add_raw_null_extra_value_leaves_trailing_comma(void **state)
 {
         struct mset *s = mset_new();
@@ -36,7 +36,11 @@ static void test_bug1_add_raw_null_extra_value_leaves_trailing_comma(void **stat
 
         char got[64];
 
-        mfamily_add_raw(s, f, "", "device=\"sda\"", "quantile", NULL, false, 0, 1.0);
+        mfamily_add_sample(s, f,
+                           &(struct msample_args){.labels = "device=\"sda\"",
+                                                  .extra_name = "quantile",
+                                                  .extra_value = NULL,
+                                                  .d = 1.0});
         snprintf(got, sizeof got, "%s", f->samples[0].labels);
         mset_free(s);
         /* expected: device="sda"   actual: device="sda", */

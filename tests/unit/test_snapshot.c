@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "snapshot.h"
+#include "publisher.h"
 #include "util.h"
 
 /* A snapshot of one set: a table of rows devices with two families, and a generic gauge. */
