@@ -145,9 +145,11 @@ def main():
         rc, out = run(["promtool", "check", "rules", path])
         if rc != 0 or "SUCCESS" not in out or "WARNING" in out.upper():
             fail("promtool check rules:\n" + out)
-    rc, out = run(["promtool", "check", "config", PROMCONF])
-    if rc != 0:
-        fail("promtool check config:\n" + out)
+    # prometheus.yml and the fleet's edge and central examples.
+    for conf in [PROMCONF] + sorted(glob.glob(os.path.join(ROOT, "etc", "prometheus", "fleet-*.yml"))):
+        rc, out = run(["promtool", "check", "config", conf])
+        if rc != 0:
+            fail("promtool check config:\n" + out)
 
     rules = yaml.safe_load(open(RULES))
     alerts, records = {}, {}
