@@ -18,7 +18,6 @@ from each fault's onset to the alert firing. With --check the bounds below are h
 (skip) without prometheus or promtool.
 Usage: fleet.py [--hosts N] [--days D] [--check] [--keep DIR]"""
 import argparse
-import math
 import os
 import shutil
 import subprocess
@@ -31,6 +30,10 @@ import yaml
 import fleetgen
 from promserver import Prometheus
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "rules"))
+from promtime import seconds as duration  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RULES = os.path.join(ROOT, "etc", "prometheus", "diskpulse-fleet.rules.yml")
@@ -40,11 +43,6 @@ ALERT = "DiskpulseDriveSlowerThanPeers"
 # healthy drive (the slow host's included) ever named, each constant fault within 12 hours of
 # its onset and each intermittent one within 30.
 BOUNDS = {"recall": 1.0, "false_positives": 0, "constant_h": 12.0, "intermittent_h": 30.0}
-
-
-def duration(s):
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    return sum(int(n) * units[u] for n, u in __import__("re").findall(r"(\d+)([smhd])", s))
 
 
 def write_openmetrics(fleet, path, t0, t1):
