@@ -155,9 +155,8 @@ def main():
     began = time.monotonic()
     work = args.keep or tempfile.mkdtemp(prefix="fleet-")
     os.makedirs(work, exist_ok=True)
-    # History ending an hour ago or more, on a 2-hour boundary: promtool's rule backfill
-    # evaluates in blocks of 2 hours of wall-clock time, so the evaluations fall on the same
-    # points of the simulated days in every run, and the run repeats its numbers.
+    # History ending an hour ago or more, on a 2-hour boundary (promtool's rule backfill makes
+    # blocks of 2 hours of wall-clock time).
     t1 = (int(time.time()) - 3600) // 7200 * 7200
     t0 = t1 - int(args.days * 86400)
     fleet = fleetgen.Fleet(args.hosts, args.seed, start=t0,
