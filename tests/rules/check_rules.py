@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Checks the shipped Prometheus rules, scrape config and Alertmanager routing.
 
-promtool check rules/config, promtool test rules on every tests/rules/*.test.yml, and the
-contract around them: every alert has a severity, a summary, a description and a runbook_url
-in the one shape below, whose anchor is a heading's id in the page docs/runbook_html.py makes
+promtool check rules on every etc/prometheus/*.rules.yml, promtool check config, promtool test
+rules on every tests/rules/*.test.yml, and the contract around them: every alert has a
+severity, a summary, a description and a runbook_url in the one shape below, whose anchor is a heading's id in the page docs/runbook_html.py makes
 of docs/runbook.md (the page the daemon serves at /runbook); every critical alert's description
 begins with the first thing to do (an imperative from FIRST_VERBS) and its runbook section with
 "**First:**" and one of those verbs; the diskpulse:runbook:info url works as the one knob (a
@@ -25,6 +25,8 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RULES = os.path.join(ROOT, "etc", "prometheus", "diskpulse.rules.yml")
+# Every shipped rules file: the host's (RULES) and the fleet's (diskpulse-fleet.rules.yml).
+RULE_FILES = sorted(glob.glob(os.path.join(ROOT, "etc", "prometheus", "*.rules.yml")))
 PROMCONF = os.path.join(ROOT, "etc", "prometheus", "prometheus.yml")
 AMCONF = os.path.join(ROOT, "etc", "alertmanager", "diskpulse-route.yml")
 RUNBOOK = os.path.join(ROOT, "docs", "runbook.md")
@@ -139,16 +141,20 @@ def main():
         print("SKIP: promtool not installed (Debian package prometheus)")
         return 77
 
-    rc, out = run(["promtool", "check", "rules", RULES])
-    if rc != 0 or "SUCCESS" not in out or "WARNING" in out.upper():
-        fail("promtool check rules:\n" + out)
-    rc, out = run(["promtool", "check", "config", PROMCONF])
-    if rc != 0:
-        fail("promtool check config:\n" + out)
+    for path in RULE_FILES:
+        rc, out = run(["promtool", "check", "rules", path])
+        if rc != 0 or "SUCCESS" not in out or "WARNING" in out.upper():
+            fail("promtool check rules:\n" + out)
+    # prometheus.yml and the fleet's edge and central examples.
+    for conf in [PROMCONF] + sorted(glob.glob(os.path.join(ROOT, "etc", "prometheus", "fleet-*.yml"))):
+        rc, out = run(["promtool", "check", "config", conf])
+        if rc != 0:
+            fail("promtool check config:\n" + out)
 
     rules = yaml.safe_load(open(RULES))
     alerts, records = {}, {}
-    for g in rules["groups"]:
+    groups = [g for path in RULE_FILES for g in yaml.safe_load(open(path))["groups"]]
+    for g in groups:
         for r in g["rules"]:
             if "alert" in r:
                 if r["alert"] in alerts:

@@ -8,6 +8,7 @@ And each construct the converter does not render is refused with its line, so th
 take one on and silently lose it.
 Usage: check_runbook.py"""
 import collections
+import glob
 import html.parser
 import importlib.util
 import os
@@ -19,7 +20,7 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 RUNBOOK = os.path.join(ROOT, "docs", "runbook.md")
-RULES = os.path.join(ROOT, "etc", "prometheus", "diskpulse.rules.yml")
+RULE_FILES = sorted(glob.glob(os.path.join(ROOT, "etc", "prometheus", "*.rules.yml")))
 
 spec = importlib.util.spec_from_file_location("runbook_html",
                                               os.path.join(ROOT, "docs", "runbook_html.py"))
@@ -95,8 +96,8 @@ def check_runbook():
           % (p.errors[:3], p.stack))
     check(len(p.ids) == len(set(p.ids)) == len(ids), "one id per heading, none twice (%d)"
           % len(p.ids))
-    alerts = [r["alert"] for g in yaml.safe_load(open(RULES))["groups"] for r in g["rules"]
-              if "alert" in r]
+    alerts = [r["alert"] for path in RULE_FILES for g in yaml.safe_load(open(path))["groups"]
+              for r in g["rules"] if "alert" in r]
     missing = [a for a in alerts if a.lower() not in p.ids]
     check(alerts and not missing, "each of the %d alerts has its id (missing %s)"
           % (len(alerts), missing))
