@@ -83,7 +83,7 @@ static int enqueue(struct privsep *ps, struct pending *p, struct conn **ret_c)
                 pthread_mutex_unlock(&ps->lock);
                 return -EBUSY;
         }
-        c->refs++; /* c->fd stays open (and not reused) until the send is over */
+        privsep_conn_ref(c); /* c->fd stays open (and not reused) until the send is over */
         p->gen = c->gen;
         p->id = ++ps->next_id;
         p->next = ps->pending;
@@ -273,11 +273,8 @@ static void privsep_free(struct devio *io)
         if (ps->thread_started)
                 pthread_join(ps->thread, NULL);
         privsep_stop_children(ps);
-        if (ps->conn) {
-                ps->conn->refs = 1;
-                privsep_conn_unref(ps->conn);
-                ps->conn = NULL;
-        }
+        /* Every caller of run() has returned: the client thread's reference is the last. */
+        ps->conn = privsep_conn_unref(ps->conn);
         while (ps->pending) {
                 struct pending *p = ps->pending;
                 ps->pending = p->next;

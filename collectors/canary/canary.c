@@ -17,8 +17,7 @@ static struct ctarget *target_new(struct canary *c, const struct canary_target_c
         pthread_condattr_t ca;
 
         refcount_init(&t->ref);
-        refcount_get(&c->ref);
-        t->c = c;
+        t->c = canary_ref(c);
         t->path = xstrdup(tc->path);
         t->mode = tc->mode;
         pthread_mutex_init(&t->lock, NULL);
