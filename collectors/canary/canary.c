@@ -46,7 +46,9 @@ static void target_signal_stop(struct ctarget *t)
 
 static void apply_values(struct canary *c, const struct canary_config *cfg)
 {
-        c->interval = cfg->interval > 0 ? cfg->interval : 10 * USEC_PER_SEC;
+        if (cfg->interval == 0)
+                abort(); /* canary.h: > 0; --canary.interval's entry holds the default, >= 100 ms */
+        c->interval = cfg->interval;
         c->timeout = cfg->timeout;
         c->size = cfg->size;
         c->burst = cfg->burst < CANARY_BURST_MAX ? cfg->burst : CANARY_BURST_MAX;
