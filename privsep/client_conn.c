@@ -47,7 +47,7 @@ static void conn_destroy(struct conn *c)
 /* The count is refcount.h's, yet taken and dropped only under ps->lock: every change of it goes
  * with other state that the same lock guards (ps->conn, c->lost, the pending table), and the last
  * reference closes c->fd, which must not happen between run()'s check that the helper is up and
- * its send. Being atomic, it costs nothing more there. */
+ * its send. That it is atomic besides changes nothing there. */
 REFCOUNT_DEFINE(, struct conn, privsep_conn, refs, conn_destroy)
 
 void privsep_conn_install(struct privsep *ps, struct conn *c, bool restart)

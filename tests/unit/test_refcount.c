@@ -16,9 +16,9 @@
 
 struct obj {
         struct refcount refs;
-        unsigned *destroyed;           /* counts the calls of obj_destroy(), outlives the object */
-        uint64_t *sum;                 /* what obj_destroy() saw in done[], outlives the object */
-        uint64_t done[THREADS];        /* each thread's rounds, written before its last drop */
+        unsigned *destroyed;    /* counts the calls of obj_destroy(), outlives the object */
+        uint64_t *sum;          /* what obj_destroy() saw in done[], outlives the object */
+        uint64_t done[THREADS]; /* each thread's rounds, written before its last drop */
 };
 
 static void obj_destroy(struct obj *o)
