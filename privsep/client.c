@@ -305,7 +305,7 @@ int privsep_start(const struct privsep_config *cfg, struct devio **ret_io)
         int sv[2], r;
         pid_t parent = getpid(), pid;
 
-        if (!cfg || !ret_io || privsep_functions_valid(cfg) < 0)
+        if (!cfg || !cfg->dev_dir || !ret_io || privsep_functions_valid(cfg) < 0)
                 return -EINVAL;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;
