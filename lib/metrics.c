@@ -543,22 +543,14 @@ size_t mrows_copy_row(struct mrows *r, const struct mrows *src, size_t row)
         return rows_end(r);
 }
 
-struct mrows *mrows_ref(struct mrows *r)
+static void mrows_destroy(struct mrows *r)
 {
-        if (r)
-                refcount_get(&r->refs);
-        return r;
-}
-
-struct mrows *mrows_unref(struct mrows *r)
-{
-        if (!r || !refcount_put(&r->refs))
-                return NULL;
         free(r->off);
         free(r->data);
         free(r);
-        return NULL;
 }
+
+REFCOUNT_DEFINE(, struct mrows, mrows, refs, mrows_destroy)
 
 struct mtable *mtable_new(struct mrows *rows, size_t cols)
 {
@@ -618,17 +610,8 @@ double mtable_get_double(const struct mtable *t, size_t row, size_t col)
         return v;
 }
 
-struct mtable *mtable_ref(struct mtable *t)
+static void mtable_destroy(struct mtable *t)
 {
-        if (t)
-                refcount_get(&t->refs);
-        return t;
-}
-
-struct mtable *mtable_unref(struct mtable *t)
-{
-        if (!t || !refcount_put(&t->refs))
-                return NULL;
         mrows_unref(t->rows);
         free(t->cells);
         free(t->present);
@@ -636,8 +619,9 @@ struct mtable *mtable_unref(struct mtable *t)
         free(t->off);
         free(t->count);
         free(t);
-        return NULL;
 }
+
+REFCOUNT_DEFINE(, struct mtable, mtable, refs, mtable_destroy)
 
 struct mfamily *mset_table_family(struct mset *s, const char *name, const char *help,
                                   enum mtype type, struct mtable *t, unsigned col, enum mcell cell,

@@ -31,3 +31,23 @@ static inline bool refcount_put(struct refcount *r)
         atomic_thread_fence(memory_order_acquire);
         return true;
 }
+
+/* Defines the two reference functions of a struct type whose member named member is its struct
+ * refcount, as every reference-counted object of the code base has them:
+ *   type *name_ref(type *p)    takes one more reference and returns p;
+ *   type *name_unref(type *p)  drops one; the last calls destroy(p), which releases what p holds
+ *                              and frees p. Returns NULL, to assign: p = name_unref(p).
+ * Both accept NULL. scope is static, or empty when a header declares them. */
+#define REFCOUNT_DEFINE(scope, type, name, member, destroy)                                        \
+        scope type *name##_ref(type *p)                                                            \
+        {                                                                                          \
+                if (p)                                                                             \
+                        refcount_get(&p->member);                                                  \
+                return p;                                                                          \
+        }                                                                                          \
+        scope type *name##_unref(type *p)                                                          \
+        {                                                                                          \
+                if (p && refcount_put(&p->member))                                                 \
+                        destroy(p);                                                                \
+                return NULL;                                                                       \
+        }

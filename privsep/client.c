@@ -83,7 +83,7 @@ static int enqueue(struct privsep *ps, struct pending *p, struct conn **ret_c)
                 pthread_mutex_unlock(&ps->lock);
                 return -EBUSY;
         }
-        c->refs++; /* c->fd stays open (and not reused) until the send is over */
+        privsep_conn_ref(c); /* c->fd stays open (and not reused) until the send is over */
         p->gen = c->gen;
         p->id = ++ps->next_id;
         p->next = ps->pending;
@@ -273,11 +273,8 @@ static void privsep_free(struct devio *io)
         if (ps->thread_started)
                 pthread_join(ps->thread, NULL);
         privsep_stop_children(ps);
-        if (ps->conn) {
-                ps->conn->refs = 1;
-                privsep_conn_unref(ps->conn);
-                ps->conn = NULL;
-        }
+        /* Every caller of run() has returned: the client thread's reference is the last. */
+        ps->conn = privsep_conn_unref(ps->conn);
         while (ps->pending) {
                 struct pending *p = ps->pending;
                 ps->pending = p->next;
@@ -308,7 +305,7 @@ int privsep_start(const struct privsep_config *cfg, struct devio **ret_io)
         int sv[2], r;
         pid_t parent = getpid(), pid;
 
-        if (!cfg || !ret_io || privsep_functions_valid(cfg) < 0)
+        if (!cfg || !cfg->dev_dir || !ret_io || privsep_functions_valid(cfg) < 0)
                 return -EINVAL;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;

@@ -36,23 +36,23 @@ bool privsep_woken(struct privsep *ps)
         return closing;
 }
 
-/* The count is a plain unsigned under ps->lock, not an atomic: every change of it goes with
- * other state that the same lock guards (ps->conn, c->lost, the pending table), and the last
- * reference closes c->fd, which must not happen between run()'s check that the helper is up and
- * its send. A lock-free count would still need the lock for those. */
-void privsep_conn_unref(struct conn *c)
+static void conn_destroy(struct conn *c)
 {
-        if (--c->refs > 0)
-                return;
         close(c->fd);
         if (c->pidfd >= 0)
                 close(c->pidfd);
         free(c);
 }
 
+/* The count is refcount.h's, yet taken and dropped only under ps->lock: every change of it goes
+ * with other state that the same lock guards (ps->conn, c->lost, the pending table), and the last
+ * reference closes c->fd, which must not happen between run()'s check that the helper is up and
+ * its send. That it is atomic besides changes nothing there. */
+REFCOUNT_DEFINE(, struct conn, privsep_conn, refs, conn_destroy)
+
 void privsep_conn_install(struct privsep *ps, struct conn *c, bool restart)
 {
-        c->refs = 1; /* the client thread's */
+        refcount_init(&c->refs); /* the client thread's */
         c->gen = ++ps->gen;
         ps->conn = c;
         ps->stats.helper_up = true;

@@ -335,7 +335,7 @@ _Noreturn void privsep_helper_main(int fd, const struct privsep_config *cfg)
         }
         h.max = cfg->max_workers ? cfg->max_workers : PRIVSEP_MAX_WORKERS_DEFAULT;
         h.timeout = cfg->worker_timeout ? cfg->worker_timeout : PRIVSEP_WORKER_TIMEOUT_DEFAULT;
-        if (!strscpy(h.dev_dir, cfg->dev_dir ? cfg->dev_dir : "/dev", sizeof h.dev_dir))
+        if (!cfg->dev_dir || !strscpy(h.dev_dir, cfg->dev_dir, sizeof h.dev_dir))
                 _exit(2);
         h.workers = calloc(h.max, sizeof *h.workers);
         if (!h.workers)

@@ -68,7 +68,7 @@ struct privsep_function {
 #define PRIVSEP_FUNCTIONS_MAX 64 /* entries in the table, at most */
 
 struct privsep_config {
-        const char *dev_dir;   /* device nodes, "/dev" (--path.dev); copied */
+        const char *dev_dir;   /* device nodes (--path.dev, whose entry has the default); copied */
         unsigned max_workers;  /* requests running at once; 0: PRIVSEP_MAX_WORKERS_DEFAULT;
                                 * beyond it a request is answered -EAGAIN at once */
         usec_t worker_timeout; /* a worker still running after this is killed (SIGKILL) and its
@@ -114,12 +114,11 @@ struct privsep_config {
  * (a SIGCHLD handler that waits for any child); set SIGCHLD to anything but SIG_IGN.
  *
  * Works without privileges too: the helper then keeps what it has (nothing) and device commands
- * fail with EACCES / EPERM in their results. Returns 0, -EINVAL for a table of functions that
- * breaks the rules of struct privsep_function (an empty, too long or repeated name, a NULL
- * function, too many), -EIO when the helper did not start
- * (the zygote or the helper exited or did not answer), or -errno from socketpair(), fork(),
- * eventfd(), privsep_drop_all() or pthread_create() (the helper and the zygote are stopped
- * again then). */
+ * fail with EACCES / EPERM in their results. Returns 0, -EINVAL without cfg->dev_dir or for a
+ * table of functions that breaks the rules of struct privsep_function (an empty, too long or
+ * repeated name, a NULL function, too many), -EIO when the helper did not start (the zygote or
+ * the helper exited or did not answer), or -errno from socketpair(), fork(), eventfd(),
+ * privsep_drop_all() or pthread_create() (the helper and the zygote are stopped again then). */
 int privsep_start(const struct privsep_config *cfg, struct devio **ret_io);
 
 /* privsep_start() without the fork: the client of a zygote that the caller plays itself on the

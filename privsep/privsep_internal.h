@@ -19,6 +19,7 @@
 #include "devio.h"
 #include "privsep_proto.h"
 #include "privsep.h"
+#include "refcount.h"
 #include "util.h"
 
 /* ---- caps.c ---- */
@@ -53,10 +54,10 @@ struct conn {
         int fd;
         int pidfd; /* -1 where pidfd_open() is missing (Linux < 5.3, valgrind) */
         pid_t pid;
-        uint64_t gen;   /* which helper: pending requests carry it */
-        usec_t started; /* when it said HELLO */
-        unsigned refs;  /* under the lock: the client thread's, and one per run() sending */
-        bool lost;      /* under the lock: found gone; the client thread reaps it */
+        uint64_t gen;         /* which helper: pending requests carry it */
+        usec_t started;       /* when it said HELLO */
+        struct refcount refs; /* under the lock: the client thread's, one per run() sending */
+        bool lost;            /* under the lock: found gone; the client thread reaps it */
 };
 
 /* Where the client thread puts a privileged function's answer for its waiting caller. */
@@ -110,9 +111,11 @@ struct privsep {
 int privsep_ms_until(usec_t deadline);
 /* Empties the wake eventfd. Returns true when the client is closing. Takes the lock. */
 bool privsep_woken(struct privsep *ps);
-/* Drops one reference to c; the last one closes its descriptors and frees it. With the lock
- * held (or before the client thread runs / after it ended). */
-void privsep_conn_unref(struct conn *c);
+/* Takes one more reference to c (the caller holds one, or the lock and ps->conn is c) and
+ * returns c; drops one, the last closes its descriptors and frees it, and returns NULL. Both
+ * accept NULL. With the lock held (or before the client thread runs / after it ended). */
+struct conn *privsep_conn_ref(struct conn *c);
+struct conn *privsep_conn_unref(struct conn *c);
 /* Makes c (from privsep_spawn_helper()) the current helper, holding the client thread's
  * reference; restart counts it in helper_restarts. With the lock held. */
 void privsep_conn_install(struct privsep *ps, struct conn *c, bool restart);

@@ -240,15 +240,14 @@ static struct collector *bl_setup(const struct collector_host *h, const void *op
                 unsigned ops[BIOLAT_KINDS] = {0};
 
                 b->base.ops = &bl_ops;
-                /* read at start: the maps' size and buckets; checked by the options' checks */
+                /* read at start: the maps' size and buckets; checked by the options' checks,
+                 * never NULL (each entry has its default) */
                 biolatency_config_default(&b->cfg, o->max_devices, 1);
-                if ((o->buckets &&
-                     biolatency_parse_buckets(o->buckets, b->cfg.classic_ns, &b->cfg.nclassic, why,
-                                              sizeof why) < 0) ||
-                    biolatency_parse_ops(o->ops ? o->ops : BIOLAT_DEFAULT_OPS,
-                                         &ops[BIOLAT_KIND_DEVICE], why, sizeof why) < 0 ||
-                    biolatency_parse_ops(o->queue_ops ? o->queue_ops : BIOLAT_DEFAULT_QUEUE_OPS,
-                                         &ops[BIOLAT_KIND_QUEUE], why, sizeof why) < 0)
+                if (biolatency_parse_buckets(o->buckets, b->cfg.classic_ns, &b->cfg.nclassic, why,
+                                             sizeof why) < 0 ||
+                    biolatency_parse_ops(o->ops, &ops[BIOLAT_KIND_DEVICE], why, sizeof why) < 0 ||
+                    biolatency_parse_ops(o->queue_ops, &ops[BIOLAT_KIND_QUEUE], why, sizeof why) <
+                        0)
                         abort(); /* the options' checks refused these */
                 memcpy(b->cfg.ops, ops, sizeof ops);
         }

@@ -17,8 +17,7 @@ static struct ctarget *target_new(struct canary *c, const struct canary_target_c
         pthread_condattr_t ca;
 
         refcount_init(&t->ref);
-        refcount_get(&c->ref);
-        t->c = c;
+        t->c = canary_ref(c);
         t->path = xstrdup(tc->path);
         t->mode = tc->mode;
         pthread_mutex_init(&t->lock, NULL);
@@ -47,7 +46,9 @@ static void target_signal_stop(struct ctarget *t)
 
 static void apply_values(struct canary *c, const struct canary_config *cfg)
 {
-        c->interval = cfg->interval > 0 ? cfg->interval : 10 * USEC_PER_SEC;
+        if (cfg->interval == 0)
+                abort(); /* canary.h: > 0; --canary.interval's entry holds the default, >= 100 ms */
+        c->interval = cfg->interval;
         c->timeout = cfg->timeout;
         c->size = cfg->size;
         c->burst = cfg->burst < CANARY_BURST_MAX ? cfg->burst : CANARY_BURST_MAX;

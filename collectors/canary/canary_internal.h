@@ -92,11 +92,14 @@ struct canary {
 
 /* ---- canary_ref.c: references, the error log ---- */
 
-/* Drops a reference to the collector; the last one frees it. Accepts NULL. Any thread. */
-void canary_unref(struct canary *c);
-/* Drops a reference to the target; the last one frees it and drops its collector reference.
- * Accepts NULL. Any thread. */
-void canary_target_unref(struct ctarget *t);
+/* Takes a reference to the collector (the caller holds one) and returns c; drops one, the last
+ * frees it, and returns NULL. Both accept NULL. Any thread. */
+struct canary *canary_ref(struct canary *c);
+struct canary *canary_unref(struct canary *c);
+/* Takes a reference to the target (the caller holds one) and returns t; drops one, the last
+ * frees it and drops its collector reference, and returns NULL. Both accept NULL. Any thread. */
+struct ctarget *canary_target_ref(struct ctarget *t);
+struct ctarget *canary_target_unref(struct ctarget *t);
 /* Logs a target's error, at most once per hour per target. Prober thread. */
 void canary_target_log_error(struct ctarget *t, const char *msg, int err, usec_t now);
 

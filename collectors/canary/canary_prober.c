@@ -493,7 +493,7 @@ int canary_target_start(struct ctarget *t)
         pthread_t th;
         int r;
 
-        refcount_get(&t->ref); /* the thread's */
+        canary_target_ref(t); /* the thread's */
         atomic_fetch_add(&threads_running, 1);
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -501,7 +501,7 @@ int canary_target_start(struct ctarget *t)
         pthread_attr_destroy(&attr);
         if (r != 0) {
                 atomic_fetch_sub(&threads_running, 1);
-                refcount_put(&t->ref); /* the thread's, never the last: the caller holds one */
+                canary_target_unref(t); /* the thread's, never the last: the caller holds one */
                 mark_exited(t);
                 return -r;
         }

@@ -19,10 +19,8 @@ const char *canary_errno_name(int err, char *buf, size_t size)
         return buf;
 }
 
-void canary_unref(struct canary *c)
+static void canary_destroy(struct canary *c)
 {
-        if (!c || !refcount_put(&c->ref))
-                return;
         free(c->t);
         canary_records_free(&c->records);
         if (c->state_dir_fd >= 0)
@@ -34,10 +32,10 @@ void canary_unref(struct canary *c)
         free(c);
 }
 
-void canary_target_unref(struct ctarget *t)
+REFCOUNT_DEFINE(, struct canary, canary, ref, canary_destroy)
+
+static void canary_target_destroy(struct ctarget *t)
 {
-        if (!t || !refcount_put(&t->ref))
-                return;
         for (int g = 0; g < _CANARY_REGIME_MAX; g++)
                 canary_stats_done(&t->stats[g]);
         free(t->errs);
@@ -47,6 +45,8 @@ void canary_target_unref(struct ctarget *t)
         canary_unref(t->c);
         free(t);
 }
+
+REFCOUNT_DEFINE(, struct ctarget, canary_target, ref, canary_target_destroy)
 
 void canary_target_log_error(struct ctarget *t, const char *msg, int err, usec_t now)
 {

@@ -24,8 +24,9 @@
 
 static size_t ring_cap_for(const struct diskstats_config *cfg)
 {
-        usec_t iv = cfg->interval ? cfg->interval : USEC_PER_SEC;
-        return (size_t)(cfg->window / iv) + 2;
+        if (cfg->interval == 0)
+                abort(); /* diskstats.h: > 0; --diskstats.interval's entry holds the default */
+        return (size_t)(cfg->window / cfg->interval) + 2;
 }
 
 struct diskstats *diskstats_new(const struct diskstats_config *cfg)

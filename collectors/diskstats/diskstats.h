@@ -23,7 +23,7 @@ struct diskstats_config {
         int procfs_fd;                   /* borrowed; /proc/diskstats and /proc/uptime below it */
         struct devsrc *devsrc;           /* borrowed; identity lookups */
         const struct namefilter *filter; /* borrowed, may be NULL: the device name filters */
-        usec_t interval, window;         /* sampling period, derived-gauge window */
+        usec_t interval, window;         /* sampling period (> 0), derived-gauge window */
         usec_t identity_refresh;         /* re-read device facts this often (0: never) */
 };
 

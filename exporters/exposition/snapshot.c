@@ -29,17 +29,8 @@ struct snapshot *snapshot_new(struct mset **sets, size_t n, usec_t realtime)
         return s;
 }
 
-struct snapshot *snapshot_ref(struct snapshot *s)
+static void snapshot_destroy(struct snapshot *s)
 {
-        if (s)
-                refcount_get(&s->refs);
-        return s;
-}
-
-struct snapshot *snapshot_unref(struct snapshot *s)
-{
-        if (!s || !refcount_put(&s->refs))
-                return NULL;
         for (size_t i = 0; i < s->n; i++)
                 mset_free(s->sets[i]);
         free(s->sets);
@@ -51,8 +42,9 @@ struct snapshot *snapshot_unref(struct snapshot *s)
         pthread_mutex_destroy(&s->lock);
         free(s);
         atomic_fetch_add_explicit(&snapshots_freed, 1, memory_order_relaxed);
-        return NULL;
 }
+
+REFCOUNT_DEFINE(, struct snapshot, snapshot, refs, snapshot_destroy)
 
 size_t snapshot_sets(const struct snapshot *s, struct mset *const **ret_sets)
 {

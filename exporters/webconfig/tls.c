@@ -49,17 +49,8 @@ static int fail(char *err, size_t errsz, const char *name, unsigned line, const 
         return -EINVAL;
 }
 
-struct tls_creds *tls_creds_ref(struct tls_creds *t)
+static void tls_creds_destroy(struct tls_creds *t)
 {
-        if (t)
-                refcount_get(&t->refs);
-        return t;
-}
-
-struct tls_creds *tls_creds_unref(struct tls_creds *t)
-{
-        if (!t || !refcount_put(&t->refs))
-                return NULL;
         for (unsigned i = 0; i < t->n_chain; i++)
                 gnutls_free(t->chain[i].data);
         free(t->chain);
@@ -75,8 +66,9 @@ struct tls_creds *tls_creds_unref(struct tls_creds *t)
         free(t->prio);
         free(t->subject);
         free(t);
-        return NULL;
 }
+
+REFCOUNT_DEFINE(, struct tls_creds, tls_creds, refs, tls_creds_destroy)
 
 const char *tls_creds_priorities(const struct tls_creds *t)
 {

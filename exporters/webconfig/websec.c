@@ -72,16 +72,15 @@ static void count(uint64_t *c)
         __atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
 }
 
-static struct websec_conf *conf_unref(struct websec_conf *c)
+static void conf_destroy(struct websec_conf *c)
 {
-        if (!c || !refcount_put(&c->refs))
-                return NULL;
         free(c->path);
         webconfig_free(c->cfg);
         tls_creds_unref(c->tls);
         free(c);
-        return NULL;
 }
+
+REFCOUNT_DEFINE(static, struct websec_conf, conf, refs, conf_destroy)
 
 /* A reference to the configuration in use now. */
 static struct websec_conf *get(struct websec *s)
@@ -89,8 +88,7 @@ static struct websec_conf *get(struct websec *s)
         struct websec_conf *c;
 
         pthread_mutex_lock(&s->lock);
-        c = s->conf;
-        refcount_get(&c->refs);
+        c = conf_ref(s->conf);
         pthread_mutex_unlock(&s->lock);
         return c;
 }

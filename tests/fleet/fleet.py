@@ -147,6 +147,7 @@ def main():
     ap.add_argument("--seed", type=int, default=36)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--keep", help="work in this directory and keep it")
+    ap.add_argument("--end", type=int, help="the history's end, a midnight in epoch seconds")
     args = ap.parse_args()
     for tool in ("prometheus", "promtool"):
         if not shutil.which(tool):
@@ -155,9 +156,14 @@ def main():
     began = time.monotonic()
     work = args.keep or tempfile.mkdtemp(prefix="fleet-")
     os.makedirs(work, exist_ok=True)
-    # History ending an hour ago or more, on a 2-hour boundary (promtool's rule backfill makes
-    # blocks of 2 hours of wall-clock time).
-    t1 = (int(time.time()) - 3600) // 7200 * 7200
+    # History ending at a midnight (UTC) an hour ago or more: every run puts the simulated days
+    # at the same place in Prometheus' time, whose blocks (2 hours for the rules' backfill, a day
+    # for the samples') are aligned to the epoch. --end names another midnight, to show that the
+    # table does not depend on which day it is.
+    t1 = args.end if args.end is not None else (int(time.time()) - 3600) // 86400 * 86400
+    if t1 % 86400:
+        print("--end %d is not a midnight (UTC)" % t1)
+        return 2
     t0 = t1 - int(args.days * 86400)
     fleet = fleetgen.Fleet(args.hosts, args.seed, start=t0,
                            onset=(86400, max(86400, args.days * 86400 - 1.4 * 86400)))

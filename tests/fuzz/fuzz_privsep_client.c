@@ -437,7 +437,8 @@ static void set_id(uint8_t *buf, size_t len, uint64_t id)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
         static uint8_t msg[PRIVSEP_PROTO_RESPONSE_MAX + 300];
-        struct privsep_config cfg = {.restart_delay = 1, .restart_max = 1, .keep_privileges = true};
+        struct privsep_config cfg = {
+            .dev_dir = "/dev", .restart_delay = 1, .restart_max = 1, .keep_privileges = true};
         struct state *s = calloc(1, sizeof *s);
         struct privsep_stats st;
         pthread_t zth;

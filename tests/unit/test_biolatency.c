@@ -766,7 +766,11 @@ static char *export_text(struct collector *c)
 static void test_adapter(void **state)
 {
         struct fakeio io = {.base.ops = &fake_ops, .result = -EIO};
-        struct biolatency_options o = {.max_devices = 8};
+        /* as the option entries' defaults leave it, but 8 device slots */
+        struct biolatency_options o = {.max_devices = 8,
+                                       .buckets = BIOLAT_DEFAULT_BUCKETS,
+                                       .ops = BIOLAT_DEFAULT_OPS,
+                                       .queue_ops = BIOLAT_DEFAULT_QUEUE_OPS};
         struct collector_host h = {.sysfs_fd = -1, .io = &io.base};
         struct collector *c;
         char *text;

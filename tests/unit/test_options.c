@@ -354,6 +354,7 @@ static void test_bad_values(void **state)
         BAD(A("--canary.path=/srv/db", "--canary.path=/srv/db/:fdatasync"), "canary.path",
             "/srv/db/:fdatasync", "twice");
         BAD(A("--canary.path="), "canary.path");
+        BAD(A("--canary.interval=0s"), "canary.interval", "0s");
         BAD(A("--canary.interval=50ms"), "canary.interval", "50ms");
         BAD(A("--canary.interval=25h"), "canary.interval", "25h");
         BAD(A("--canary.timeout=0s"), "canary.timeout", "0s");

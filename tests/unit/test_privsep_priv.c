@@ -541,12 +541,18 @@ static void bad_tables(void **state)
 
         (void)state;
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-                struct privsep_config cfg = {
-                    .keep_privileges = true, .functions = bad[i].t, .n_functions = bad[i].n};
+                struct privsep_config cfg = {.dev_dir = "/dev",
+                                             .keep_privileges = true,
+                                             .functions = bad[i].t,
+                                             .n_functions = bad[i].n};
 
                 assert_int_equal(privsep_start(&cfg, &io), -EINVAL);
                 assert_null(io);
         }
+        /* no device directory: --path.dev's entry holds the default, the helper has none */
+        assert_int_equal(privsep_start(&(struct privsep_config){.keep_privileges = true}, &io),
+                         -EINVAL);
+        assert_null(io);
         assert_true(waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD);
 }
 
@@ -607,7 +613,8 @@ static void lying_helper(void **state)
             {0, 2, 2, 0},    {0, 2, 1, -EIO},      {0, 1, 2, -EIO},        {0, 0, 1, -EIO},
             {0, 3, 0, -EIO}, {-EPERM, 0, 1, -EIO}, {-EPERM, 0, 0, -EPERM}, {0, 4, 4, 0},
         };
-        struct privsep_config cfg = {.keep_privileges = true, .restart_delay = 60 * USEC_PER_SEC};
+        struct privsep_config cfg = {
+            .dev_dir = "/dev", .keep_privileges = true, .restart_delay = 60 * USEC_PER_SEC};
         struct fake z = {.helper = -1};
         struct devio *io = NULL;
         int sv[2], memfd, before, during;
@@ -717,7 +724,7 @@ static int raw_ask(int fd, const uint8_t *msg, size_t len, char *err, size_t *nf
  * it goes on serving. */
 static void helper_checks(void **state)
 {
-        struct privsep_config cfg = {.functions = table, .n_functions = N_TABLE};
+        struct privsep_config cfg = {.dev_dir = "/dev", .functions = table, .n_functions = N_TABLE};
         static uint8_t msg[PRIVSEP_PROTO_PRIV_MAX + 8];
         uint8_t hello[64];
         int sv[2], fds[DEVIO_MAX_FDS], st, len;
