@@ -91,13 +91,17 @@ def backfill_rules(prom, work, groups, t0, t1):
                 doc["groups"].append({"name": g["name"], "interval": g.get("interval", "1m"),
                                       "rules": []})
             doc["groups"][-1]["rules"].append(r)
-        path = os.path.join(work, "stage%d.rules.yml" % i)
-        with open(path, "w") as f:
+        # Named relative to the work directory: a group's evaluation times are offset within
+        # its interval by a hash of its name and its file's path as given, and a temporary
+        # directory's random name in that path would move them from run to run (a 5-minute
+        # rule against 5-minute samples then sees other samples at the edge of each window).
+        name = "stage%d.rules.yml" % i
+        with open(os.path.join(work, name), "w") as f:
             yaml.safe_dump(doc, f)
         out = os.path.join(work, "stage%d" % i)
         subprocess.run(["promtool", "tsdb", "create-blocks-from", "rules", "--quiet",
                         "--url=" + prom.url, "--start=%d" % t0, "--end=%d" % t1,
-                        "--output-dir=" + out, path], check=True)
+                        "--output-dir=" + out, name], check=True, cwd=work)
         prom.stop()
         for b in os.listdir(out):
             shutil.move(os.path.join(out, b), os.path.join(prom.data, b))
