@@ -522,18 +522,6 @@ static void test_filter(void **state)
         fakemap_done(&m);
 }
 
-static void write_file(const char *root, const char *rel, const char *text)
-{
-        char path[512];
-        FILE *fp;
-
-        snprintf(path, sizeof path, "%s/%s", root, rel);
-        fp = fopen(path, "w");
-        assert_non_null(fp);
-        fputs(text, fp);
-        fclose(fp);
-}
-
 static void test_sysfs_names(void **state)
 {
         char root[] = "/tmp/biolat-sysfs-XXXXXX", path[512], name[BIOLAT_NAME_MAX];
@@ -546,9 +534,12 @@ static void test_sysfs_names(void **state)
         assert_non_null(mkdtemp(root));
         snprintf(path, sizeof path, "mkdir -p '%s/dev/block/259:0' '%s/dev/block/8:0'", root, root);
         assert_int_equal(system(path), 0);
-        write_file(root, "dev/block/259:0/uevent",
-                   "MAJOR=259\nMINOR=0\nDEVNAME=nvme0n1\nDEVTYPE=disk\nDISKSEQ=1\n");
-        write_file(root, "dev/block/8:0/uevent", "MAJOR=8\nMINOR=0\nDEVTYPE=disk\n");
+        assert_int_equal(
+            test_write_file(root, "dev/block/259:0/uevent",
+                            "MAJOR=259\nMINOR=0\nDEVNAME=nvme0n1\nDEVTYPE=disk\nDISKSEQ=1\n"),
+            0);
+        assert_int_equal(
+            test_write_file(root, "dev/block/8:0/uevent", "MAJOR=8\nMINOR=0\nDEVTYPE=disk\n"), 0);
         fd = root_open(root);
         assert_true(fd >= 0);
         assert_int_equal(biolatency_sysfs_name(fd, DEV(259, 0), name, sizeof name), 0);
@@ -572,7 +563,9 @@ static void test_sysfs_names(void **state)
         assert_int_equal(biolatency_reader_devices(r), 0);
         assert_null(biolatency_reader_counts(r, "nvme0n1", 0, 1, NULL));
         /* the same dev_t comes back as another disk: from zero, only what came after */
-        write_file(root, "dev/block/259:0/uevent", "MAJOR=259\nMINOR=0\nDEVNAME=nvme1n1\n");
+        assert_int_equal(test_write_file(root, "dev/block/259:0/uevent",
+                                         "MAJOR=259\nMINOR=0\nDEVNAME=nvme1n1\n"),
+                         0);
         rw->cell[BIOLAT_OP_READ][BIOLAT_KIND_DEVICE].buckets[7] = 5;
         biolatency_reader_collect_sysfs(r, fd, NULL, 3);
         assert_int_equal(biolatency_reader_devices(r), 1);

@@ -455,19 +455,6 @@ static double sda_value(const char *page, const char *name)
         return p ? strtod(p + strlen(key), NULL) : -1;
 }
 
-/* Writes text into dir/name. */
-static void put(const char *dir, const char *name, const char *text)
-{
-        char path[256];
-        FILE *f;
-
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        f = fopen(path, "w");
-        assert_non_null(f);
-        fputs(text, f);
-        fclose(f);
-}
-
 /* The real diskstats collector: a window's sample is a read of /proc/diskstats that the next
  * round's gauges start from. sda's 5 writes took 500 ms since boot; between the sample and the
  * round it wrote 100 more that took 1000 ms: w_await over that window is 10 ms, where a round
@@ -482,9 +469,11 @@ static void test_round_sample_diskstats(void **state)
 
         (void)state;
         assert_int_equal(test_tmpdir_new(&proc, "diskpulse-test-round"), 0);
-        put(proc.path, "uptime", "1000.00 2000.00\n");
-        put(proc.path, "diskstats",
-            "   8       0 sda 10 0 80 10 5 0 40 500 0 60 510 0 0 0 0 0 0\n");
+        assert_int_equal(test_write_file(proc.path, "uptime", "1000.00 2000.00\n"), 0);
+        assert_int_equal(
+            test_write_file(proc.path, "diskstats",
+                            "   8       0 sda 10 0 80 10 5 0 40 500 0 60 510 0 0 0 0 0 0\n"),
+            0);
         ds_rig_new(&g, &r, proc.path, 10 * USEC_PER_MSEC);
         assert_non_null(r.c[COLLECTOR_DISKSTATS]->ops->sample);
         assert_int_equal(round_sample(&r), 0);
@@ -492,8 +481,10 @@ static void test_round_sample_diskstats(void **state)
         assert_false(r.stats[COLLECTOR_DISKSTATS].ran);
         usleep(20 * 1000); /* more than the interval: a sample of its own */
 
-        put(proc.path, "diskstats",
-            "   8       0 sda 10 0 80 10 105 0 840 1500 0 160 1510 0 0 0 0 0 0\n");
+        assert_int_equal(
+            test_write_file(proc.path, "diskstats",
+                            "   8       0 sda 10 0 80 10 105 0 840 1500 0 160 1510 0 0 0 0 0 0\n"),
+            0);
         snap = round_run(&r, 0);
         page = page_of(snap);
         assert_true(sda_value(page, "diskpulse_disk_writes_completed_total") == 105);

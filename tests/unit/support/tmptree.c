@@ -35,3 +35,20 @@ int test_tmpdir_free(struct tmpdir *d)
         close(d->fd);
         return test_remove_tree(d->path);
 }
+
+int test_write_file(const char *dir, const char *rel, const char *text)
+{
+        char path[512];
+        FILE *f;
+        int r;
+
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, rel) >= sizeof path)
+                return -1;
+        f = fopen(path, "w");
+        if (!f)
+                return -1;
+        r = fputs(text, f) < 0 ? -1 : 0;
+        if (fclose(f) != 0)
+                r = -1;
+        return r;
+}

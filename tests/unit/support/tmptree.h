@@ -15,3 +15,6 @@ struct tmpdir {
 int test_tmpdir_new(struct tmpdir *ret, const char *prefix);
 /* Closes the descriptor and removes the tree; returns 0, or -1 when the removal failed. */
 int test_tmpdir_free(struct tmpdir *d);
+
+/* Writes text into dir/rel (created or truncated); returns 0, or -1 when that failed. */
+int test_write_file(const char *dir, const char *rel, const char *text);
