@@ -117,8 +117,9 @@ void canary_update_key(struct ctarget *t, const struct canary_backing *b)
         struct canary_record *rec[_CANARY_REGIME_MAX];
 
         if (b && c->disk_id) {
-                const char *dev = b->n_disks == 1 ? b->disks[0].name : b->device;
-                has = c->disk_id(c->disk_id_ud, dev, key, sizeof key) == 0 && key[0];
+                has =
+                    c->disk_id(c->disk_id_ud, canary_backing_key_device(b), key, sizeof key) == 0 &&
+                    key[0];
         }
         pthread_mutex_lock(&t->lock);
         if (!has) {

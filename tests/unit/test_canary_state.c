@@ -806,6 +806,8 @@ static bool only_aaaa(void *ud, const char *disk)
         return strcmp(disk, "wwn:0x5000aaaa") == 0;
 }
 
+static const struct canary_import_host aaaa_host = {.present = only_aaaa};
+
 /* One disk's records exported from one state directory and imported into another: the disk
  * checked, the path moved, the other records kept, the previous file kept beside it. */
 static void test_export_import(void **state)
@@ -845,11 +847,11 @@ static void test_export_import(void **state)
         assert_null(strstr(out, "0x5000bbbb"));
 
         /* a disk this host does not have: refused, nothing written */
-        assert_int_equal(canary_import_records(b.fd, text, strlen(text), NULL, only_aaaa, NULL,
-                                               stdout, err, sizeof err),
+        assert_int_equal(canary_import_records(b.fd, text, strlen(text), NULL, &aaaa_host, stdout,
+                                               err, sizeof err),
                          -EINVAL); /* two disks */
         assert_int_equal(
-            canary_import_records(b.fd, out, outlen, NULL, NULL, NULL, stdout, err, sizeof err), 1);
+            canary_import_records(b.fd, out, outlen, NULL, NULL, stdout, err, sizeof err), 1);
         back = get_file(b.fd, CANARY_STATE_FILE);
         assert_non_null(strstr(back, "path=/data regime=idle baseline=0.004"));
         free(back);
@@ -858,8 +860,8 @@ static void test_export_import(void **state)
         assert_string_equal(back, there);
         free(back);
         put_file(b.fd, CANARY_STATE_FILE, there, 0600);
-        assert_int_equal(canary_import_records(b.fd, out, outlen, "/srv/pg/", only_aaaa, NULL,
-                                               stdout, err, sizeof err),
+        assert_int_equal(canary_import_records(b.fd, out, outlen, "/srv/pg/", &aaaa_host, stdout,
+                                               err, sizeof err),
                          1);
         back = get_file(b.fd, CANARY_STATE_FILE);
         /* this host's fresh warm-up of the disk is replaced by its history, the other disk
@@ -876,12 +878,12 @@ static void test_export_import(void **state)
         f = open_memstream(&out, &outlen);
         assert_int_equal(canary_export_records(a.fd, "wwn:0x5000bbbb", f, err, sizeof err), 1);
         fclose(f);
-        assert_int_equal(canary_import_records(b.fd, out, outlen, NULL, only_aaaa, NULL, stdout,
-                                               err, sizeof err),
-                         -ENODEV);
+        assert_int_equal(
+            canary_import_records(b.fd, out, outlen, NULL, &aaaa_host, stdout, err, sizeof err),
+            -ENODEV);
         assert_non_null(strstr(err, "no disk with the identity wwn:0x5000bbbb on this host"));
         assert_int_equal(
-            canary_import_records(b.fd, "junk\n", 5, NULL, NULL, NULL, stdout, err, sizeof err),
+            canary_import_records(b.fd, "junk\n", 5, NULL, NULL, stdout, err, sizeof err),
             -EBADMSG);
         free(out);
         sdir_free(&a);
