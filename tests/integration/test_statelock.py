@@ -17,14 +17,17 @@ to drop the record it had just imported), and refuses when only this host's disk
 could go; reset and import remove a temp file a killed save left; a reset on a read-only
 directory prints nothing on stdout (as root); an export refused for a bad line says how to fix
 it without editing, and the fix it names works; an import without its header says what a records
-file begins with."""
+file begins with; a reload that changes --state.directory (in the config file, no --canary.path)
+leaves the default canary target where it is until a restart."""
 import fcntl
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import dp
 
@@ -245,6 +248,60 @@ def readonly_reset(root):
         subprocess.run(["umount", d])
 
 
+def reload_state_dir(root):
+    """--state.directory changed in the config file and reloaded: the default canary target
+    stays where it is until a restart."""
+    a = os.path.join(root, "reload-a")
+    b = os.path.join(root, "reload-b")  # not there: a target moved to it would be down
+    os.makedirs(a)
+    cfg = os.path.join(root, "reload.conf")
+    with open(cfg, "w") as f:
+        f.write("state.directory = %s\n" % a)
+    port = dp.free_port()
+    url = "http://127.0.0.1:%d" % port
+    log = open(os.path.join(root, "reload.log"), "w+")
+    proc = subprocess.Popen([BIN, "--web.listen-address=127.0.0.1:%d" % port, *QUIET, *ROOTS,
+                             "--config.file=" + cfg], stdout=log, stderr=subprocess.STDOUT)
+
+    def metrics():
+        try:
+            status, _, body = dp.http_get(url + "/metrics", timeout=2)
+        except OSError:
+            return None
+        return dp.parse(body.decode()) if status == 200 else None
+
+    def up(path):
+        m = metrics()
+        return m if m and dp.value(m, "diskpulse_sync_target_up", path=path) == 1 else None
+
+    try:
+        m = dp.wait_until(lambda: up(a), 20)
+        dp.check(m is not None, "the default canary target, the state directory, is up")
+        loaded = m and dp.value(m, "diskpulse_config_reload_success_timestamp_seconds")
+        probes = m and dp.value(m, "diskpulse_sync_probes_total", path=a)
+        with open(cfg, "w") as f:
+            f.write("state.directory = %s\n" % b)
+        time.sleep(1.1)  # the reload's timestamp is in seconds
+        proc.send_signal(signal.SIGHUP)
+        m = dp.wait_until(lambda: (lambda x: x if x and dp.value(
+            x, "diskpulse_config_reload_success_timestamp_seconds") != loaded else None)(metrics()), 20)
+        dp.check(m is not None, "the reload happened")
+        # a few more cycles at 100 ms
+        m = dp.wait_until(lambda: (lambda x: x if x and (dp.value(
+            x, "diskpulse_sync_probes_total", path=a) or 0) > (probes or 0) + 20 else None)(metrics()), 20)
+        targets = sorted({dict(ls).get("path") for ls in dp.series(metrics() or {}, "diskpulse_sync_target_up")})
+        log.flush()
+        log.seek(0)
+        out = log.read()
+        dp.check(m is not None and targets == [a] and dp.value(m, "diskpulse_sync_target_up", path=a) == 1,
+                 "after the reload the target is still %s and up (targets: %s)" % (a, targets))
+        dp.check("change only on restart" in out and "errno=ENOENT" not in out,
+                 "the reload says the state directory changes on restart, and no probe failed")
+    finally:
+        dp.end_process(proc)
+        log.close()
+
+
 def main():
     blocks = block_dir()
     if blocks is None:
@@ -368,6 +425,7 @@ def main():
         imports(blocks)
         messages(blocks)
         readonly_reset(blocks)
+        reload_state_dir(blocks)
     finally:
         shutil.rmtree(blocks, ignore_errors=True)
     dp.finish()
