@@ -449,40 +449,42 @@ int canary_records_put(struct canary_records *r, const struct canary_record *rec
 
 int canary_path_normalize(const char *path, char *buf, size_t size)
 {
-        size_t len = 0, in = path ? strlen(path) : 0;
+        size_t len = 1, in = path ? strlen(path) : 0;
+        _cleanup_free_ char *n = NULL;
 
         if (in == 0 || path[0] != '/')
                 return -EINVAL;
-        if (size < 2)
-                return -ENAMETOOLONG;
-        buf[0] = '/';
-        len = 1;
+        /* the whole result first (never longer than path): a long component that a ".." takes
+         * back does not count */
+        n = xmalloc(in + 1);
+        n[0] = '/';
         for (size_t i = 0; i < in;) {
-                size_t j = i, n;
+                size_t j = i, k;
 
                 while (j < in && path[j] == '/')
                         j++;
                 i = j;
                 while (i < in && path[i] != '/')
                         i++;
-                n = i - j;
-                if (n == 0 || (n == 1 && path[j] == '.'))
+                k = i - j;
+                if (k == 0 || (k == 1 && path[j] == '.'))
                         continue;
-                if (n == 2 && path[j] == '.' && path[j + 1] == '.') {
+                if (k == 2 && path[j] == '.' && path[j + 1] == '.') {
                         /* up one: back to the '/' before the last component ("/" stays) */
-                        while (len > 1 && buf[len - 1] != '/')
+                        while (len > 1 && n[len - 1] != '/')
                                 len--;
                         if (len > 1)
                                 len--;
                         continue;
                 }
-                if (len + (len > 1) + n >= size)
-                        return -ENAMETOOLONG;
                 if (len > 1)
-                        buf[len++] = '/';
-                memcpy(buf + len, path + j, n);
-                len += n;
+                        n[len++] = '/';
+                memcpy(n + len, path + j, k);
+                len += k;
         }
+        if (len >= size)
+                return -ENAMETOOLONG;
+        memcpy(buf, n, len);
         buf[len] = 0;
         return 0;
 }
