@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "canary_records.h"
 #include "canary_reset.h"
 #include "log.h"
 
@@ -276,17 +277,18 @@ static struct collector *cc_setup(const struct collector_host *h, const void *op
         return cur;
 }
 
-/* --canary.path=DIR[:MODE]: DIR absolute; the part after the last ':' is the mode when it
- * holds no '/' (a directory whose name has a ':' is written DIR:fdatasync). */
+/* --canary.path=DIR[:MODE]: DIR absolute, in its normal form (canary_path_normalize(): "DIR/",
+ * "DIR/." and "/a/../DIR" are DIR, the path the records are keyed by and an import takes); the
+ * part after the last ':' is the mode when it holds no '/' (a directory whose name has a ':' is
+ * written DIR:fdatasync). */
 static int path_parse(const struct opt_def *d, const char *value, const void *elems, size_t n,
                       void *elem, char *why, size_t whysz)
 {
         const struct canary_path_option *have = elems;
         struct canary_path_option *p = elem;
-        char *path = xstrdup(value);
+        char *path = xstrdup(value), norm[4096];
         enum canary_mode mode = CANARY_MODE_FDATASYNC;
         char *colon = strrchr(path, ':');
-        size_t len;
 
         (void)d;
         if (colon && !strchr(colon, '/')) {
@@ -300,16 +302,15 @@ static int path_parse(const struct opt_def *d, const char *value, const void *el
                 }
                 *colon = 0;
         }
-        len = strlen(path);
-        while (len > 1 && path[len - 1] == '/')
-                path[--len] = 0;
-        if (path[0] != '/' || len >= 4096) {
+        if (canary_path_normalize(path, norm, sizeof norm) < 0) {
                 snprintf(why, whysz,
                          "\"%s\" (expected an absolute directory, optionally followed by :MODE)",
                          value);
                 free(path);
                 return -EINVAL;
         }
+        free(path);
+        path = xstrdup(norm);
         for (size_t i = 0; i < n; i++)
                 if (have[i].mode == mode && strcmp(have[i].path, path) == 0) {
                         snprintf(why, whysz, "\"%s\" is given twice", value);

@@ -212,6 +212,17 @@ static int cli_path(const char *path, const char *what, char out[CANARY_PATH_MAX
         return 0;
 }
 
+/* Whether the record's path is path as given, its trailing slashes aside (how an older
+ * diskpulse took --canary.path). */
+static bool same_path(const char *rec, const char *path)
+{
+        size_t len = strlen(path);
+
+        while (len > 1 && path[len - 1] == '/')
+                len--;
+        return strlen(rec) == len && strncmp(rec, path, len) == 0;
+}
+
 int canary_reset_reference(int dirfd, const char *path, FILE *out, char *err, size_t errsz)
 {
         struct canary_records recs = {0};
@@ -241,7 +252,8 @@ int canary_reset_reference(int dirfd, const char *path, FILE *out, char *err, si
                 struct canary_record *rec = &recs.v[i];
                 char was[32] = "none";
 
-                if (strcmp(rec->path, want) != 0)
+                /* the path as given too: a record an older diskpulse keyed by "/a/./b" */
+                if (strcmp(rec->path, want) != 0 && !same_path(rec->path, path))
                         continue;
                 if (rec->st.reference > 0)
                         snprintf(was, sizeof was, "%gs", rec->st.reference);

@@ -1197,6 +1197,40 @@ static void test_records_limit_evict(void **state)
         sdir_free(&d);
 }
 
+/* A reset takes a path in its normal form, and as given for a record an older diskpulse keyed
+ * by a path with "." in it. */
+static void test_reset_paths(void **state)
+{
+        static const char text[] =
+            "diskpulse-canary-baselines 3\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/srv/./old regime=idle baseline=0.004 "
+            "updates=900 updated=5 warmup=- reference=0.002 refdays=final dayobs=- days=-\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/srv/pg regime=idle baseline=0.003 "
+            "updates=900 updated=5 warmup=- reference=0.001 refdays=final dayobs=- days=-\n";
+        char err[1024], *out = NULL, *back;
+        size_t len = 0;
+        struct sdir d;
+        FILE *f;
+        (void)state;
+
+        sdir_new(&d, "/tmp");
+        put_file(d.fd, CANARY_STATE_FILE, text, 0600);
+        f = open_memstream(&out, &len);
+        assert_int_equal(canary_reset_reference(d.fd, "/srv/x/../pg/.", f, err, sizeof err), 1);
+        assert_int_equal(canary_reset_reference(d.fd, "/srv/./old/", f, err, sizeof err), 1);
+        fclose(f);
+        assert_non_null(strstr(out, "reset: disk=wwn:0x5000aaaa mode=fdatasync path=/srv/pg "));
+        assert_non_null(strstr(out, "reset: disk=wwn:0x5000aaaa mode=fdatasync path=/srv/./old "));
+        free(out);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_non_null(strstr(back, "path=/srv/pg regime=idle baseline=0.003 updates=900 "
+                                     "updated=5 warmup=- reference=0.003 refdays=-"));
+        assert_non_null(strstr(back, "path=/srv/./old regime=idle baseline=0.004 updates=900 "
+                                     "updated=5 warmup=- reference=0.004 refdays=-"));
+        free(back);
+        sdir_free(&d);
+}
+
 /* The records' normal form of a path. */
 static void test_path_normalize(void **state)
 {
@@ -1257,6 +1291,7 @@ int main(void)
             cmocka_unit_test(test_import_at_limit),
             cmocka_unit_test(test_reset_readonly),
             cmocka_unit_test(test_records_limit_evict),
+            cmocka_unit_test(test_reset_paths),
             cmocka_unit_test(test_path_normalize),
         };
 
