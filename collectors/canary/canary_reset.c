@@ -119,7 +119,8 @@ static int read_records(int dirfd, struct canary_records *ret, bool edit, char *
                              "records are not exported (a bad line may be this disk's); the "
                              "export only reads the file and changes nothing: start diskpulse "
                              "once (systemctl restart diskpulse, or diskpulse --once with the "
-                             "same --state.directory while none runs), which keeps the whole file "
+                             "same --state.directory, as the service user, while none runs), "
+                             "which keeps the whole file "
                              "aside as %s.corrupt-TIME.N and writes the good records back, then "
                              "export again",
                              CANARY_STATE_FILE, bad, bad == 1 ? "" : "s", first, CANARY_STATE_FILE);
