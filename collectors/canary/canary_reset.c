@@ -158,7 +158,7 @@ static int replace_file(int dirfd, const struct canary_records *recs, const char
 }
 
 /* Removes the temp files a save killed half-way left, as a diskpulse start does; says so on
- * out. */
+ * out (the edit's lines, printed once it is done). */
 static void remove_stale(int dirfd, FILE *out)
 {
         int n = statefile_remove_stale(dirfd, CANARY_STATE_FILE);
@@ -240,14 +240,14 @@ int canary_reset_reference(int dirfd, const char *path, FILE *out, char *err, si
         r = lock_for_edit(dirfd, &lock, err, errsz);
         if (r < 0)
                 return r;
-        remove_stale(dirfd, out);
-        r = read_records(dirfd, &recs, true, err, errsz);
-        if (r < 0)
-                return r;
         lines = open_memstream(&done, &donelen);
-        if (!lines) {
-                canary_records_free(&recs);
+        if (!lines)
                 return failf(err, errsz, -ENOMEM, "out of memory");
+        remove_stale(dirfd, lines);
+        r = read_records(dirfd, &recs, true, err, errsz);
+        if (r < 0) {
+                fclose(lines);
+                return r;
         }
         for (size_t i = 0; i < recs.n; i++) {
                 struct canary_record *rec = &recs.v[i];
@@ -511,16 +511,16 @@ int canary_import_records(int dirfd, const char *text, size_t len, const char *p
         r = check_import(&in, path ? want : NULL, host, err, errsz);
         if (r == 0)
                 r = lock_for_edit(dirfd, &lock, err, errsz);
+        if (r == 0 && !(lines = open_memstream(&done, &donelen)))
+                r = failf(err, errsz, -ENOMEM, "out of memory");
         if (r == 0) {
-                remove_stale(dirfd, out);
+                remove_stale(dirfd, lines);
                 r = read_records(dirfd, &recs, true, err, errsz);
                 if (r == -ENOENT)
                         r = 0;
         }
         if (r == 0)
                 r = make_room(&recs, &in, host, &gone, &n_gone, err, errsz);
-        if (r == 0 && !(lines = open_memstream(&done, &donelen)))
-                r = failf(err, errsz, -ENOMEM, "out of memory");
         for (size_t i = 0; r == 0 && i < in.n; i++) {
                 struct canary_record *rec = &in.v[i];
                 bool had = canary_records_find(&recs, rec->disk, rec->mode, rec->path, rec->regime);
