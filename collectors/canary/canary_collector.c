@@ -449,14 +449,15 @@ static const struct opt_def canary_command_options_def[] = {
      .arg = "FILE",
      .help = "add one disk's records from FILE (- for standard input), written by "
              "--canary.export-records, to the state directory's file and exit; the disk must be "
-             "on this host; while diskpulse is stopped"},
+             "on this host, each record's path a directory on it; while diskpulse is stopped"},
     {.name = "canary.import-path",
      .type = OPT_STRING,
      .offset = OFF(import_path),
      .flags = OPT_CLI_ONLY,
      .arg = "PATH",
      .help = "with --canary.import-records: the canary target the records are for on this host, "
-             "when the disk's filesystem is mounted elsewhere than where they were exported"},
+             "when the disk's filesystem is mounted elsewhere than where they were exported; a "
+             "directory on that disk"},
 };
 
 /* No --canary.path given: the state directory, where the baselines live too. */
