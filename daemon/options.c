@@ -206,8 +206,9 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
         return 0;
 }
 
-/* Every option's range, then the checks that involve several options. */
-static int validate(struct dp_options *o, char *err, size_t errsz)
+/* Every option's range, then the checks that involve several options. state_dir: the state
+ * directory the collectors' defaults derive from (the running one on a reload). */
+static int validate(struct dp_options *o, const char *state_dir, char *err, size_t errsz)
 {
         char a[32], b[32], why[256];
         int r;
@@ -225,8 +226,8 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         for (size_t c = 0; c < registry_count(); c++) {
                 if (!collector_defs[c]->complete)
                         continue;
-                r = collector_defs[c]->complete(o->collector_opts[c], o->state_dir,
-                                                o->round_interval, err, errsz);
+                r = collector_defs[c]->complete(o->collector_opts[c], state_dir, o->round_interval,
+                                                err, errsz);
                 if (r < 0)
                         return r;
         }
@@ -241,7 +242,9 @@ static int validate(struct dp_options *o, char *err, size_t errsz)
         return 0;
 }
 
-int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size_t errsz)
+/* options_parse(), and for a reload with running, the options in force. */
+static int parse(int argc, char **argv, const struct dp_options *running, struct dp_options *ret,
+                 char *err, size_t errsz)
 {
         _cleanup_free_ bool *from_cli = xcalloc(options_count() + registry_count(), sizeof(bool));
         struct dp_options o;
@@ -298,7 +301,9 @@ int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size
                 if (r < 0)
                         goto fail_r;
         }
-        r = validate(&o, err, errsz);
+        /* state.directory changes only on restart: what derives from it follows the running
+         * one until then (the canary's default target stays with the state it writes) */
+        r = validate(&o, running ? running->state_dir : o.state_dir, err, errsz);
         if (r < 0)
                 goto fail_r;
         *ret = o;
@@ -308,6 +313,17 @@ fail:
 fail_r:
         options_free(&o);
         return r;
+}
+
+int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size_t errsz)
+{
+        return parse(argc, argv, NULL, ret, err, errsz);
+}
+
+int options_parse_reload(int argc, char **argv, const struct dp_options *running,
+                         struct dp_options *ret, char *err, size_t errsz)
+{
+        return parse(argc, argv, running, ret, err, errsz);
 }
 
 static void help_line(const char *left, const struct opt_def *d, FILE *out)

@@ -84,6 +84,12 @@ void options_defaults(struct dp_options *o);
  * config file cannot be read) and writes a message naming the flag or line and the value into
  * err. The caller owns *ret: options_free(). */
 int options_parse(int argc, char **argv, struct dp_options *ret, char *err, size_t errsz);
+/* The same for a reload (SIGHUP) of running, the options in force: what a collector derives from
+ * an option read at start (the canary's default target from --state.directory) derives from
+ * running's value, which stays until a restart, so that nothing of a new one takes effect
+ * before. */
+int options_parse_reload(int argc, char **argv, const struct dp_options *running,
+                         struct dp_options *ret, char *err, size_t errsz);
 void options_free(struct dp_options *o);
 
 /* Prints --help. */

@@ -38,7 +38,7 @@ void daemon_reload(struct daemon *d)
         struct namefilter *filter = NULL;
         struct websec *web = NULL;
 
-        if (options_parse(d->argc, d->argv, &n, err, sizeof err) < 0) {
+        if (options_parse_reload(d->argc, d->argv, &d->opts, &n, err, sizeof err) < 0) {
                 log_error("reload failed, keeping the running configuration", "reason", err);
                 d->reload_failed = true;
                 return;

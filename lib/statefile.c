@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -330,18 +331,39 @@ static int keep_aside(int dir, const char *name, const char *aside)
         return e < 0 ? e : statefile_write_atomic(dir, aside, buf, len);
 }
 
-/* Whether entry is an aside name of name: "NAME.TAG-YYYYMMDDTHHMMSSZ" with an optional "-N".
- * Fills *ret_key with what orders them: the stamp's 15 characters, then N (1 without). */
+/* Aside names: "NAME.TAG-YYYYMMDDTHHMMSSZ.N", N the order in which they were made (1 + the
+ * highest N in the directory, whatever the clock says); names of the older form without ".N"
+ * ("NAME.TAG-STAMP", "-2", "-3", ... when a second had several) were made before any with one. */
+#define ASIDE_SEQ_MAX 999999999UL
+
 struct aside_key {
+        char tag[ASIDE_TAG_MAX + 1];
         char stamp[16];
-        unsigned long n;
+        unsigned long sub; /* the older form's "-N" (1 without) */
+        unsigned long seq; /* ".N"; 0: the older form */
 };
 
+/* A decimal number 1 to max without leading zeros, the whole of s. */
+static bool parse_number(const char *s, unsigned long max, unsigned long *ret)
+{
+        unsigned long v = 0;
+
+        if (!(s[0] >= '1' && s[0] <= '9'))
+                return false;
+        for (; *s; s++) {
+                if (!(*s >= '0' && *s <= '9') || v > (max - (unsigned long)(*s - '0')) / 10)
+                        return false;
+                v = v * 10 + (unsigned long)(*s - '0');
+        }
+        *ret = v;
+        return true;
+}
+
+/* Whether entry is an aside name of name; fills *ret_key. */
 static bool parse_aside(const char *entry, const char *name, struct aside_key *ret_key)
 {
         size_t nl = strlen(name), tl = 0;
         const char *p = entry;
-        char *end;
 
         if (strncmp(p, name, nl) != 0 || p[nl] != '.')
                 return false;
@@ -350,6 +372,8 @@ static bool parse_aside(const char *entry, const char *name, struct aside_key *r
                 tl++;
         if (tl == 0 || tl > ASIDE_TAG_MAX || p[tl] != '-')
                 return false;
+        memcpy(ret_key->tag, p, tl);
+        ret_key->tag[tl] = 0;
         p += tl + 1;
         for (int i = 0; i < 15; i++)
                 if (i == 8 ? p[i] != 'T' : !(p[i] >= '0' && p[i] <= '9'))
@@ -359,14 +383,13 @@ static bool parse_aside(const char *entry, const char *name, struct aside_key *r
         memcpy(ret_key->stamp, p, 15);
         ret_key->stamp[15] = 0;
         p += 16;
-        ret_key->n = 1;
+        ret_key->sub = 1;
+        ret_key->seq = 0;
         if (*p == 0)
                 return true;
-        if (*p != '-' || !(p[1] >= '1' && p[1] <= '9'))
-                return false;
-        errno = 0;
-        ret_key->n = strtoul(p + 1, &end, 10);
-        return errno == 0 && *end == 0;
+        if (*p == '.')
+                return parse_number(p + 1, ASIDE_SEQ_MAX, &ret_key->seq);
+        return *p == '-' && parse_number(p + 1, ULONG_MAX, &ret_key->sub) && ret_key->sub > 1;
 }
 
 struct aside_entry {
@@ -374,15 +397,19 @@ struct aside_entry {
         char *name;
 };
 
+/* The order they were made: the older form first (by stamp, then number), then by N. */
 static int cmp_aside(const void *a, const void *b)
 {
         const struct aside_entry *x = a, *y = b;
-        int c = strcmp(x->key.stamp, y->key.stamp);
+        int c;
 
+        if (x->key.seq != y->key.seq)
+                return x->key.seq < y->key.seq ? -1 : 1;
+        c = strcmp(x->key.stamp, y->key.stamp);
         if (c != 0)
                 return c;
-        if (x->key.n != y->key.n)
-                return x->key.n < y->key.n ? -1 : 1;
+        if (x->key.sub != y->key.sub)
+                return x->key.sub < y->key.sub ? -1 : 1;
         return strcmp(x->name, y->name);
 }
 
@@ -462,36 +489,74 @@ static bool already_kept(int dir, const char *name, char aside[NAME_MAX + 1])
         return found;
 }
 
-/* The number after the highest of the aside names of name made in the second stamp, 1 when
- * there is none. */
-static unsigned next_number(int dir, const char *name, const char *stamp)
+/* The N of the next aside name of name: 1 + the highest there is. Returns 0 when none is left
+ * (a name at ASIDE_SEQ_MAX) or -errno. */
+static long next_seq(int dir, const char *name)
 {
         struct aside_entry *v = NULL;
         int n = list_aside(dir, name, &v);
-        unsigned long next = 1;
+        unsigned long top = 0;
 
+        if (n < 0)
+                return n;
         for (int i = 0; i < n; i++)
-                if (strncmp(v[i].key.stamp, stamp, 15) == 0 && v[i].key.n >= next)
-                        next = v[i].key.n + 1;
+                if (v[i].key.seq > top)
+                        top = v[i].key.seq;
         free_aside(v, n);
-        return next < ASIDE_ATTEMPTS * 1000UL ? (unsigned)next : 1;
+        return top < ASIDE_SEQ_MAX ? (long)(top + 1) : 0;
 }
 
-/* Removes the oldest aside names of name beyond STATEFILE_ASIDE_MAX, never keep. Best effort. */
-static void prune_aside(int dir, const char *name, const char *keep)
+/* Whether v[i] is the oldest of its tag still there (gone[] marks the removed) while a newer one
+ * of that tag is (one of tag coming about to be made counts): the first copy of a kind, the file
+ * from before the first reset, outlives the later ones. */
+static bool first_of_kind(const struct aside_entry *v, const bool *gone, int n, int i,
+                          const char *coming)
+{
+        for (int j = 0; j < i; j++)
+                if (!gone[j] && strcmp(v[j].key.tag, v[i].key.tag) == 0)
+                        return false;
+        if (coming && strcmp(coming, v[i].key.tag) == 0)
+                return true;
+        for (int j = i + 1; j < n; j++)
+                if (!gone[j] && strcmp(v[j].key.tag, v[i].key.tag) == 0)
+                        return true;
+        return false;
+}
+
+/* Removes aside names of name in the order they were made until at most max are left: never
+ * keep (the one just made, or NULL), never the first of a kind while a newer one of its kind is
+ * there (coming: the tag of a copy about to be made, or NULL). Best effort. */
+static void prune_aside(int dir, const char *name, int max, const char *keep, const char *coming)
 {
         struct aside_entry *v = NULL;
-        int n = list_aside(dir, name, &v), extra = n - STATEFILE_ASIDE_MAX;
+        int n = list_aside(dir, name, &v), left = n;
+        bool *gone, *tried, removed = true;
 
-        for (int i = 0; i < n && extra > 0; i++) {
-                if (strcmp(v[i].name, keep) == 0)
-                        continue;
-                if (unlinkat(dir, v[i].name, 0) == 0 ||
-                    (errno == EISDIR && unlinkat(dir, v[i].name, AT_REMOVEDIR) == 0))
-                        extra--;
-                else
-                        log_debug("cannot remove an old aside copy", "name", v[i].name);
+        if (n <= max) {
+                free_aside(v, n);
+                return;
         }
+        gone = xcalloc((size_t)n, sizeof(*gone));
+        tried = xcalloc((size_t)n, sizeof(*tried));
+        /* again while something went: the first of a kind is free to go once it is alone */
+        while (left > max && removed) {
+                removed = false;
+                for (int i = 0; i < n && left > max; i++) {
+                        if (gone[i] || tried[i] || (keep && strcmp(v[i].name, keep) == 0) ||
+                            first_of_kind(v, gone, n, i, coming))
+                                continue;
+                        tried[i] = true;
+                        if (unlinkat(dir, v[i].name, 0) == 0 ||
+                            (errno == EISDIR && unlinkat(dir, v[i].name, AT_REMOVEDIR) == 0)) {
+                                gone[i] = removed = true;
+                                left--;
+                        } else {
+                                log_debug("cannot remove an old aside copy", "name", v[i].name);
+                        }
+                }
+        }
+        free(tried);
+        free(gone);
         free_aside(v, n);
 }
 
@@ -502,6 +567,7 @@ int statefile_set_aside(int dirfd, const char *name, const char *tag, unsigned f
         char aside[NAME_MAX + 1], stamp[32];
         time_t now = time(NULL);
         struct tm tm;
+        long seq;
         int r = -EEXIST;
 
         if (!name_valid(name) || !tag_valid(tag))
@@ -511,22 +577,29 @@ int statefile_set_aside(int dirfd, const char *name, const char *tag, unsigned f
                 return -errno;
         if (!gmtime_r(&now, &tm) || strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm) == 0)
                 return -EOVERFLOW;
-        if ((flags & STATEFILE_ASIDE_KEEP) && already_kept(dir, name, aside))
+        if ((flags & STATEFILE_ASIDE_KEEP) && already_kept(dir, name, aside)) {
                 r = 0;
-        /* after every aside name of this second, so that the names sort as they were made
-         * (one removed by prune_aside() is not made again as the oldest) */
-        for (unsigned n = next_number(dir, name, stamp), tries = 0;
-             tries < ASIDE_ATTEMPTS && r == -EEXIST; n++, tries++) {
-                if (n == 1)
-                        snprintf(aside, sizeof aside, "%s.%s-%s", name, tag, stamp);
-                else
-                        snprintf(aside, sizeof aside, "%s.%s-%s-%u", name, tag, stamp, n);
-                r = flags & STATEFILE_ASIDE_KEEP ? keep_aside(dir, name, aside)
-                                                 : move_aside(dir, name, aside);
+        } else {
+                if (fstatat(dir, name, &(struct stat){0}, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                /* room first, so that no more than STATEFILE_ASIDE_MAX are ever there, even
+                 * when this process is killed between the two steps */
+                prune_aside(dir, name, STATEFILE_ASIDE_MAX - 1, NULL, tag);
+                seq = next_seq(dir, name);
+                if (seq <= 0)
+                        return seq < 0 ? (int)seq : -EOVERFLOW;
+                for (unsigned tries = 0;
+                     tries < ASIDE_ATTEMPTS && r == -EEXIST && (unsigned long)seq <= ASIDE_SEQ_MAX;
+                     tries++, seq++) {
+                        snprintf(aside, sizeof aside, "%s.%s-%s.%ld", name, tag, stamp, seq);
+                        r = flags & STATEFILE_ASIDE_KEEP ? keep_aside(dir, name, aside)
+                                                         : move_aside(dir, name, aside);
+                }
         }
         if (r < 0)
                 return r;
-        prune_aside(dir, name, aside);
+        /* what an older version or a killed run left beyond the bound */
+        prune_aside(dir, name, STATEFILE_ASIDE_MAX, aside, NULL);
         if (fsync(dir) < 0)
                 return -errno;
         if (ret_name && size > 0)

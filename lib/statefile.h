@@ -62,27 +62,32 @@ enum {
         STATEFILE_ASIDE_KEEP = 1u << 0,
 };
 
-/* Aside copies of one name kept at most, all tags together: statefile_set_aside() removes the
- * oldest beyond it. */
+/* Aside copies of one name kept at most, all tags together: statefile_set_aside() makes room
+ * before it makes one, so that no more are ever there. */
 #define STATEFILE_ASIDE_MAX 10
 
 /* Sets the file name in dirfd aside for a human to look at: renames it (whatever it is: a bad
- * file, a directory, a symlink) to "NAME.TAG-YYYYMMDDTHHMMSSZ" (UTC now; "-2", "-3", ... appended
- * when that name is taken, never replacing anything), or with STATEFILE_ASIDE_KEEP leaves name in
- * place and makes the aside name a hard link to it (a copy where the filesystem has no hard
- * links, mode STATEFILE_MODE); when an aside name of any tag already is a hard link to name, that
- * one is the copy and nothing new is made. Then the oldest aside names of name beyond
- * STATEFILE_ASIDE_MAX (all tags counted together, by their time, then their number) are removed,
- * never the one just made, and the directory is fsync'ed. tag is 1 to 16 lowercase letters
- * ("corrupt"). Writes the aside name into ret_name (size bytes; may be NULL). Returns 0, or
- * -errno: -EINVAL for a bad name or tag, -ENOENT when name does not exist, -EEXIST when 100
- * aside names of this second are taken, else the failing call's error (-EROFS, -EACCES, -ENOSPC
- * for a copy, -EIO). Any thread; not while another thread writes name. */
+ * file, a directory, a symlink) to "NAME.TAG-YYYYMMDDTHHMMSSZ.N" (UTC now; N the order in which
+ * the aside names were made: 1 + the highest N there, whatever the clock says; never replacing
+ * anything), or with STATEFILE_ASIDE_KEEP leaves name in place and makes the aside name a hard
+ * link to it (a copy where the filesystem has no hard links, mode STATEFILE_MODE); when an aside
+ * name of any tag already is a hard link to name, that one is the copy and nothing new is made.
+ * Before a new one is made, aside names of name are removed in the order they were made (names
+ * of the older form without ".N" first, by their time and "-N") until STATEFILE_ASIDE_MAX - 1
+ * are left, but never the first of a tag while a newer one of that tag is there or about to be
+ * made (of a series of resets, the file from before the first one stays); after it, any beyond
+ * STATEFILE_ASIDE_MAX, never the one just made. Then the directory is fsync'ed. tag is 1 to 16
+ * lowercase letters ("corrupt"). Writes the aside name into ret_name (size bytes; may be NULL).
+ * Returns 0, or -errno: -EINVAL for a bad name or tag, -ENOENT when name does not exist, -EEXIST
+ * when 100 aside names in a row are taken, -EOVERFLOW when N would pass 999999999, else the
+ * failing call's error (-EROFS, -EACCES, -ENOSPC for a copy, -EIO). Any thread; not while
+ * another thread writes name. */
 int statefile_set_aside(int dirfd, const char *name, const char *tag, unsigned flags,
                         char *ret_name, size_t size);
 
-/* Lists the aside names of name in dirfd, oldest first, into a malloc'd array of malloc'd
- * strings (the caller frees each and the array). Returns how many (0: *ret NULL), or -errno. */
+/* Lists the aside names of name in dirfd, in the order they were made (oldest first), into a
+ * malloc'd array of malloc'd strings (the caller frees each and the array). Returns how many
+ * (0: *ret NULL), or -errno. */
 int statefile_list_aside(int dirfd, const char *name, char ***ret);
 
 /* The lock of a state directory: one writer at a time. Takes an exclusive flock(2) on dirfd (a

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "canary_records.h"
 #include "canary_reset.h"
 #include "log.h"
 
@@ -276,17 +277,18 @@ static struct collector *cc_setup(const struct collector_host *h, const void *op
         return cur;
 }
 
-/* --canary.path=DIR[:MODE]: DIR absolute; the part after the last ':' is the mode when it
- * holds no '/' (a directory whose name has a ':' is written DIR:fdatasync). */
+/* --canary.path=DIR[:MODE]: DIR absolute, in its normal form (canary_path_normalize(): "DIR/",
+ * "DIR/." and "/a/../DIR" are DIR, the path the records are keyed by and an import takes); the
+ * part after the last ':' is the mode when it holds no '/' (a directory whose name has a ':' is
+ * written DIR:fdatasync). */
 static int path_parse(const struct opt_def *d, const char *value, const void *elems, size_t n,
                       void *elem, char *why, size_t whysz)
 {
         const struct canary_path_option *have = elems;
         struct canary_path_option *p = elem;
-        char *path = xstrdup(value);
+        char *path = xstrdup(value), norm[4096];
         enum canary_mode mode = CANARY_MODE_FDATASYNC;
         char *colon = strrchr(path, ':');
-        size_t len;
 
         (void)d;
         if (colon && !strchr(colon, '/')) {
@@ -300,16 +302,15 @@ static int path_parse(const struct opt_def *d, const char *value, const void *el
                 }
                 *colon = 0;
         }
-        len = strlen(path);
-        while (len > 1 && path[len - 1] == '/')
-                path[--len] = 0;
-        if (path[0] != '/' || len >= 4096) {
+        if (canary_path_normalize(path, norm, sizeof norm) < 0) {
                 snprintf(why, whysz,
                          "\"%s\" (expected an absolute directory, optionally followed by :MODE)",
                          value);
                 free(path);
                 return -EINVAL;
         }
+        free(path);
+        path = xstrdup(norm);
         for (size_t i = 0; i < n; i++)
                 if (have[i].mode == mode && strcmp(have[i].path, path) == 0) {
                         snprintf(why, whysz, "\"%s\" is given twice", value);
@@ -448,14 +449,15 @@ static const struct opt_def canary_command_options_def[] = {
      .arg = "FILE",
      .help = "add one disk's records from FILE (- for standard input), written by "
              "--canary.export-records, to the state directory's file and exit; the disk must be "
-             "on this host; while diskpulse is stopped"},
+             "on this host, each record's path a directory on it; while diskpulse is stopped"},
     {.name = "canary.import-path",
      .type = OPT_STRING,
      .offset = OFF(import_path),
      .flags = OPT_CLI_ONLY,
      .arg = "PATH",
      .help = "with --canary.import-records: the canary target the records are for on this host, "
-             "when the disk's filesystem is mounted elsewhere than where they were exported"},
+             "when the disk's filesystem is mounted elsewhere than where they were exported; a "
+             "directory on that disk"},
 };
 
 /* No --canary.path given: the state directory, where the baselines live too. */

@@ -6,11 +6,13 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "canary_collector.h"
 #include "canary_records.h"
 #include "canary_reset.h"
+#include "canary_target.h"
 #include "fsroot.h"
 
 bool canary_commanded(const void *opts)
@@ -42,6 +44,63 @@ static bool disk_present(void *ud, const char *disk)
         }
         closedir(dir);
         return found;
+}
+
+/* The disk whose records the canary would use at the directory path, as a prober finds it
+ * (canary_host.c's resolve, then canary_update_key()): the filesystem's device in sysfs, its
+ * one disk (a dm/md device over several: itself), that disk's identity. */
+static int path_disk(void *ud, const char *path, char *disk, size_t disksz, char *dev, size_t devsz,
+                     char *why, size_t whysz)
+{
+        const struct collector_command_env *env = ud;
+        struct canary_backing b;
+        struct stat st;
+        const char *name;
+        int r;
+
+        if (stat(path, &st) < 0) {
+                r = -errno;
+                if (r == -ENOENT)
+                        snprintf(why, whysz,
+                                 "it does not exist here (mount the disk's filesystem first; "
+                                 "--canary.import-path=DIR names the directory the canary "
+                                 "probes there)");
+                else
+                        snprintf(why, whysz, "cannot look at it: %s", strerror(-r));
+                return r;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+                snprintf(why, whysz, "it is not a directory (a canary target is one)");
+                return -ENOTDIR;
+        }
+        if (env->sysfs_fd < 0) {
+                snprintf(why, whysz,
+                         "its disk cannot be told: sysfs cannot be opened at --path.sysfs");
+                return -ENOENT;
+        }
+        r = canary_resolve(env->sysfs_fd, st.st_dev, &b);
+        if (r == -ENODEV) {
+                snprintf(why, whysz,
+                         "its filesystem has no block device of its own (tmpfs, overlayfs, "
+                         "btrfs over several disks, NFS...), so the canary keeps no records "
+                         "there");
+                return r;
+        }
+        if (r < 0) {
+                snprintf(why, whysz, "its disk cannot be told: %s", canary_resolve_reason(r));
+                return r;
+        }
+        name = canary_backing_key_device(&b);
+        (void)strscpy(dev, name, devsz);
+        r = canary_collector_disk_id((void *)env->disk_ids, name, disk, disksz);
+        if (r < 0) {
+                snprintf(why, whysz,
+                         "it is on %s, which has no identity (WWN or serial), so the canary "
+                         "keeps no records for it",
+                         name);
+                return r;
+        }
+        return 0;
 }
 
 /* --canary.export-records: a device name (sdb, nvme0n1) or an identity as the file has it. */
@@ -81,7 +140,10 @@ static int import_records(int fd, const struct canary_options *o,
                 snprintf(err, errsz, "cannot read %s: %s", o->import_file, strerror(-r));
                 return r;
         }
-        return canary_import_records(fd, text, len, o->import_path, disk_present, (void *)env,
+        return canary_import_records(fd, text, len, o->import_path,
+                                     &(struct canary_import_host){.present = disk_present,
+                                                                  .path_disk = path_disk,
+                                                                  .ud = (void *)env},
                                      stdout, err, errsz);
 }
 

@@ -32,13 +32,53 @@ static int target_records(struct ctarget *t, struct canary_record rec[_CANARY_RE
         return n;
 }
 
-/* Puts n records into c's records. Under c->state_lock. Returns 0 or -errno. */
+/* ISO 8601 UTC of a CLOCK_REALTIME time in microseconds, for messages. */
+static const char *iso_time(usec_t t, char *buf, size_t size)
+{
+        time_t s = (time_t)(t / USEC_PER_SEC);
+        struct tm tm;
+
+        if (!gmtime_r(&s, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+                snprintf(buf, size, "@%llu", (unsigned long long)(t / USEC_PER_SEC));
+        return buf;
+}
+
+/* A record that made room for a new one in records at CANARY_RECORDS_MAX: the file as it is
+ * (it holds the record) kept aside once per batch (*kept), the record logged at warning. Under
+ * c->state_lock. */
+static void evicted(struct canary *c, const struct canary_record *gone, bool *kept)
+{
+        char aside[NAME_MAX + 1] = "-", when[48], ref[32], lim[16];
+
+        if (!*kept && c->state_dir_fd >= 0 && c->state_frozen == 0 &&
+            statefile_set_aside(c->state_dir_fd, CANARY_STATE_FILE, "evict", STATEFILE_ASIDE_KEEP,
+                                aside, sizeof aside) < 0)
+                snprintf(aside, sizeof aside, "-");
+        *kept = true;
+        snprintf(ref, sizeof ref, "%g", gone->st.reference);
+        snprintf(lim, sizeof lim, "%d", CANARY_RECORDS_MAX);
+        log_warn("canary baselines file at its limit of records: the least recently updated one "
+                 "made room for a new target (the file before is kept aside)",
+                 "limit", lim, "disk", gone->disk, "mode", gone->mode, "path", gone->path, "regime",
+                 canary_regime_to_string(gone->regime), "updated",
+                 gone->st.updated ? iso_time(gone->st.updated, when, sizeof when) : "never",
+                 "reference", ref, "set_aside", aside);
+}
+
+/* Puts n records into c's records, saying which one made room for a new one. Under
+ * c->state_lock. Returns 0 or -errno. */
 static int put_records(struct canary *c, const struct canary_record *rec, int n)
 {
+        bool kept = false;
+
         for (int i = 0; i < n; i++) {
-                int r = canary_records_put(&c->records, &rec[i]);
+                struct canary_record gone;
+                int r = canary_records_put_evict(&c->records, &rec[i], &gone);
+
                 if (r < 0)
                         return r;
+                if (r > 0)
+                        evicted(c, &gone, &kept);
         }
         return 0;
 }
@@ -117,8 +157,9 @@ void canary_update_key(struct ctarget *t, const struct canary_backing *b)
         struct canary_record *rec[_CANARY_REGIME_MAX];
 
         if (b && c->disk_id) {
-                const char *dev = b->n_disks == 1 ? b->disks[0].name : b->device;
-                has = c->disk_id(c->disk_id_ud, dev, key, sizeof key) == 0 && key[0];
+                has =
+                    c->disk_id(c->disk_id_ud, canary_backing_key_device(b), key, sizeof key) == 0 &&
+                    key[0];
         }
         pthread_mutex_lock(&t->lock);
         if (!has) {
@@ -186,17 +227,6 @@ static bool state_corrupt(int r)
 {
         return r == -EBADMSG || r == -EPROTONOSUPPORT || r == -EFBIG || r == -EINVAL ||
                r == -ELOOP || r == -ENXIO;
-}
-
-/* ISO 8601 UTC of a CLOCK_REALTIME time in microseconds, for messages. */
-static const char *iso_time(usec_t t, char *buf, size_t size)
-{
-        time_t s = (time_t)(t / USEC_PER_SEC);
-        struct tm tm;
-
-        if (!gmtime_r(&s, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-                snprintf(buf, size, "@%llu", (unsigned long long)(t / USEC_PER_SEC));
-        return buf;
 }
 
 /* Times from a clock gone wrong (canary_baseline_state_clock()): the file kept aside as it was,

@@ -355,6 +355,7 @@ int canary_records_parse(const char *buf, size_t len, struct canary_records *ret
 {
         struct canary_records out = {0};
         int version = 0;
+        unsigned lineno = 0;
         size_t i = 0;
 
         if (len > CANARY_STATE_MAX_BYTES)
@@ -365,6 +366,7 @@ int canary_records_parse(const char *buf, size_t len, struct canary_records *ret
                 struct canary_record rec;
                 size_t l;
 
+                lineno++;
                 i = (size_t)(end - buf) + (nl ? 1 : 0);
                 if (end > line && end[-1] == '\r')
                         end--;
@@ -382,7 +384,8 @@ int canary_records_parse(const char *buf, size_t len, struct canary_records *ret
                 if (canary_record_parse_line(line, l, &rec) < 0 ||
                     canary_records_find(&out, rec.disk, rec.mode, rec.path, rec.regime) ||
                     out.n >= CANARY_RECORDS_MAX) {
-                        out.bad++;
+                        if (out.bad++ == 0)
+                                out.first_bad = lineno;
                         continue;
                 }
                 if (version < 3)
@@ -411,9 +414,11 @@ static bool record_ok(const struct canary_record *rec)
                canary_baseline_state_check(&rec->st) == 0;
 }
 
-int canary_records_put(struct canary_records *r, const struct canary_record *rec)
+int canary_records_put_evict(struct canary_records *r, const struct canary_record *rec,
+                             struct canary_record *ret_evicted)
 {
         struct canary_record *slot;
+        int evicted = 0;
 
         if (!record_ok(rec))
                 return -EINVAL;
@@ -423,12 +428,64 @@ int canary_records_put(struct canary_records *r, const struct canary_record *rec
                 for (size_t i = 1; i < r->n; i++)
                         if (r->v[i].st.updated < slot->st.updated)
                                 slot = &r->v[i];
+                if (ret_evicted)
+                        *ret_evicted = *slot;
+                evicted = 1;
         }
         if (!slot) {
                 GROW(r->v, r->cap, r->n + 1);
                 slot = &r->v[r->n++];
         }
         *slot = *rec;
+        return evicted;
+}
+
+int canary_records_put(struct canary_records *r, const struct canary_record *rec)
+{
+        int k = canary_records_put_evict(r, rec, NULL);
+
+        return k < 0 ? k : 0;
+}
+
+int canary_path_normalize(const char *path, char *buf, size_t size)
+{
+        size_t len = 1, in = path ? strlen(path) : 0;
+        _cleanup_free_ char *n = NULL;
+
+        if (in == 0 || path[0] != '/')
+                return -EINVAL;
+        /* the whole result first (never longer than path): a long component that a ".." takes
+         * back does not count */
+        n = xmalloc(in + 1);
+        n[0] = '/';
+        for (size_t i = 0; i < in;) {
+                size_t j = i, k;
+
+                while (j < in && path[j] == '/')
+                        j++;
+                i = j;
+                while (i < in && path[i] != '/')
+                        i++;
+                k = i - j;
+                if (k == 0 || (k == 1 && path[j] == '.'))
+                        continue;
+                if (k == 2 && path[j] == '.' && path[j + 1] == '.') {
+                        /* up one: back to the '/' before the last component ("/" stays) */
+                        while (len > 1 && n[len - 1] != '/')
+                                len--;
+                        if (len > 1)
+                                len--;
+                        continue;
+                }
+                if (len > 1)
+                        n[len++] = '/';
+                memcpy(n + len, path + j, k);
+                len += k;
+        }
+        if (len >= size)
+                return -ENAMETOOLONG;
+        memcpy(buf, n, len);
+        buf[len] = 0;
         return 0;
 }
 

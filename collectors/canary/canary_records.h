@@ -22,8 +22,9 @@
  * reference (the best as-new figure they hold); every write is version 3. A line that does not parse or violates a limit is
  * skipped and counted, never fatal; a missing header or an unknown version refuses the whole
  * file.
- * Limits: 1024 records (the least recently updated one makes room), disk id 255 bytes, mode 31,
- * path 1023, line 8192, file 8 MiB. Numbers are written and read in the C locale (the daemon
+ * Limits: 1024 records (CANARY_RECORDS_MAX: the least recently updated one makes room for a
+ * new key, canary_records_put_evict() says which), disk id 255 bytes, mode 31, path 1023, line
+ * 8192, file 8 MiB. Numbers are written and read in the C locale (the daemon
  * never changes LC_NUMERIC). */
 #pragma once
 
@@ -57,8 +58,9 @@ struct canary_record {
 struct canary_records {
         struct canary_record *v;
         size_t n, cap;
-        unsigned bad;     /* lines skipped by canary_records_parse() */
-        unsigned version; /* of the file canary_records_parse() read */
+        unsigned bad;       /* lines skipped by canary_records_parse() */
+        unsigned first_bad; /* the number of the first of them (1: the file's first line) */
+        unsigned version;   /* of the file canary_records_parse() read */
 };
 
 /* Writes the persistent disk identity into buf: "wwn:WWN" when wwn is not empty, else
@@ -93,3 +95,14 @@ struct canary_record *canary_records_find(const struct canary_records *r, const 
  * held, the least recently updated one makes room. Returns 0 or -EINVAL for an invalid record.
  * Aborts on OOM. */
 int canary_records_put(struct canary_records *r, const struct canary_record *rec);
+/* The same, saying what went: returns 1 with the record that made room in *ret_evicted (may be
+ * NULL), 0 when none had to, or -EINVAL. */
+int canary_records_put_evict(struct canary_records *r, const struct canary_record *rec,
+                             struct canary_record *ret_evicted);
+
+/* The normal form of an absolute path, as the records key it: every "." and empty component
+ * dropped, each ".." taking back the component before it (never above "/"), no trailing
+ * slash ("/a//b/../c/" is "/a/c"). Symlinks are not resolved: the key is the path as the canary
+ * is given it. Writes it into buf (size bytes). Returns 0, -EINVAL for an empty or relative
+ * path, -ENAMETOOLONG when the result does not fit. Pure. */
+int canary_path_normalize(const char *path, char *buf, size_t size);

@@ -220,6 +220,11 @@ int canary_resolve(int sysfs_fd, dev_t st_dev, struct canary_backing *ret)
         return 0;
 }
 
+const char *canary_backing_key_device(const struct canary_backing *b)
+{
+        return b->n_disks == 1 ? b->disks[0].name : b->device;
+}
+
 const char *canary_resolve_reason(int r)
 {
         switch (r) {

@@ -50,6 +50,10 @@ struct canary_backing {
  * Pure with respect to sysfs_fd (no globals, no other paths); any thread. */
 int canary_resolve(int sysfs_fd, dev_t st_dev, struct canary_backing *ret);
 
+/* The device whose identity (WWN, serial) keys the baselines of a path backed by b: its one
+ * physical disk, or for a dm/md device over several the device itself. Pure. */
+const char *canary_backing_key_device(const struct canary_backing *b);
+
 /* A sentence that explains an error of canary_resolve() to an operator (static string). */
 const char *canary_resolve_reason(int r);
 

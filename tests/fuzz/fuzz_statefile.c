@@ -1,5 +1,6 @@
 /* Fuzz target of the canary baseline state file parser: what it accepts is valid, formats and
- * parses back to the same records and text, and restores into a baseline that keeps working. */
+ * parses back to the same records and text, and restores into a baseline that keeps working;
+ * its bad lines are counted with the first one's number. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -116,6 +117,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (r == -EFBIG || r == -EBADMSG || r == -EPROTONOSUPPORT)
                 return 0;
         if (r != 0 || recs.n > CANARY_RECORDS_MAX)
+                abort();
+        /* the first bad line is named (a line number within the input) exactly when there is one */
+        if ((recs.bad > 0) != (recs.first_bad > 0) || recs.first_bad > size + 1)
                 abort();
         for (size_t i = 0; i < recs.n; i++) {
                 check_record(&recs.v[i]);

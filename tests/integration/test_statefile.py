@@ -161,7 +161,7 @@ def main():
                          (not os.path.exists(path) or garbage not in read(path)),
                          "a corrupt file is renamed aside with a timestamp: %s" % [os.path.basename(k) for k in kept])
                 dp.check(re.search(r'level=warn msg="canary baselines file unusable, set aside; learning starts '
-                                   r'afresh".*set_aside=%s\.corrupt-\d{8}T\d{6}Z errno=EBADMSG' % STATE,
+                                   r'afresh".*set_aside=%s\.corrupt-\d{8}T\d{6}Z\.\d+ errno=EBADMSG' % STATE,
                                    d.output()) is not None, "a corrupt file: logged at warning with its new name")
                 d.signal(signal.SIGHUP)
                 dp.check(target_up(d, tgt.mnt) is not None, "a corrupt file: still serving after a reload")

@@ -26,6 +26,7 @@
 #include "tmptree.h"
 #include "canary.h"
 #include "fake_clock.h"
+#include "canary_records.h"
 #include "canary_reset.h"
 #include "canary_stats.h"
 #include "expo.h"
@@ -731,12 +732,16 @@ static void test_reset_reference(void **state)
                                      "warmup=- reference=0.001 refdays=final dayobs=- days=-\n"));
         free(back);
 
-        /* resets without end keep at most STATEFILE_ASIDE_MAX copies, the newest */
+        /* resets without end keep at most STATEFILE_ASIDE_MAX copies: the first and the
+         * newest */
         for (int i = 0; i < STATEFILE_ASIDE_MAX + 3; i++)
                 assert_int_equal(canary_reset_reference(d.fd, "/logs", stdout, err, sizeof err), 1);
         assert_int_equal(asides(d.fd, "reset", NULL, 0), STATEFILE_ASIDE_MAX);
-        /* the first copy (the only one with the days of /data) went first */
-        assert_int_equal(faccessat(d.fd, aside, F_OK, 0), -1);
+        /* the first copy (the only one with the days of /data, the file before any reset)
+         * stays */
+        back = get_file(d.fd, aside);
+        assert_string_equal(back, text);
+        free(back);
 
         /* a file with a bad line is not edited (the line would be lost) */
         put_file(d.fd, CANARY_STATE_FILE, "diskpulse-canary-baselines 3\nnonsense\n", 0600);
@@ -802,6 +807,8 @@ static bool only_aaaa(void *ud, const char *disk)
         return strcmp(disk, "wwn:0x5000aaaa") == 0;
 }
 
+static const struct canary_import_host aaaa_host = {.present = only_aaaa};
+
 /* One disk's records exported from one state directory and imported into another: the disk
  * checked, the path moved, the other records kept, the previous file kept beside it. */
 static void test_export_import(void **state)
@@ -841,11 +848,11 @@ static void test_export_import(void **state)
         assert_null(strstr(out, "0x5000bbbb"));
 
         /* a disk this host does not have: refused, nothing written */
-        assert_int_equal(canary_import_records(b.fd, text, strlen(text), NULL, only_aaaa, NULL,
-                                               stdout, err, sizeof err),
+        assert_int_equal(canary_import_records(b.fd, text, strlen(text), NULL, &aaaa_host, stdout,
+                                               err, sizeof err),
                          -EINVAL); /* two disks */
         assert_int_equal(
-            canary_import_records(b.fd, out, outlen, NULL, NULL, NULL, stdout, err, sizeof err), 1);
+            canary_import_records(b.fd, out, outlen, NULL, NULL, stdout, err, sizeof err), 1);
         back = get_file(b.fd, CANARY_STATE_FILE);
         assert_non_null(strstr(back, "path=/data regime=idle baseline=0.004"));
         free(back);
@@ -854,8 +861,8 @@ static void test_export_import(void **state)
         assert_string_equal(back, there);
         free(back);
         put_file(b.fd, CANARY_STATE_FILE, there, 0600);
-        assert_int_equal(canary_import_records(b.fd, out, outlen, "/srv/pg/", only_aaaa, NULL,
-                                               stdout, err, sizeof err),
+        assert_int_equal(canary_import_records(b.fd, out, outlen, "/srv/pg/", &aaaa_host, stdout,
+                                               err, sizeof err),
                          1);
         back = get_file(b.fd, CANARY_STATE_FILE);
         /* this host's fresh warm-up of the disk is replaced by its history, the other disk
@@ -872,16 +879,400 @@ static void test_export_import(void **state)
         f = open_memstream(&out, &outlen);
         assert_int_equal(canary_export_records(a.fd, "wwn:0x5000bbbb", f, err, sizeof err), 1);
         fclose(f);
-        assert_int_equal(canary_import_records(b.fd, out, outlen, NULL, only_aaaa, NULL, stdout,
-                                               err, sizeof err),
-                         -ENODEV);
+        assert_int_equal(
+            canary_import_records(b.fd, out, outlen, NULL, &aaaa_host, stdout, err, sizeof err),
+            -ENODEV);
         assert_non_null(strstr(err, "no disk with the identity wwn:0x5000bbbb on this host"));
         assert_int_equal(
-            canary_import_records(b.fd, "junk\n", 5, NULL, NULL, NULL, stdout, err, sizeof err),
+            canary_import_records(b.fd, "junk\n", 5, NULL, NULL, stdout, err, sizeof err),
             -EBADMSG);
         free(out);
         sdir_free(&a);
         sdir_free(&b);
+}
+
+/* A record line of disk at path, updated at updated (microseconds). */
+static void rec_line(char *buf, size_t size, const char *disk, const char *path, const char *regime,
+                     unsigned long long updated)
+{
+        snprintf(buf, size,
+                 "disk=%s mode=fdatasync path=%s regime=%s baseline=0.004 updates=900 "
+                 "updated=%llu warmup=- reference=0.002 refdays=final dayobs=- days=-\n",
+                 disk, path, regime, updated);
+}
+
+/* A state file of n records of the disk disk (each its own, disk and 4 hex digits of its index,
+ * when numbered) at path and its index, updated at 1000 + index, then extra. */
+static char *many_records(const char *disk, bool numbered, const char *path, int n,
+                          const char *extra)
+{
+        size_t size = 64 + (size_t)n * 300 + strlen(extra), used;
+        char *text = malloc(size);
+
+        assert_non_null(text);
+        used = (size_t)snprintf(text, size, "diskpulse-canary-baselines 3\n");
+        for (int i = 0; i < n; i++) {
+                char d[64], p[64];
+
+                if (numbered)
+                        snprintf(d, sizeof d, "%s%04x", disk, (unsigned)i);
+                else
+                        snprintf(d, sizeof d, "%s", disk);
+                snprintf(p, sizeof p, "%s%d", path, i);
+                rec_line(text + used, size - used, d, p, "idle", 1000ull + (unsigned)i);
+                used += strlen(text + used);
+        }
+        snprintf(text + used, size - used, "%s", extra);
+        return text;
+}
+
+/* The fake host of an import: disks wwn:0x5000aaaa and wwn:0x5000bbbb are here, /srv/pg and
+ * /srv/wal lie on aaaa, /srv/logs on bbbb, /tmp on a tmpfs; nothing else exists. */
+static bool here_ab(void *ud, const char *disk)
+{
+        (void)ud;
+        return strcmp(disk, "wwn:0x5000aaaa") == 0 || strcmp(disk, "wwn:0x5000bbbb") == 0;
+}
+
+static int fake_path_disk(void *ud, const char *path, char *disk, size_t disksz, char *dev,
+                          size_t devsz, char *why, size_t whysz)
+{
+        (void)ud;
+        if (strcmp(path, "/srv/pg") == 0 || strcmp(path, "/srv/wal") == 0) {
+                snprintf(disk, disksz, "wwn:0x5000aaaa");
+                snprintf(dev, devsz, "sda");
+                return 0;
+        }
+        if (strcmp(path, "/srv/logs") == 0) {
+                snprintf(disk, disksz, "wwn:0x5000bbbb");
+                snprintf(dev, devsz, "sdb");
+                return 0;
+        }
+        if (strcmp(path, "/tmp") == 0) {
+                snprintf(why, whysz, "its filesystem has no block device of its own");
+                return -ENODEV;
+        }
+        snprintf(why, whysz, "it does not exist here");
+        return -ENOENT;
+}
+
+static const struct canary_import_host here_host = {.present = here_ab,
+                                                    .path_disk = fake_path_disk};
+
+/* canary_import_records() with out in a memory buffer: returns its result, *ret_out the text
+ * (the caller frees it). */
+static int import_to(int fd, const char *text, const char *path, char **ret_out, char *err,
+                     size_t errsz)
+{
+        size_t len = 0;
+        FILE *f = open_memstream(ret_out, &len);
+        int r;
+
+        assert_non_null(f);
+        r = canary_import_records(fd, text, strlen(text), path, &here_host, f, err, errsz);
+        fclose(f);
+        return r;
+}
+
+/* The import's checks: a path normalised, or refused when it is not a directory on the records'
+ * disk here, too long or relative; two records on one key refused; nothing printed and nothing
+ * written when refused; a temp file of a killed save removed. */
+static void test_import_checks(void **state)
+{
+        static const char two[] =
+            "diskpulse-canary-baselines 3\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/old/a regime=idle baseline=0.004 "
+            "updates=900 updated=5 warmup=- reference=0.002 refdays=final dayobs=- days=-\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/old/b regime=idle baseline=0.003 "
+            "updates=900 updated=5 warmup=- reference=0.001 refdays=final dayobs=- days=-\n"
+            "disk=wwn:0x5000aaaa mode=append path=/old/b regime=idle baseline=0.009 "
+            "updates=900 updated=5 warmup=- reference=0.008 refdays=final dayobs=- days=-\n";
+        char err[2048], *out = NULL, *back, longp[1200];
+        struct sdir d;
+        (void)state;
+
+        sdir_new(&d, "/tmp");
+        /* two fdatasync targets, one import path: refused (with a recipe), nothing written */
+        assert_int_equal(import_to(d.fd, two, "/srv/pg", &out, err, sizeof err), -EINVAL);
+        assert_string_equal(out, "");
+        free(out);
+        assert_non_null(strstr(err, "hold two targets of mode fdatasync, /old/a and /old/b"));
+        assert_non_null(strstr(err, "grep -F -e 'diskpulse-canary-baselines' -e ' path=/old/a "
+                                    "' FILE | diskpulse --canary.import-records=- "
+                                    "--canary.import-path=DIR"));
+        assert_int_equal(faccessat(d.fd, CANARY_STATE_FILE, F_OK, 0), -1);
+        /* their own paths do not exist here */
+        assert_int_equal(import_to(d.fd, two, NULL, &out, err, sizeof err), -ENOENT);
+        free(out);
+        assert_non_null(strstr(err, "the records of /old/a cannot be used at /old/a: it does not "
+                                    "exist here"));
+        /* a tmpfs, another disk, a relative path, a path over 1 KiB */
+        static const char one[] =
+            "diskpulse-canary-baselines 3\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/old/a regime=idle baseline=0.004 "
+            "updates=900 updated=5 warmup=- reference=0.002 refdays=final dayobs=- days=-\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/old/a regime=busy baseline=0.001 "
+            "updates=900 updated=5 warmup=- reference=0.0005 refdays=final dayobs=- days=-\n";
+        assert_int_equal(import_to(d.fd, one, "/tmp/", &out, err, sizeof err), -ENODEV);
+        free(out);
+        assert_non_null(strstr(err, "cannot be used at /tmp: its filesystem has no block device"));
+        assert_int_equal(import_to(d.fd, one, "/srv/logs", &out, err, sizeof err), -EXDEV);
+        free(out);
+        assert_non_null(strstr(err, "/srv/logs is on sdb (wwn:0x5000bbbb) here, not on the disk "
+                                    "of the records (wwn:0x5000aaaa)"));
+        assert_int_equal(import_to(d.fd, one, "srv/pg", &out, err, sizeof err), -EINVAL);
+        free(out);
+        assert_non_null(strstr(err, "must be absolute"));
+        longp[0] = '/';
+        memset(longp + 1, 'x', sizeof longp - 2);
+        longp[sizeof longp - 1] = 0;
+        assert_int_equal(import_to(d.fd, one, longp, &out, err, sizeof err), -ENAMETOOLONG);
+        free(out);
+        assert_non_null(
+            strstr(err, "is 1199 bytes long; the state file keeps paths of up to 1023"));
+        assert_int_equal(faccessat(d.fd, CANARY_STATE_FILE, F_OK, 0), -1);
+        /* no header: what a records file begins with */
+        assert_int_equal(import_to(d.fd, strchr(one, '\n') + 1, "/srv/pg", &out, err, sizeof err),
+                         -EBADMSG);
+        free(out);
+        assert_non_null(strstr(err, "it does not begin with the line \"diskpulse-canary-baselines "
+                                    "3\""));
+
+        /* "/srv/x/../pg/." is /srv/pg; a temp file a killed save left is removed */
+        put_file(d.fd, ".canary-baselines.tmp-0123456789abcdef", "half", 0600);
+        assert_int_equal(import_to(d.fd, one, "/srv//x/../pg/.", &out, err, sizeof err), 2);
+        assert_non_null(strstr(out, "removed: 1 temporary file of an interrupted save"));
+        assert_non_null(strstr(out, "imported: disk=wwn:0x5000aaaa mode=fdatasync path=/srv/pg "
+                                    "regime=idle\n"));
+        free(out);
+        assert_int_equal(faccessat(d.fd, ".canary-baselines.tmp-0123456789abcdef", F_OK, 0), -1);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_non_null(strstr(back, "path=/srv/pg regime=idle baseline=0.004"));
+        assert_non_null(strstr(back, "path=/srv/pg regime=busy baseline=0.001"));
+        free(back);
+        sdir_free(&d);
+}
+
+/* An import into a file at its limit: the least recently updated records of disks not on this
+ * host make room (never the records just imported, which are older still), each printed with
+ * the copy that keeps it; refused when only this host's disks' records could go. */
+static void test_import_at_limit(void **state)
+{
+        static const char in[] =
+            "diskpulse-canary-baselines 3\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/old regime=idle baseline=0.004 "
+            "updates=900 updated=5 warmup=- reference=0.002 refdays=final dayobs=- days=-\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/old regime=busy baseline=0.001 "
+            "updates=900 updated=5 warmup=- reference=0.0005 refdays=final dayobs=- days=-\n";
+        char err[1024], *out = NULL, *back, *text, aside[NAME_MAX + 1], want[512], line[512];
+        struct canary_records recs = {0};
+        struct sdir d;
+        (void)state;
+
+        sdir_new(&d, "/tmp");
+        /* 1023 records of gone disks (the first three the least recently updated) and one of
+         * bbbb, a disk here, older than all */
+        rec_line(line, sizeof line, "wwn:0x5000bbbb", "/srv/logs", "idle", 1);
+        text = many_records("wwn:0x5000f", true, "/gone", CANARY_RECORDS_MAX - 1, line);
+        put_file(d.fd, CANARY_STATE_FILE, text, 0600);
+        assert_int_equal(import_to(d.fd, in, "/srv/pg", &out, err, sizeof err), 2);
+        assert_int_equal(asides(d.fd, "import", aside, sizeof aside), 1);
+        back = get_file(d.fd, aside);
+        assert_string_equal(back, text);
+        free(back);
+        snprintf(want, sizeof want,
+                 "dropped: disk=wwn:0x5000f0000 mode=fdatasync path=/gone0 regime=idle (the state "
+                 "file's limit is 1024 records: the least recently updated of a disk not on this "
+                 "host, last updated 1970-01-01T00:00:00Z; %s still has it)\n",
+                 aside);
+        assert_non_null(strstr(out, want));
+        assert_non_null(strstr(out, "dropped: disk=wwn:0x5000f0001 "));
+        assert_null(strstr(out, "dropped: disk=wwn:0x5000f0002 "));
+        assert_null(strstr(out, "dropped: disk=wwn:0x5000bbbb"));
+        free(out);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_int_equal(canary_records_parse(back, strlen(back), &recs), 0);
+        assert_int_equal(recs.bad, 0);
+        assert_int_equal(recs.n, CANARY_RECORDS_MAX);
+        assert_non_null(canary_records_find(&recs, "wwn:0x5000aaaa", "fdatasync", "/srv/pg",
+                                            CANARY_REGIME_IDLE));
+        assert_non_null(canary_records_find(&recs, "wwn:0x5000aaaa", "fdatasync", "/srv/pg",
+                                            CANARY_REGIME_BUSY));
+        assert_non_null(canary_records_find(&recs, "wwn:0x5000bbbb", "fdatasync", "/srv/logs",
+                                            CANARY_REGIME_IDLE));
+        assert_null(canary_records_find(&recs, "wwn:0x5000f0000", "fdatasync", "/gone0",
+                                        CANARY_REGIME_IDLE));
+        assert_non_null(canary_records_find(&recs, "wwn:0x5000f0002", "fdatasync", "/gone2",
+                                            CANARY_REGIME_IDLE));
+        canary_records_free(&recs);
+        free(back);
+        /* again: the imported records are replaced, no room needed, nothing dropped */
+        assert_int_equal(import_to(d.fd, in, "/srv/pg", &out, err, sizeof err), 2);
+        assert_null(strstr(out, "dropped:"));
+        assert_non_null(strstr(out, "(replaces the record this host had)"));
+        free(out);
+        free(text);
+
+        /* full of this host's disks: nothing may go, refused, nothing written or copied */
+        text = many_records("wwn:0x5000bbbb", false, "/p", CANARY_RECORDS_MAX, "");
+        put_file(d.fd, CANARY_STATE_FILE, text, 0600);
+        int copies = asides(d.fd, "import", NULL, 0);
+        assert_int_equal(import_to(d.fd, in, "/srv/pg", &out, err, sizeof err), -ENOSPC);
+        assert_string_equal(out, "");
+        free(out);
+        assert_non_null(strstr(err, "the state file holds 1024 records, its limit is 1024, and "
+                                    "the import adds 2 new ones; only 0 records of disks that are "
+                                    "not on this host could make room"));
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_string_equal(back, text);
+        free(back);
+        assert_int_equal(asides(d.fd, "import", NULL, 0), copies);
+        free(text);
+        sdir_free(&d);
+}
+
+/* A reset that cannot be written (a read-only directory) says nothing on its output. */
+static void test_reset_readonly(void **state)
+{
+        static const char text[] =
+            "diskpulse-canary-baselines 3\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=idle baseline=0.004 updates=900 "
+            "updated=5 warmup=- reference=0.002 refdays=final dayobs=- days=-\n";
+        char mnt[300], err[1024], *out = NULL, *back;
+        size_t len = 0;
+        struct sdir d;
+        FILE *f;
+        int fd;
+        (void)state;
+
+        sdir_new(&d, "/tmp");
+        snprintf(mnt, sizeof mnt, "%s/mnt", d.path);
+        assert_int_equal(mkdir(mnt, 0755), 0);
+        if (!mount_tiny_tmpfs(mnt)) {
+                sdir_free(&d);
+                skip();
+        }
+        fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        put_file(fd, CANARY_STATE_FILE, text, 0600);
+        assert_int_equal(mount(NULL, mnt, NULL, MS_REMOUNT | MS_RDONLY, NULL), 0);
+        f = open_memstream(&out, &len);
+        assert_int_equal(canary_reset_reference(fd, "/data", f, err, sizeof err), -EROFS);
+        fclose(f);
+        assert_string_equal(out, "");
+        assert_non_null(strstr(err, "so it is not changed"));
+        free(out);
+        back = get_file(fd, CANARY_STATE_FILE);
+        assert_string_equal(back, text);
+        free(back);
+        close(fd);
+        assert_int_equal(umount2(mnt, MNT_DETACH), 0);
+        sdir_free(&d);
+}
+
+/* The daemon learning a new target in a full file: the least recently updated record makes
+ * room, and the file as it was is kept aside first (with that record). */
+static void test_records_limit_evict(void **state)
+{
+        char *text, *back, aside[NAME_MAX + 1];
+        struct canary *c;
+        struct sdir d;
+        (void)state;
+
+        sdir_new(&d, "/tmp");
+        text = many_records("wwn:0x5000f", true, "/gone", CANARY_RECORDS_MAX, "");
+        put_file(d.fd, CANARY_STATE_FILE, text, 0600);
+        c = start(d.fd, "wwn:0x5000aaaa", 2);
+        finish(c);
+        assert_int_equal(asides(d.fd, "evict", aside, sizeof aside), 1);
+        back = get_file(d.fd, aside);
+        assert_string_equal(back, text);
+        free(back);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_has(back, "disk=wwn:0x5000aaaa mode=fdatasync path=/data regime=idle", true);
+        assert_has(back, "path=/gone0 ", false);
+        assert_has(back, "path=/gone1 ", true);
+        free(back);
+        free(text);
+        sdir_free(&d);
+}
+
+/* A reset takes a path in its normal form, and as given for a record an older diskpulse keyed
+ * by a path with "." in it. */
+static void test_reset_paths(void **state)
+{
+        static const char text[] =
+            "diskpulse-canary-baselines 3\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/srv/./old regime=idle baseline=0.004 "
+            "updates=900 updated=5 warmup=- reference=0.002 refdays=final dayobs=- days=-\n"
+            "disk=wwn:0x5000aaaa mode=fdatasync path=/srv/pg regime=idle baseline=0.003 "
+            "updates=900 updated=5 warmup=- reference=0.001 refdays=final dayobs=- days=-\n";
+        char err[1024], *out = NULL, *back;
+        size_t len = 0;
+        struct sdir d;
+        FILE *f;
+        (void)state;
+
+        sdir_new(&d, "/tmp");
+        put_file(d.fd, CANARY_STATE_FILE, text, 0600);
+        f = open_memstream(&out, &len);
+        assert_int_equal(canary_reset_reference(d.fd, "/srv/x/../pg/.", f, err, sizeof err), 1);
+        assert_int_equal(canary_reset_reference(d.fd, "/srv/./old/", f, err, sizeof err), 1);
+        fclose(f);
+        assert_non_null(strstr(out, "reset: disk=wwn:0x5000aaaa mode=fdatasync path=/srv/pg "));
+        assert_non_null(strstr(out, "reset: disk=wwn:0x5000aaaa mode=fdatasync path=/srv/./old "));
+        free(out);
+        back = get_file(d.fd, CANARY_STATE_FILE);
+        assert_non_null(strstr(back, "path=/srv/pg regime=idle baseline=0.003 updates=900 "
+                                     "updated=5 warmup=- reference=0.003 refdays=-"));
+        assert_non_null(strstr(back, "path=/srv/./old regime=idle baseline=0.004 updates=900 "
+                                     "updated=5 warmup=- reference=0.004 refdays=-"));
+        free(back);
+        sdir_free(&d);
+}
+
+/* The records' normal form of a path. */
+static void test_path_normalize(void **state)
+{
+        static const struct {
+                const char *in, *out;
+                int r;
+        } cases[] = {
+            {"/", "/", 0},
+            {"/srv/pg", "/srv/pg", 0},
+            {"/srv/pg/", "/srv/pg", 0},
+            {"//srv///pg//", "/srv/pg", 0},
+            {"/srv/./pg/.", "/srv/pg", 0},
+            {"/a/../b", "/b", 0},
+            {"/a/b/../../c/..", "/", 0},
+            {"/../..", "/", 0},
+            {"/..a/b..", "/..a/b..", 0},
+            {"/.hidden/...", "/.hidden/...", 0},
+            {"", NULL, -EINVAL},
+            {"srv/pg", NULL, -EINVAL},
+            {"./srv", NULL, -EINVAL},
+        };
+        char buf[CANARY_PATH_MAX], big[CANARY_PATH_MAX + 10];
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                int r = canary_path_normalize(cases[i].in, buf, sizeof buf);
+                if (r != cases[i].r || (r == 0 && strcmp(buf, cases[i].out) != 0))
+                        fail_msg("\"%s\": %d \"%s\", want %d \"%s\"", cases[i].in, r,
+                                 r == 0 ? buf : "", cases[i].r, cases[i].out ? cases[i].out : "");
+        }
+        /* 1023 bytes fit, 1024 do not; a longer path that shrinks to fit is fine */
+        big[0] = '/';
+        memset(big + 1, 'x', CANARY_PATH_MAX - 2);
+        big[CANARY_PATH_MAX - 1] = 0;
+        assert_int_equal(canary_path_normalize(big, buf, sizeof buf), 0);
+        assert_int_equal(strlen(buf), CANARY_PATH_MAX - 1);
+        big[CANARY_PATH_MAX - 1] = 'x';
+        big[CANARY_PATH_MAX] = 0;
+        assert_int_equal(canary_path_normalize(big, buf, sizeof buf), -ENAMETOOLONG);
+        memcpy(big + CANARY_PATH_MAX - 3, "/..", 4);
+        assert_int_equal(canary_path_normalize(big, buf, sizeof buf), 0);
+        assert_string_equal(buf, "/");
 }
 
 int main(void)
@@ -896,6 +1287,12 @@ int main(void)
             cmocka_unit_test(test_reset_reference),
             cmocka_unit_test(test_export_import),
             cmocka_unit_test(test_clock_ahead),
+            cmocka_unit_test(test_import_checks),
+            cmocka_unit_test(test_import_at_limit),
+            cmocka_unit_test(test_reset_readonly),
+            cmocka_unit_test(test_records_limit_evict),
+            cmocka_unit_test(test_reset_paths),
+            cmocka_unit_test(test_path_normalize),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -353,6 +353,8 @@ static void test_bad_values(void **state)
         BAD(A("--canary.path=relative/dir"), "canary.path", "relative/dir", "absolute");
         BAD(A("--canary.path=/srv/db", "--canary.path=/srv/db/:fdatasync"), "canary.path",
             "/srv/db/:fdatasync", "twice");
+        BAD(A("--canary.path=/srv/db", "--canary.path=/srv/x/../db/."), "canary.path",
+            "/srv/x/../db/.", "twice");
         BAD(A("--canary.path="), "canary.path");
         BAD(A("--canary.interval=0s"), "canary.interval", "0s");
         BAD(A("--canary.interval=50ms"), "canary.interval", "50ms");
@@ -476,8 +478,9 @@ static void test_canary_flags(void **state)
         assert_non_null(strstr(canary_opts(&o)->paths[0].path, "/rel"));
         options_free(&o);
 
-        /* every mode, repeated, trailing slashes dropped, a ':' inside a path kept */
-        assert_int_equal(PARSE(&o, err, "--canary.path=/a", "--canary.path", "/b/:append",
+        /* every mode, repeated, trailing slashes dropped (and "." and "..", as the records and an
+         * import take a path), a ':' inside a path kept */
+        assert_int_equal(PARSE(&o, err, "--canary.path=/a", "--canary.path", "/x/..//b/.:append",
                                "--canary.path=/c:dsync", "--canary.path=/d:direct",
                                "--canary.path=/a:dsync", "--canary.path=/e:x/f",
                                "--canary.interval=1s", "--canary.size=8k", "--canary.timeout=500ms",

@@ -208,8 +208,19 @@ static void assert_aside_name(const char *got, const char *tag)
                 if (want == '0' ? !(c >= '0' && c <= '9') : c != want)
                         fail_msg("aside name %s: no UTC timestamp after %s", got, prefix);
         }
-        if (got[pl + 16] != 0 && got[pl + 16] != '-')
-                fail_msg("aside name %s: junk after the timestamp", got);
+        /* then ".N", the order they were made */
+        if (got[pl + 16] != '.' || !(got[pl + 17] >= '1' && got[pl + 17] <= '9') ||
+            strspn(got + pl + 17, "0123456789") != strlen(got + pl + 17))
+                fail_msg("aside name %s: no sequence number after the timestamp", got);
+}
+
+/* The N of an aside name "....Z.N". */
+static unsigned long aside_seq(const char *name)
+{
+        const char *dot = strrchr(name, '.');
+
+        assert_non_null(dot);
+        return strtoul(dot + 1, NULL, 10);
 }
 
 static void test_set_aside(void **state)
@@ -228,13 +239,14 @@ static void test_set_aside(void **state)
         list_dir(d->fd, names, sizeof names);
         assert_string_equal(names, a1);
 
-        /* a second one never replaces the first (within the same second it gets "-2") */
+        /* a second one never replaces the first, and comes after it (within the same second
+         * too) */
         assert_int_equal(statefile_write_atomic(d->fd, "state", "bad two", 7), 0);
         assert_int_equal(statefile_set_aside(d->fd, "state", "corrupt", 0, a2, sizeof a2), 0);
         assert_aside_name(a2, "corrupt");
         assert_string_not_equal(a1, a2);
-        if (strncmp(a1, a2, strlen(a1)) == 0)
-                assert_string_equal(a2 + strlen(a1), "-2");
+        assert_int_equal(aside_seq(a1), 1);
+        assert_int_equal(aside_seq(a2), 2);
         assert_content(d->fd, a1, "bad one");
         assert_content(d->fd, a2, "bad two");
 
@@ -635,15 +647,16 @@ static void test_fsync_reaches_the_disk(void **state)
         close(fd);
 }
 
-/* Copies of all tags together are bounded (the oldest go, by time then number, never the new
- * one), a kept file already linked aside is not copied again, and the list is oldest first. */
+/* Copies of all tags together are bounded: room is made before a copy, in the order they were
+ * made, never the first of a kind while newer ones of it are there, never the new one; a kept
+ * file already linked aside is not copied again, and the list is in the order made. */
 static void test_aside_bounded(void **state)
 {
         struct tmpdir *d = *state;
         char a[NAME_MAX + 1], b[NAME_MAX + 1], first[NAME_MAX + 1], **names = NULL;
         int n;
 
-        /* an old copy of another tag, made in an earlier second, and a stray look-alike */
+        /* an old copy of another tag, of the older form, and a stray look-alike */
         assert_int_equal(statefile_write_atomic(d->fd, "state.corrupt-20200101T000000Z", "o", 1),
                          0);
         assert_int_equal(statefile_write_atomic(d->fd, "state.corrupt-2020", "x", 1), 0);
@@ -663,22 +676,111 @@ static void test_aside_bounded(void **state)
                     statefile_set_aside(d->fd, "state", "reset", STATEFILE_ASIDE_KEEP, b, sizeof b),
                     0);
                 assert_content(d->fd, b, v); /* the new copy always survives */
+                n = statefile_list_aside(d->fd, "state", &names);
+                assert_true(n <= STATEFILE_ASIDE_MAX);
+                for (int k = 0; k < n; k++)
+                        free(names[k]);
+                free(names);
         }
         n = statefile_list_aside(d->fd, "state", &names);
         assert_int_equal(n, STATEFILE_ASIDE_MAX);
-        /* the 2020 copy and the first three of this second went; the newest is last */
+        /* the 2020 copy (alone of its kind) went first, then the second to fourth resets' copies:
+         * the first (the file before any reset) stays, the newest is last */
+        assert_string_equal(names[0], first);
+        assert_content(d->fd, names[0], "v0");
         assert_string_equal(names[n - 1], b);
-        for (int i = 0; i < n; i++) {
+        for (int i = 1; i < n; i++) {
                 char v[16];
                 snprintf(v, sizeof v, "v%d", i + 3);
                 assert_content(d->fd, names[i], v);
                 assert_true(strncmp(names[i], "state.reset-", 12) == 0);
+        }
+        for (int i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        assert_content(d->fd, "state.corrupt-2020", "x"); /* not an aside name: left alone */
+        assert_int_equal(faccessat(d->fd, "state.corrupt-20200101T000000Z", F_OK, 0), -1);
+        assert_int_equal(statefile_list_aside(d->fd, "../x", &names), -EINVAL);
+}
+
+/* Copies are pruned in the order they were made, not by the time in their names: nine copies
+ * named in the year 2099 (a clock that was far ahead, or planted) never make a new reset remove
+ * the previous real copy; the file from before the first reset stays while later resets come,
+ * and the bound holds after every copy. */
+static void test_aside_made_order(void **state)
+{
+        struct tmpdir *d = *state;
+        char first[NAME_MAX + 1], b[NAME_MAX + 1], name[NAME_MAX + 1], **names = NULL;
+        int n;
+
+        for (int i = 1; i <= 9; i++) {
+                if (i == 1)
+                        snprintf(name, sizeof name, "state.clock-20990101T000000Z");
+                else
+                        snprintf(name, sizeof name, "state.clock-20990101T000000Z-%d", i);
+                assert_int_equal(statefile_write_atomic(d->fd, name, "fake", 4), 0);
+        }
+        assert_int_equal(statefile_write_atomic(d->fd, "state", "real0", 5), 0);
+        assert_int_equal(
+            statefile_set_aside(d->fd, "state", "reset", STATEFILE_ASIDE_KEEP, first, sizeof first),
+            0);
+        for (int i = 1; i <= 13; i++) {
+                char v[16];
+
+                snprintf(v, sizeof v, "real%d", i);
+                assert_int_equal(statefile_write_atomic(d->fd, "state", v, strlen(v)), 0);
+                assert_int_equal(
+                    statefile_set_aside(d->fd, "state", "reset", STATEFILE_ASIDE_KEEP, b, sizeof b),
+                    0);
+                assert_content(d->fd, b, v);
+                /* the previous real copy and the first one are still there */
+                if (faccessat(d->fd, first, F_OK, 0) != 0)
+                        fail_msg("reset %d removed the copy from before the first reset, %s", i,
+                                 first);
+                assert_content(d->fd, first, "real0");
+                n = statefile_list_aside(d->fd, "state", &names);
+                if (n > STATEFILE_ASIDE_MAX)
+                        fail_msg("%d copies after reset %d", n, i);
+                assert_string_equal(names[n - 1], b);
+                if (i > 1) {
+                        snprintf(v, sizeof v, "real%d", i - 1);
+                        assert_content(d->fd, names[n - 2], v);
+                }
+                for (int k = 0; k < n; k++)
+                        free(names[k]);
+                free(names);
+        }
+        /* the fakes are gone: the first real copy and the 9 newest are left */
+        n = statefile_list_aside(d->fd, "state", &names);
+        assert_int_equal(n, STATEFILE_ASIDE_MAX);
+        assert_string_equal(names[0], first);
+        for (int i = 1; i < n; i++) {
+                char v[16];
+                snprintf(v, sizeof v, "real%d", i + 4);
+                assert_content(d->fd, names[i], v);
+        }
+        for (int i = 0; i < n; i++) {
+                assert_int_equal(unlinkat(d->fd, names[i], 0), 0);
                 free(names[i]);
         }
         free(names);
-        assert_content(d->fd, "state.corrupt-2020", "x"); /* not an aside name: left alone */
-        assert_int_equal(faccessat(d->fd, first, F_OK, 0), -1);
-        assert_int_equal(statefile_list_aside(d->fd, "../x", &names), -EINVAL);
+
+        /* the order is the number, not the time: a copy numbered 1 under a clock in 2099 is older
+         * than one numbered 2 in 2020, and the next one is numbered 3 */
+        assert_int_equal(statefile_write_atomic(d->fd, "state.clock-20990101T000000Z.1", "a", 1),
+                         0);
+        assert_int_equal(statefile_write_atomic(d->fd, "state.reset-20200101T000000Z.2", "b", 1),
+                         0);
+        assert_int_equal(statefile_set_aside(d->fd, "state", "reset", 0, b, sizeof b), 0);
+        assert_int_equal(aside_seq(b), 3);
+        n = statefile_list_aside(d->fd, "state", &names);
+        assert_int_equal(n, 3);
+        assert_string_equal(names[0], "state.clock-20990101T000000Z.1");
+        assert_string_equal(names[1], "state.reset-20200101T000000Z.2");
+        assert_string_equal(names[2], b);
+        for (int i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
 }
 
 /* The lock: one open file description at a time, its holder found in /proc/locks, released
@@ -719,6 +821,7 @@ int main(void)
             cmocka_unit_test_setup_teardown(test_restrict_mode, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_set_aside, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_aside_bounded, setup_dir, teardown_dir),
+            cmocka_unit_test_setup_teardown(test_aside_made_order, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_lock, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_write_through_other_fds, setup_dir, teardown_dir),
             cmocka_unit_test_setup_teardown(test_bad_arguments, setup_dir, teardown_dir),

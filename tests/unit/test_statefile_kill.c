@@ -118,10 +118,17 @@ static const char *syscall_name(int nr)
         return buf;
 }
 
-/* Runs the save of new_data in a traced child, killed with SIGKILL at syscall stop kill_at (0:
- * never). The child stops itself before the save, so the stops counted are those of the save and
- * of the child's few calls around it (the end of raise(), exit_group). */
-static void traced_save(int dirfd, unsigned flags, int kill_at, struct run *ret)
+/* What a traced child runs: the save of new_data. */
+static int save_new(int dirfd, unsigned flags)
+{
+        return statefile_write_atomic_flags(dirfd, NAME, new_data, sizeof new_data, flags);
+}
+
+/* Runs op (the save of new_data, or another step) in a traced child, killed with SIGKILL at
+ * syscall stop kill_at (0: never). The child stops itself before op, so the stops counted are
+ * those of op and of the child's few calls around it (the end of raise(), exit_group). */
+static void traced_op(int (*op)(int dirfd, unsigned flags), int dirfd, unsigned flags, int kill_at,
+                      struct run *ret)
 {
         int st, sig = 0;
         pid_t pid;
@@ -135,7 +142,7 @@ static void traced_save(int dirfd, unsigned flags, int kill_at, struct run *ret)
                 if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
                         _exit(77);
                 raise(SIGSTOP);
-                r = statefile_write_atomic_flags(dirfd, NAME, new_data, sizeof new_data, flags);
+                r = op(dirfd, flags);
                 _exit(r == 0 ? 0 : 1);
         }
         assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -190,7 +197,7 @@ static void traced_save(int dirfd, unsigned flags, int kill_at, struct run *ret)
 static void list_dir(int dirfd, char *out, size_t size, int *ret_temps)
 {
         int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        char *names[16];
+        char *names[32];
         size_t n = 0, o = 0;
         struct dirent *e;
         DIR *dir;
@@ -266,7 +273,7 @@ static int kill_everywhere(struct tmpdir *d, unsigned flags, const char *what)
         assert_non_null(r);
         /* The complete run first: how many stops, where the rename and the save are. */
         assert_int_equal(statefile_write_atomic(d->fd, NAME, old_data, sizeof old_data), 0);
-        traced_save(d->fd, flags, 0, &full);
+        traced_op(save_new, d->fd, flags, 0, &full);
         if (full.skipped) {
                 free(r);
                 print_message("cannot ptrace a child here (a seccomp filter or Yama): skipped\n");
@@ -293,7 +300,7 @@ static int kill_everywhere(struct tmpdir *d, unsigned flags, const char *what)
         /* Then a kill at each stop, before and after each syscall. */
         for (int n = 1;; n++) {
                 assert_int_equal(statefile_write_atomic(d->fd, NAME, old_data, sizeof old_data), 0);
-                traced_save(d->fd, flags, n, r);
+                traced_op(save_new, d->fd, flags, n, r);
                 if (r->completed) {
                         assert_int_equal(r->status, 0);
                         assert_true(n > full.stops);
@@ -333,10 +340,115 @@ static void test_kill_at_every_syscall(void **state)
         print_message("kill points checked: %d\n", total);
 }
 
+#define ASIDE_PFX NAME ".reset-"
+#define FIRST     ASIDE_PFX "20260101T000001Z"
+
+/* What a traced child runs: the copy a reset keeps before it writes. */
+static int keep_copy(int dirfd, unsigned flags)
+{
+        (void)flags;
+        return statefile_set_aside(dirfd, NAME, "reset", STATEFILE_ASIDE_KEEP, NULL, 0);
+}
+
+/* The state file and STATEFILE_ASIDE_MAX copies (of the form before the ".N" numbers, so the
+ * oldest is FIRST), nothing else. */
+static void aside_scene(int dirfd)
+{
+        struct dirent *e;
+        DIR *dir;
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        assert_true(fd >= 0);
+        dir = fdopendir(fd);
+        assert_non_null(dir);
+        while ((e = readdir(dir)))
+                if (e->d_name[0] != '.' || (e->d_name[1] && strcmp(e->d_name, "..") != 0))
+                        assert_int_equal(unlinkat(dirfd, e->d_name, 0), 0);
+        closedir(dir);
+        for (int k = 0; k <= STATEFILE_ASIDE_MAX; k++) {
+                char name[64], text[16];
+                int f;
+
+                if (k == 0)
+                        snprintf(name, sizeof name, "%s", NAME);
+                else
+                        snprintf(name, sizeof name, ASIDE_PFX "20260101T0000%02dZ", k);
+                snprintf(text, sizeof text, "copy %d\n", k);
+                f = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+                assert_true(f >= 0);
+                assert_int_equal(write(f, text, strlen(text)), (ssize_t)strlen(text));
+                close(f);
+        }
+}
+
+/* The copies there are (names that begin like one); *ret_new: those aside_scene() did not
+ * make. */
+static int count_copies(int dirfd, char *names, size_t size, int *ret_new)
+{
+        int n = 0, temps;
+        char *p;
+
+        list_dir(dirfd, names, size, &temps);
+        *ret_new = 0;
+        for (p = names; (p = strstr(p, ASIDE_PFX)); p++) {
+                n++;
+                *ret_new += strncmp(p, ASIDE_PFX "20260101T0000", strlen(ASIDE_PFX) + 13) != 0;
+        }
+        return n;
+}
+
+/* A set-aside killed at every system call: at rest no more than STATEFILE_ASIDE_MAX copies are
+ * ever left (room is made before the copy, not after), the state file is untouched, and the
+ * oldest copy, the first of its kind, is never the one that goes. */
+static void test_aside_bound_under_kill(void **state)
+{
+        struct tmpdir *d = *state;
+        struct run full, *r = malloc(sizeof *r);
+        char names[2048];
+        int points = 0, made = 0, fresh;
+
+        assert_non_null(r);
+        aside_scene(d->fd);
+        traced_op(keep_copy, d->fd, 0, 0, &full);
+        if (full.skipped) {
+                free(r);
+                print_message("cannot ptrace a child here (a seccomp filter or Yama): skipped\n");
+                skip();
+        }
+        assert_true(full.completed);
+        assert_int_equal(full.status, 0);
+        assert_int_equal(count_copies(d->fd, names, sizeof names, &fresh), STATEFILE_ASIDE_MAX);
+        assert_int_equal(fresh, 1);
+        for (int n = 1;; n++) {
+                int copies;
+
+                aside_scene(d->fd);
+                traced_op(keep_copy, d->fd, 0, n, r);
+                if (r->completed) {
+                        assert_int_equal(r->status, 0);
+                        break;
+                }
+                copies = count_copies(d->fd, names, sizeof names, &fresh);
+                if (copies > STATEFILE_ASIDE_MAX)
+                        fail_msg("killed at stop %d: %d copies left: %s", n, copies, names);
+                assert_true(content_is(d->fd, NAME, "copy 0\n", 7));
+                if (!content_is(d->fd, FIRST, "copy 1\n", 7))
+                        fail_msg("killed at stop %d: the first copy went: %s", n, names);
+                made += fresh > 0; /* the new copy is there */
+                points++;
+        }
+        print_message("set aside: %d kill points (%d syscall stops), the new copy made at %d of "
+                      "them, never more than %d copies\n",
+                      points, full.stops, made, STATEFILE_ASIDE_MAX);
+        assert_true(points >= 10 && made > 0);
+        free(r);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_kill_at_every_syscall, setup_dir, teardown_dir),
+            cmocka_unit_test_setup_teardown(test_aside_bound_under_kill, setup_dir, teardown_dir),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
