@@ -119,13 +119,14 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
         _cleanup_free_ char *buf = NULL;
         _cleanup_free_ bool *reset = xcalloc(N_FLAGS, sizeof(bool));
         size_t len;
-        char *line;
+        char *line, why[128];
         unsigned lineno = 0;
         int r;
 
-        r = read_file_at(AT_FDCWD, path, 1 << 20, &buf, &len);
+        /* a regular file only: a FIFO put in its place would block a reload forever */
+        r = read_regular_at(AT_FDCWD, path, 1 << 20, &buf, &len, why, sizeof why);
         if (r < 0) {
-                fail(err, errsz, "cannot read config file %s: %s", path, strerror(-r));
+                fail(err, errsz, "cannot read config file %s: %s", path, why);
                 return r;
         }
         if (strlen(buf) != len) {

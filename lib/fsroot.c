@@ -3,7 +3,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -27,13 +30,20 @@ static const char *rel(int dirfd, const char *path)
 int read_attr_at(int dirfd, const char *path, char *buf, size_t size)
 {
         _cleanup_close_ int fd = -1;
+        struct stat st;
         ssize_t n;
 
         if (size < 2)
                 return -EINVAL;
-        fd = openat(dirfd, rel(dirfd, path), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: a FIFO opens at once (and reads nothing) instead of waiting for a
+         * writer; regular files ignore it. */
+        fd = openat(dirfd, rel(dirfd, path), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
         n = read(fd, buf, size);
         if (n < 0)
                 return -errno;
@@ -92,6 +102,92 @@ int read_file_at(int dirfd, const char *path, size_t max, char **ret_buf, size_t
         if (fd < 0)
                 return -errno;
         return read_fd_all(fd, max, ret_buf, ret_len);
+}
+
+const char *file_kind(mode_t mode)
+{
+        switch (mode & S_IFMT) {
+        case S_IFREG:
+                return "a regular file";
+        case S_IFDIR:
+                return "a directory";
+        case S_IFIFO:
+                return "a FIFO";
+        case S_IFSOCK:
+                return "a socket";
+        case S_IFCHR:
+                return "a character device";
+        case S_IFBLK:
+                return "a block device";
+        case S_IFLNK:
+                return "a symbolic link";
+        default:
+                return "not a regular file";
+        }
+}
+
+/* "larger than 1 MiB" (or KiB, or bytes: the largest unit that max is a whole number of). */
+static void too_large(size_t max, char *why, size_t whysz)
+{
+        if (max >= 1024 * 1024 && max % (1024 * 1024) == 0)
+                snprintf(why, whysz, "larger than %zu MiB", max / (1024 * 1024));
+        else if (max >= 1024 && max % 1024 == 0)
+                snprintf(why, whysz, "larger than %zu KiB", max / 1024);
+        else
+                snprintf(why, whysz, "larger than %zu bytes", max);
+}
+
+int open_regular_at(int dirfd, const char *path, size_t max, char *why, size_t whysz)
+{
+        struct stat st;
+        int fd, r;
+
+        fd = openat(dirfd, rel(dirfd, path), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0) {
+                r = -errno;
+                if (why)
+                        snprintf(why, whysz, "%s", strerror(-r));
+                return r;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                if (why)
+                        snprintf(why, whysz, "%s", strerror(-r));
+        } else if (!S_ISREG(st.st_mode)) {
+                r = -EINVAL;
+                if (why) {
+                        const char *kind = file_kind(st.st_mode);
+                        snprintf(why, whysz, "%s%s", kind,
+                                 strcmp(kind, "not a regular file") ? ", not a regular file" : "");
+                }
+        } else if ((uint64_t)st.st_size > (uint64_t)max) {
+                r = -EFBIG;
+                if (why)
+                        too_large(max, why, whysz);
+        } else {
+                return fd;
+        }
+        close(fd);
+        return r;
+}
+
+int read_regular_at(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len,
+                    char *why, size_t whysz)
+{
+        _cleanup_close_ int fd = open_regular_at(dirfd, path, max, why, whysz);
+        int r;
+
+        if (fd < 0)
+                return fd;
+        /* the size can grow between fstat() and the read: the bound holds there too */
+        r = read_fd_all(fd, max, ret_buf, ret_len);
+        if (r < 0 && why) {
+                if (r == -EFBIG)
+                        too_large(max, why, whysz);
+                else
+                        snprintf(why, whysz, "%s", strerror(-r));
+        }
+        return r;
 }
 
 int opendir_at(int dirfd, DIR **ret)
