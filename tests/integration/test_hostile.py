@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Hostile input, handled: files that are not regular files where the daemon reads one (a FIFO, a
 directory, a device) refused at once with what they are, at start, by --check-config and on
-SIGHUP (the running configuration stays, the daemon keeps serving and stops on SIGTERM)."""
+SIGHUP (the running configuration stays, the daemon keeps serving and stops on SIGTERM); a key
+given twice in the config file refused with both lines; --no-SWITCH=BOOL as the file's no- form,
+and no "no-" form for a command."""
 import http.client
 import os
 import signal
@@ -199,7 +201,53 @@ def reload_key_fifo():
                        lambda: d.subject() == cert)
 
 
+def check_config(*args):
+    """--check-config with args: (exit status, stdout, stderr)."""
+    r = subprocess.run([BIN, "--check-config", "--state.directory=" + path("state")] + list(args),
+                       capture_output=True, text=True, timeout=HUNG)
+    return r.returncode, r.stdout, r.stderr.strip()
+
+
+def config_keys():
+    cfg = write("dup.conf", "diskstats.interval = 2s\nlog.level = info\ndiskstats.interval = 5s\n")
+    rc, out, err = check_config("--config.file=" + cfg)
+    dp.check(rc == 2 and out == "" and "%s:3: diskstats.interval is given twice, on lines 1 and 3" % cfg in err,
+             "a key given twice is refused with both lines: %r" % err)
+    cfg = write("dup.conf", "collector.smart = false\n# the same switch\nno-collector.smart = true\n")
+    rc, out, err = check_config("--config.file=" + cfg)
+    dp.check(rc == 2 and "%s:3: collector.smart is given twice, on lines 1 and 3" % cfg in err,
+             "NAME and no-NAME are one key: %r" % err)
+    cfg = write("dup.conf", "canary.path = %s\ncanary.path = %s:append\n" % (TMP, TMP))
+    rc, out, err = check_config("--config.file=" + cfg)
+    dp.check(rc == 0 and "canary.path = %s:fdatasync\ncanary.path = %s:append\n" % (TMP, TMP) in out,
+             "a repeatable option takes several lines: %r" % (err or out[-200:]))
+    for flag, want in (("--no-collector.smart=true", "false"), ("--no-collector.smart=false", "true"),
+                       ("--no-collector.smart=no", "true"), ("--no-collector.smart", "false")):
+        rc, out, err = check_config(flag)
+        dp.check(rc == 0 and "collector.smart = %s\n" % want in out,
+                 "%s: collector.smart = %s (%s)" % (flag, want, err or "ok"))
+    rc, out, err = check_config("--no-collector.smart=maybe")
+    dp.check(rc == 2 and "no-collector.smart" in err and "maybe" in err, "--no-collector.smart=maybe: %r" % err)
+    for flag in ("--no-once", "--no-check-config", "--no-version"):
+        rc, out, err = check_config(flag)
+        dp.check(rc == 2 and out == "" and "%s: only on/off flags can be negated (this one is a command)" % flag
+                 in err, "%s is refused: %r" % (flag, err))
+
+    # on SIGHUP: refused, logged with both lines, the running configuration stays
+    cfg = write("reload-dup.conf", "collector.diskstats.device-include = ^no-such-device$\n")
+    with dp.Daemon(BIN, "--config.file=" + cfg, "--no-collector.smart", "--no-collector.canary") as d:
+        write("reload-dup.conf", "collector.diskstats.device-include = .\n"
+              "collector.diskstats.device-include = ^no-such-device$\n")
+        d.signal(signal.SIGHUP)
+        dp.check(dp.wait_until(lambda: "is given twice, on lines 1 and 2" in d.output(), 10),
+                 "SIGHUP with a key given twice: the reload fails with both lines")
+        dp.check(dp.wait_until(lambda: dp.value(d.scrape(), "diskpulse_config_reload_success") == 0, 10) and
+                 dp.value(d.scrape(), "diskpulse_disk_devices") == 0,
+                 "... diskpulse_config_reload_success 0, and the running filter stays")
+
+
 not_regular_at_start()
+config_keys()
 reload_config_fifo()
 reload_webconfig_fifo()
 reload_key_fifo()
