@@ -83,14 +83,65 @@ static void free_page(void *cls)
         page_stream_free(cls);
 }
 
+/* A header field sent on one line or several. */
+struct field {
+        const char *name;
+        const char *first; /* the first line's value */
+        char *joined;      /* with several lines: all of them, malloc'd */
+        size_t len;
+        unsigned lines;
+};
+
+static enum MHD_Result join_line(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size)
+{
+        struct field *f = cls;
+
+        (void)kind;
+        (void)key_size;
+        if (strcasecmp(key, f->name) != 0)
+                return MHD_YES;
+        if (!value)
+                value = "", value_size = 0;
+        if (f->lines++ == 0) {
+                f->first = value;
+                f->len = value_size;
+                return MHD_YES;
+        }
+        if (!f->joined) {
+                f->joined = xmalloc(f->len + 1);
+                memcpy(f->joined, f->first, f->len);
+        }
+        f->joined = xrealloc(f->joined, f->len + 2 + value_size + 1);
+        memcpy(f->joined + f->len, ", ", 2);
+        memcpy(f->joined + f->len + 2, value, value_size);
+        f->len += 2 + value_size;
+        f->joined[f->len] = 0;
+        return MHD_YES;
+}
+
+/* The whole value of the list field name (Accept, Accept-Encoding): its lines joined by ", ", as
+ * RFC 9110 §5.3 says a field sent on several lines is one list (libmicrohttpd's lookup gives
+ * the first line only); NULL when it is absent. free_field() it. */
+static const char *field_value(struct MHD_Connection *c, const char *name, struct field *f)
+{
+        *f = (struct field){.name = name};
+        MHD_get_connection_values_n(c, MHD_HEADER_KIND, join_line, f);
+        return f->joined ? f->joined : f->first;
+}
+
+static void free_field(struct field *f)
+{
+        free(f->joined);
+        f->joined = NULL;
+}
+
 static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connection *c)
 {
         struct snapshot *snap = publisher_fresh(s->pub);
-        const char *ae =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
-        const char *accept =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-        bool gz = encoding_accept_gzip(ae);
+        struct field fa, fe;
+        const char *accept = field_value(c, MHD_HTTP_HEADER_ACCEPT, &fa);
+        bool gz = encoding_accept_gzip(field_value(c, MHD_HTTP_HEADER_ACCEPT_ENCODING, &fe));
         enum expo_format fmt = encoding_accept_protobuf(accept)      ? EXPO_FORMAT_PROTOBUF
                                : encoding_accept_openmetrics(accept) ? EXPO_FORMAT_OPENMETRICS
                                                                      : EXPO_FORMAT_TEXT;
@@ -100,6 +151,8 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
         size_t len;
         enum MHD_Result r;
 
+        free_field(&fa);
+        free_field(&fe);
         if (!snap)
                 return reply(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
                              "no collection has finished yet\n");
@@ -143,15 +196,16 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
 static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection *c)
 {
         struct snapshot *snap = publisher_fresh(s->pub);
-        const char *accept =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+        struct field fa;
         const char *type = NULL;
         struct MHD_Response *resp;
         size_t len = 0;
-        char *page = http_index_page(snap ? snapshot_summary(snap) : NULL, accept, s->cfg.version,
+        char *page = http_index_page(snap ? snapshot_summary(snap) : NULL,
+                                     field_value(c, MHD_HTTP_HEADER_ACCEPT, &fa), s->cfg.version,
                                      s->cfg.revision, &len, &type);
         enum MHD_Result r;
 
+        free_field(&fa);
         snapshot_unref(snap);
         if (!page)
                 return MHD_NO;
