@@ -222,6 +222,17 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
         return r;
 }
 
+/* The runbook, or 304 when the request's If-None-Match (a list field: all its lines) lists it. */
+static enum MHD_Result serve_runbook(struct http_server *s, struct MHD_Connection *c)
+{
+        struct field f;
+        enum MHD_Result r =
+            http_runbook_serve(c, field_value(c, MHD_HTTP_HEADER_IF_NONE_MATCH, &f), s->cfg.web);
+
+        free_field(&f);
+        return r;
+}
+
 static enum MHD_Result serve_health(struct http_server *s, struct MHD_Connection *c)
 {
         if (!publisher_alive(s->pub, atomic_load(&s->health_stale)))
@@ -240,6 +251,14 @@ static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char
         if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
                 (*(unsigned *)cls)++;
         return MHD_YES;
+}
+
+/* MHD_OPTION_UNESCAPE_CALLBACK: the target decoded, but for "%00" (framing_unescape()). */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+        (void)cls;
+        (void)c;
+        return framing_unescape(s);
 }
 
 static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -331,7 +350,7 @@ static enum MHD_Result respond(struct http_server *s, struct MHD_Connection *c, 
         if (strcmp(url, "/-/healthy") == 0)
                 return serve_health(s, c);
         if (strcmp(url, "/runbook") == 0)
-                return http_runbook_serve(c, s->cfg.web);
+                return serve_runbook(s, c);
         return reply(s, c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8", "not found\n");
 }
 
@@ -362,25 +381,25 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                 if (hosts > 1)
                         return reply(s, c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
                                      "more than one Host header\n");
-                if (has_body(c)) {
-                        /* Nothing here takes a body: refuse it unread. */
-                        bool known = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
-                                     strcmp(method, MHD_HTTP_METHOD_HEAD) == 0 ||
-                                     strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0;
-                        *upload_data_size = 0;
-                        if (known)
-                                return reply(s, c, MHD_HTTP_CONTENT_TOO_LARGE,
-                                             "text/plain; charset=utf-8",
-                                             "request body not accepted\n");
-                        return respond(s, c, url, method);
-                }
-                return MHD_YES;
+                /* A request with a body is answered now, the body unread (so the connection is
+                 * closed after it); any other on the next call, which keeps the connection. */
+                if (!has_body(c))
+                        return MHD_YES;
         }
         *upload_data_size = 0;
-        /* Every path needs the credentials (client certificate, basic auth), as the toolkit's;
-         * a bcrypt check suspends the connection and this is called again when it is done. */
+        /* Every path needs the credentials (client certificate, basic auth), as the toolkit's,
+         * and so does every answer that tells something of the server (404 for a path, 405 or
+         * 413 for a method): without them, 401 and nothing else. A bcrypt check suspends the
+         * connection and this is called again when it is done (for a request with a body, at
+         * the same point: its body is still unread). */
         if (!websec_admit(s->cfg.web, c, &denied))
                 return denied;
+        if (has_body(c) && (strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                            strcmp(method, MHD_HTTP_METHOD_HEAD) == 0 ||
+                            strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0))
+                /* Nothing here takes a body: refuse it unread. */
+                return reply(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8",
+                             "request body not accepted\n");
         return respond(s, c, url, method);
 }
 
@@ -408,7 +427,8 @@ struct http_server *http_server_new(const int *fds, size_t n, const struct http_
                 websec_mhd_flags(cfg->web),
             0, NULL, NULL, handle, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_ARRAY,
             guard_opts, MHD_OPTION_ARRAY, sec_opts, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-            (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
+            (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_STRICT_FOR_CLIENT, 1,
+            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
         if (!s->daemon) {
                 *ret_err = errno ? -errno : -EIO;
                 for (size_t k = 0; k < n; k++)

@@ -3,10 +3,14 @@
 directory, a device) refused at once with what they are, at start, by --check-config and on
 SIGHUP (the running configuration stays, the daemon keeps serving and stops on SIGTERM); a key
 given twice in the config file refused with both lines; --no-SWITCH=BOOL as the file's no- form,
-and no "no-" form for a command."""
+and no "no-" form for a command; Accept and Accept-Encoding sent on several lines, with quoted
+parameters, or longer than 4 KiB, for both pages; If-None-Match and the 304's Content-Length; a
+NUL in the path; with basic auth, 401 before any 404, 405 or 413."""
+import base64
 import http.client
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -246,8 +250,168 @@ def config_keys():
                  "... diskpulse_config_reload_success 0, and the running filter stays")
 
 
+PROTOBUF = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
+
+
+def exchange(port, requests, timeout=10):
+    """Sends requests (bytes, several pipelined) on one connection and reads until the server
+    closes it or stays silent for a second; returns [(status, {name: value}, body)] of every
+    response, bodies framed by Content-Length (none for 304 and HEAD)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(requests)
+    data = b""
+    s.settimeout(1)
+    end = time.monotonic() + timeout
+    try:
+        while time.monotonic() < end:
+            c = s.recv(65536)
+            if not c:
+                break
+            data += c
+    except (socket.timeout, ConnectionResetError):
+        pass
+    s.close()
+    out, heads = [], requests.count(b"HEAD ")
+    while data:
+        head, sep, rest = data.partition(b"\r\n\r\n")
+        if not sep:
+            break
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        h = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            h.setdefault(k.strip().lower(), []).append(v.strip())
+        n = 0 if status == 304 or (heads and not out) else int(h.get("content-length", ["0"])[0])
+        out.append((status, {k: ", ".join(v) for k, v in h.items()}, rest[:n]))
+        data = rest[n:]
+    return out
+
+
+def request(target, *headers, method="GET", last=True):
+    lines = ["%s %s HTTP/1.1" % (method, target), "Host: localhost"] + list(headers)
+    if last:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def one(port, target, *headers, method="GET"):
+    r = exchange(port, request(target, *headers, method=method))
+    return r[0] if r else (None, {}, b"")
+
+
+def accept_lists(port):
+    # the status page: text or HTML, from every Accept line
+    for headers, want in ((["Accept: text/plain;q=0.1", "Accept: text/html"], "text/html"),
+                          (["Accept: text/html", "Accept: text/plain;q=0.1"], "text/html"),
+                          (["Accept: text/html;q=0.1", "Accept: text/plain"], "text/plain"),
+                          (['Accept: text/html;foo="a;b"'], "text/html"),
+                          (['Accept: text/html;foo="a,b", text/plain;q=0.1'], "text/html"),
+                          (['Accept: text/html;q=1;q=0.1, text/plain;q=0.5'], "text/plain")):
+        st, h, _ = one(port, "/", *headers)
+        dp.check(st == 200 and h.get("content-type", "").startswith(want),
+                 "/ with %s: %s" % (" + ".join(headers), h.get("content-type")))
+    # a value past 4 KiB, where a cut after "q=0." would read text/plain's 0.75 as 0
+    pad = " " * (4096 - len("text/html;q=0.5, text/plain;q=0."))
+    for plain, want in (("0.75", "text/plain"), ("0.25", "text/html")):
+        value = pad + "text/html;q=0.5, text/plain;q=" + plain
+        st, h, _ = one(port, "/", "Accept: " + value)
+        dp.check(st == 200 and h.get("content-type", "").startswith(want),
+                 "/ with a %d-byte Accept, text/plain;q=%s at its end, read whole: %s" % (
+                     len(value), plain, h.get("content-type")))
+    # /metrics: the protobuf type on a second line beside text
+    st, h, _ = one(port, "/metrics", "Accept: text/plain;version=0.0.4;q=0.5", "Accept: " + PROTOBUF)
+    dp.check(st == 200 and h.get("content-type", "").startswith("application/vnd.google.protobuf"),
+             "/metrics with text on one Accept line and protobuf on the next: %s" % h.get("content-type"))
+    st, h, _ = one(port, "/metrics", "Accept: text/plain;q=0.5",
+                   'Accept: application/openmetrics-text;version="1.0.0";q=0.6')
+    dp.check(st == 200 and h.get("content-type", "").startswith("application/openmetrics-text"),
+             "/metrics with OpenMetrics on a second line, quoted version: %s" % h.get("content-type"))
+    # Accept-Encoding
+    for headers, gz in ((["Accept-Encoding: gzip;q=0.5, identity;q=1"], False),
+                        (["Accept-Encoding: gzip;q=0.5", "Accept-Encoding: identity;q=1"], False),
+                        (["Accept-Encoding: br", "Accept-Encoding: gzip"], True),
+                        (["Accept-Encoding: gzip", "Accept-Encoding: gzip;q=0"], False),
+                        (["Accept-Encoding: gzip;q=0.5, identity;q=0.5"], True)):
+        st, h, body = one(port, "/metrics", *headers)
+        dp.check(st == 200 and (h.get("content-encoding") == "gzip") == gz and (body[:2] == b"\x1f\x8b") == gz,
+                 "/metrics with %s: %s" % (" + ".join(headers), h.get("content-encoding", "identity")))
+
+
+def http_details(port):
+    st, h, page = one(port, "/runbook")
+    etag, length = h.get("etag"), h.get("content-length")
+    dp.check(st == 200 and etag and int(length) == len(page) > 0, "/runbook: 200, ETag %s, %s bytes" % (etag, length))
+    for inm, want in (("*x", 200), ("*", 304), (etag, 304), ("W/" + etag, 304), ('"x", ' + etag, 304),
+                      ("*, " + etag, 200), (etag[1:-1], 200), ('"x"', 200)):
+        st, h, body = one(port, "/runbook", "If-None-Match: " + inm)
+        dp.check(st == want and (want == 200 or (h.get("content-length") == length and body == b"")),
+                 "If-None-Match: %s gets %s (want %d), Content-Length %s" % (inm, st, want, h.get("content-length")))
+    st, h, _ = one(port, "/runbook", 'If-None-Match: "x"', "If-None-Match: " + etag)
+    dp.check(st == 304, "If-None-Match on two lines, the page's tag on the second: %s" % st)
+    # a 304 keeps the connection: the next request on it is answered
+    r = exchange(port, request("/runbook", "If-None-Match: " + etag, last=False) + request("/-/healthy"))
+    dp.check([x[0] for x in r] == [304, 200] and r[1][2] == b"OK\n",
+             "a 304 then a request on the same connection: %s" % [x[0] for x in r])
+    r = exchange(port, request("/runbook", "If-None-Match: " + etag, method="HEAD", last=False) +
+                 request("/-/healthy"))
+    dp.check([x[0] for x in r] == [304, 200] and r[0][1].get("content-length") == length,
+             "HEAD with If-None-Match: 304, Content-Length %s" % (r[0][1].get("content-length") if r else None))
+    for target, want in (("/runbook%00", 404), ("/metrics%00x", 404), ("/%00", 404), ("/-/healthy%00", 404),
+                         ("/run%62ook", 200), ("/metrics?x=%00", 200)):
+        st, _, _ = one(port, target)
+        dp.check(st == want, "GET %s: %s (want %d)" % (target, st, want))
+
+
+def plain_http():
+    with dp.Daemon(BIN, "--no-collector.smart", "--no-collector.canary") as d:
+        accept_lists(d.port)
+        http_details(d.port)
+
+
+class AuthDaemon(dp.Daemon):
+    """dp.Daemon with a web config that asks for credentials (its start awaited in its log)."""
+
+    def __init__(self, web):
+        self.port = dp.free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        args, self.state_dir = dp.with_state_dir(["--web.config.file=" + web, "--no-collector.smart",
+                                                  "--no-collector.canary"])
+        self.log = open(path("auth-%d.log" % self.port), "w+")
+        self.proc = subprocess.Popen([BIN, "--web.listen-address=127.0.0.1:%d" % self.port] + args,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        if not dp.wait_until(lambda: self.proc.poll() is not None or "diskpulse started" in self.output(), 20) \
+                or self.proc.poll() is not None:
+            raise RuntimeError("daemon did not start:\n" + self.output())
+
+
+def auth_first():
+    hashed = subprocess.run(["htpasswd", "-nbBC", "10", "", "secret"], check=True, capture_output=True,
+                            text=True).stdout.strip().lstrip(":")
+    web = write("auth.yml", "basic_auth_users:\n  alice: '%s'\n" % hashed)
+    good = "Authorization: Basic " + base64.b64encode(b"alice:secret").decode()
+    bad = "Authorization: Basic " + base64.b64encode(b"alice:wrong").decode()
+    body = ["Content-Length: 5"]
+    with AuthDaemon(web) as d:
+        for method, target, extra, want in (("GET", "/x", [], 404), ("DELETE", "/x", [], 404),
+                                            ("DELETE", "/metrics", [], 405), ("PUT", "/metrics", [], 405),
+                                            ("POST", "/metrics", body, 405), ("POST", "/x", body, 404),
+                                            ("GET", "/metrics", body, 413), ("GET", "/runbook%00", [], 404),
+                                            ("OPTIONS", "/metrics", [], 200), ("GET", "/-/healthy", [], 200),
+                                            ("GET", "/metrics", [], 200)):
+            got = []
+            for cred in ([], [bad], [good]):
+                r = exchange(d.port, request(target, *(extra + cred), method=method) + (b"hello" if extra else b""))
+                got.append(r[0][0] if r else None)
+            dp.check(got == [401, 401, want],
+                     "basic auth: %s %s%s without, with wrong, with good credentials: %s (want 401, 401, %d)" % (
+                         method, target, " with a body" if extra else "", got, want))
+
+
 not_regular_at_start()
 config_keys()
+plain_http()
+auth_first()
 reload_config_fifo()
 reload_webconfig_fifo()
 reload_key_fifo()
