@@ -99,6 +99,47 @@ def not_regular_at_start():
             "client_ca_file: cannot read %s: a FIFO, not a regular file" % path("fifo-ca.crt"))
 
 
+def once(*args):
+    """--once with args: (exit status, stdout, stderr), or (None, "", "hung") past HUNG seconds."""
+    try:
+        r = subprocess.run([BIN, "--once", "--state.directory=" + path("state"), "--no-collector.smart",
+                            "--no-collector.canary"] + list(args), capture_output=True, text=True, timeout=HUNG)
+    except subprocess.TimeoutExpired:
+        return None, "", "hung (still running after %d s)" % HUNG
+    return r.returncode, r.stdout, r.stderr
+
+
+def not_regular_in_roots():
+    """A --path.procfs or --path.udev.data tree with FIFOs where files are read: refused, never
+    waited on (the main loop would stall at its first round)."""
+    proc = path("procfs")
+    os.mkdir(proc)
+    os.mkfifo(os.path.join(proc, "diskstats"))
+    with open("/proc/uptime") as src, open(os.path.join(proc, "uptime"), "w") as dst:
+        dst.write(src.read())
+    t = time.monotonic()
+    rc, out, err = once("--path.procfs=" + proc)
+    m = dp.parse(out) if rc == 0 else {}
+    dp.check(rc == 0 and dp.value(m, "diskpulse_collector_success", collector="diskstats") == 0 and
+             "cannot read diskstats: not a regular file" in err,
+             "--path.procfs with a FIFO for diskstats: --once exits %s in %.2f s, the collector failed: %r" % (
+                 rc, time.monotonic() - t, err.strip()[-200:]))
+    udev = path("udev")
+    os.mkdir(udev)
+    with open("/proc/diskstats") as f:
+        for line in f:
+            major, minor = line.split()[:2]
+            p = os.path.join(udev, "b%s:%s" % (major, minor))
+            if not os.path.exists(p):
+                os.mkfifo(p)
+    t = time.monotonic()
+    rc, out, err = once("--path.udev.data=" + udev, "--collector.diskstats.device-include=.")
+    m = dp.parse(out) if rc == 0 else {}
+    dp.check(rc == 0 and dp.series(m, "diskpulse_disk_info"),
+             "--path.udev.data with FIFOs for every device's record: --once exits %s in %.2f s with %d devices" % (
+                 rc, time.monotonic() - t, len(dp.series(m, "diskpulse_disk_info"))))
+
+
 def healthy_while(get, seconds):
     """Whether get("/-/healthy") answers 200 every time for seconds (the main loop's staleness bound
     is two sampling intervals plus ten seconds: a blocked loop fails within that)."""
@@ -409,6 +450,7 @@ def auth_first():
 
 
 not_regular_at_start()
+not_regular_in_roots()
 config_keys()
 plain_http()
 auth_first()
