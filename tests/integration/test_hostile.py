@@ -140,6 +140,14 @@ def not_regular_in_roots():
                  rc, time.monotonic() - t, len(dp.series(m, "diskpulse_disk_info"))))
 
 
+def stops_cleanly(d, what):
+    """SIGTERM: exit 0, and no sanitizer report in the log."""
+    rc, took = d.stop(timeout=HUNG)
+    out = d.output()
+    dp.check(rc == 0 and "Sanitizer" not in out and "runtime error" not in out,
+             "%s: the daemon exits cleanly (%s in %.2f s)%s" % (what, rc, took, "" if rc == 0 else out[-1500:]))
+
+
 def healthy_while(get, seconds):
     """Whether get("/-/healthy") answers 200 every time for seconds (the main loop's staleness bound
     is two sampling intervals plus ten seconds: a blocked loop fails within that)."""
@@ -171,7 +179,9 @@ def reload_refused(d, get, swap, what, still):
     # 2 intervals + 10 s after the blocked reload /-/healthy would be 503: watch past that bound
     dp.check(healthy_while(get, 13), "... /-/healthy stays 200 for 13 s")
     rc, took = d.stop(timeout=HUNG)
-    dp.check(rc == 0 and took < 2, "... SIGTERM ends it: exit %s in %.2f s" % (rc, took))
+    out = d.output()
+    dp.check(rc == 0 and took < 2 and "Sanitizer" not in out and "runtime error" not in out,
+             "... SIGTERM ends it: exit %s in %.2f s" % (rc, took))
 
 
 def reload_config_fifo():
@@ -247,9 +257,13 @@ def reload_key_fifo():
 
 
 def check_config(*args):
-    """--check-config with args: (exit status, stdout, stderr)."""
-    r = subprocess.run([BIN, "--check-config", "--state.directory=" + path("state")] + list(args),
-                       capture_output=True, text=True, timeout=HUNG)
+    """--check-config with args: (exit status, stdout, stderr), or (None, "", "hung") when it did
+    not end within HUNG seconds (--no-check-config taken as a setting starts the daemon)."""
+    try:
+        r = subprocess.run([BIN, "--check-config", "--state.directory=" + path("state")] + list(args),
+                           capture_output=True, text=True, timeout=HUNG)
+    except subprocess.TimeoutExpired:
+        return None, "", "hung (still running after %d s)" % HUNG
     return r.returncode, r.stdout, r.stderr.strip()
 
 
@@ -289,6 +303,7 @@ def config_keys():
         dp.check(dp.wait_until(lambda: dp.value(d.scrape(), "diskpulse_config_reload_success") == 0, 10) and
                  dp.value(d.scrape(), "diskpulse_disk_devices") == 0,
                  "... diskpulse_config_reload_success 0, and the running filter stays")
+        stops_cleanly(d, "a key given twice on SIGHUP")
 
 
 PROTOBUF = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
@@ -408,6 +423,7 @@ def plain_http():
     with dp.Daemon(BIN, "--no-collector.smart", "--no-collector.canary") as d:
         accept_lists(d.port)
         http_details(d.port)
+        stops_cleanly(d, "Accept, If-None-Match, %00")
 
 
 class AuthDaemon(dp.Daemon):
@@ -447,6 +463,7 @@ def auth_first():
             dp.check(got == [401, 401, want],
                      "basic auth: %s %s%s without, with wrong, with good credentials: %s (want 401, 401, %d)" % (
                          method, target, " with a body" if extra else "", got, want))
+        stops_cleanly(d, "basic auth")
 
 
 not_regular_at_start()
