@@ -27,6 +27,32 @@ static const char *rel(int dirfd, const char *path)
         return *path ? path : ".";
 }
 
+/* Opens path below dirfd for reading when it is a regular file, and fills *st. Looked at by its
+ * name first, so that nothing else is ever opened when nobody swaps files (opening a device node
+ * can act: a watchdog starts counting, a tape rewinds; opening a FIFO wakes a writer waiting for
+ * a reader); then opened without waiting (O_NONBLOCK: a FIFO swapped in meanwhile opens at once;
+ * regular files ignore it) and looked at again through the descriptor, which is what counts.
+ * Returns the descriptor, or -errno: -EINVAL when it is not a regular file (*st says what). */
+static int open_regular(int dirfd, const char *path, struct stat *st)
+{
+        int fd;
+
+        path = rel(dirfd, path);
+        if (fstatat(dirfd, path, st, 0) < 0)
+                return -errno;
+        if (!S_ISREG(st->st_mode))
+                return -EINVAL;
+        fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+                int r = S_ISREG(st->st_mode) ? -errno : -EINVAL;
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
 int read_attr_at(int dirfd, const char *path, char *buf, size_t size)
 {
         _cleanup_close_ int fd = -1;
@@ -35,15 +61,9 @@ int read_attr_at(int dirfd, const char *path, char *buf, size_t size)
 
         if (size < 2)
                 return -EINVAL;
-        /* O_NONBLOCK: a FIFO opens at once (and reads nothing) instead of waiting for a
-         * writer; regular files ignore it. */
-        fd = openat(dirfd, rel(dirfd, path), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        fd = open_regular(dirfd, path, &st);
         if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
+                return fd;
         n = read(fd, buf, size);
         if (n < 0)
                 return -errno;
@@ -140,35 +160,28 @@ static void too_large(size_t max, char *why, size_t whysz)
 int open_regular_at(int dirfd, const char *path, size_t max, char *why, size_t whysz)
 {
         struct stat st;
-        int fd, r;
+        int fd = open_regular(dirfd, path, &st);
 
-        fd = openat(dirfd, rel(dirfd, path), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        if (fd < 0) {
-                r = -errno;
-                if (why)
-                        snprintf(why, whysz, "%s", strerror(-r));
-                return r;
-        }
-        if (fstat(fd, &st) < 0) {
-                r = -errno;
-                if (why)
-                        snprintf(why, whysz, "%s", strerror(-r));
-        } else if (!S_ISREG(st.st_mode)) {
-                r = -EINVAL;
+        if (fd == -EINVAL) {
                 if (why) {
                         const char *kind = file_kind(st.st_mode);
                         snprintf(why, whysz, "%s%s", kind,
                                  strcmp(kind, "not a regular file") ? ", not a regular file" : "");
                 }
-        } else if ((uint64_t)st.st_size > (uint64_t)max) {
-                r = -EFBIG;
-                if (why)
-                        too_large(max, why, whysz);
-        } else {
                 return fd;
         }
-        close(fd);
-        return r;
+        if (fd < 0) {
+                if (why)
+                        snprintf(why, whysz, "%s", strerror(-fd));
+                return fd;
+        }
+        if ((uint64_t)st.st_size > (uint64_t)max) {
+                if (why)
+                        too_large(max, why, whysz);
+                close(fd);
+                return -EFBIG;
+        }
+        return fd;
 }
 
 int read_regular_at(int dirfd, const char *path, size_t max, char **ret_buf, size_t *ret_len,

@@ -10,8 +10,8 @@
 int root_open(const char *path);
 
 /* Reads a small attribute file with one read() into buf (NUL-terminated, trailing newlines
- * stripped). Opened non-blocking and read only when it is a regular file (what sysfs and procfs
- * attributes are), so that a FIFO or a device node put in a root never blocks the caller.
+ * stripped). Only a regular file (what sysfs and procfs attributes are) is opened and read, as
+ * open_regular_at() does, so that a FIFO or a device node put in a root never blocks the caller.
  * Returns the length, -errno, -EINVAL when it is not a regular file, or -EFBIG when it does not
  * fit. */
 int read_attr_at(int dirfd, const char *path, char *buf, size_t size);
@@ -21,10 +21,11 @@ int read_attr_at(int dirfd, const char *path, char *buf, size_t size);
  * file". Pure. */
 const char *file_kind(mode_t mode);
 
-/* Opens path below dirfd for reading a regular file: non-blocking (O_NONBLOCK, which regular
- * files ignore), so that a FIFO or a device node opens at once instead of waiting for a writer
- * or a medium; then refused unless fstat() calls it a regular file, or when it holds more than
- * max bytes. Returns the descriptor (O_CLOEXEC), or -errno: -EINVAL for anything but a regular
+/* Opens path below dirfd for reading a regular file. Anything else is refused before it is
+ * opened (opening a device node can act: a watchdog starts counting), and the open is
+ * non-blocking (O_NONBLOCK, which regular files ignore), so that a FIFO swapped in meanwhile opens
+ * at once instead of waiting for a writer, and is refused by fstat() on the descriptor; so is a
+ * file of more than max bytes. Returns the descriptor (O_CLOEXEC), or -errno: -EINVAL for anything but a regular
  * file, -EFBIG past max. When why is not NULL it gets the reason of a failure, for a message
  * such as "cannot read config file PATH: WHY": "a FIFO, not a regular file", "larger than 1 MiB",
  * or strerror(). Any thread. */
