@@ -101,8 +101,10 @@ static enum MHD_Result join_line(void *cls, enum MHD_ValueKind kind, const char 
         (void)key_size;
         if (strcasecmp(key, f->name) != 0)
                 return MHD_YES;
-        if (!value)
-                value = "", value_size = 0;
+        if (!value) {
+                value = "";
+                value_size = 0;
+        }
         if (f->lines++ == 0) {
                 f->first = value;
                 f->len = value_size;
