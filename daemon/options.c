@@ -37,14 +37,18 @@ int options_device_filter(const struct dp_options *o, struct namefilter **ret, c
         return namefilter_new(o->device_include, exclude, ret, err, errsz);
 }
 
-/* Applies one value of the option d (sub: which collector of OPT_COLLECTORS). */
+/* Applies one value of the option d (sub: which collector of OPT_COLLECTORS; negated: its
+ * "no-" form, a switch's opposite). where: "" for a flag, "FILE:LINE: " for the config file. */
 static int apply(struct dp_options *o, const struct opt_def *d, int sub, const char *value,
                  bool negated, const char *where, char *err, size_t errsz)
 {
+        const char *dashes = *where ? "" : "--";
         char why[4400];
 
-        if (negated && !opt_is_switch(d)) {
-                fail(err, errsz, "%s--no-%s: only on/off flags can be negated", where, d->name);
+        if (negated && !opt_is_negatable(d)) {
+                fail(err, errsz, "%s%sno-%s: only on/off %s can be negated%s", where, dashes,
+                     d->name, *where ? "options" : "flags",
+                     opt_is_switch(d) ? " (this one is a command)" : "");
                 return -EINVAL;
         }
         if (!value && !opt_is_switch(d)) {
@@ -53,8 +57,8 @@ static int apply(struct dp_options *o, const struct opt_def *d, int sub, const c
         }
         if (opt_parse(d, options_base(o, d), sub < 0 ? 0 : (size_t)sub, value, negated, why,
                       sizeof why) < 0) {
-                fail(err, errsz, "%sinvalid value for %s%s%s: %s", where, d->name,
-                     sub < 0 ? "" : ".", sub < 0 ? "" : d->subs[sub], why);
+                fail(err, errsz, "%sinvalid value for %s%s%s%s: %s", where, negated ? "no-" : "",
+                     d->name, sub < 0 ? "" : ".", sub < 0 ? "" : d->subs[sub], why);
                 return -EINVAL;
         }
         return 0;
@@ -112,20 +116,24 @@ static char *trim(char *s)
         return s;
 }
 
-/* Config file: "name = value" lines, '#' comments, repeated names for repeatable options. */
+/* Config file: "name = value" lines, '#' comments, repeated names for repeatable options only
+ * (a second line of any other is refused with both line numbers: which one was meant is not
+ * for the daemon to guess). */
 static int parse_config(struct dp_options *o, const char *path, const bool *from_cli, char *err,
                         size_t errsz)
 {
         _cleanup_free_ char *buf = NULL;
         _cleanup_free_ bool *reset = xcalloc(N_FLAGS, sizeof(bool));
+        _cleanup_free_ unsigned *first = xcalloc(N_FLAGS, sizeof(unsigned)); /* its line */
         size_t len;
-        char *line;
+        char *line, why[128];
         unsigned lineno = 0;
         int r;
 
-        r = read_file_at(AT_FDCWD, path, 1 << 20, &buf, &len);
+        /* a regular file only: a FIFO put in its place would block a reload forever */
+        r = read_regular_at(AT_FDCWD, path, 1 << 20, &buf, &len, why, sizeof why);
         if (r < 0) {
-                fail(err, errsz, "cannot read config file %s: %s", path, strerror(-r));
+                fail(err, errsz, "cannot read config file %s: %s", path, why);
                 return r;
         }
         if (strlen(buf) != len) {
@@ -169,29 +177,21 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                         return -EINVAL;
                 }
                 d = options_entry((size_t)idx);
-                if (negated) {
-                        /* a flag's name, as the file's lines are: "no-NAME = true" is "NAME =
-                         * false" */
-                        bool b;
-
-                        if (!opt_is_switch(d)) {
-                                fail(err, errsz, "%s%s: only on/off options can be negated", where,
-                                     key);
-                                return -EINVAL;
-                        }
-                        if (parse_bool(value, &b) < 0) {
-                                fail(err, errsz,
-                                     "%sinvalid value for %s: \"%s\" (expected true or false)",
-                                     where, key, value);
-                                return -EINVAL;
-                        }
-                        value = b ? "false" : "true";
-                }
                 if (d->flags & OPT_CLI_ONLY) {
                         fail(err, errsz, "%s%s can only be given on the command line", where, key);
                         return -EINVAL;
                 }
                 f = flag_no(idx, sub);
+                if (!opt_is_repeatable(d)) {
+                        /* "NAME" and "no-NAME" are the same option */
+                        if (first[f]) {
+                                fail(err, errsz, "%s%s%s%s is given twice, on lines %u and %u",
+                                     where, d->name, sub < 0 ? "" : ".",
+                                     sub < 0 ? "" : d->subs[sub], first[f], lineno);
+                                return -EINVAL;
+                        }
+                        first[f] = lineno;
+                }
                 if (from_cli[f])
                         continue; /* flags win */
                 if (!reset[f]) {
@@ -199,7 +199,8 @@ static int parse_config(struct dp_options *o, const char *path, const bool *from
                         opt_clear(d, options_base(o, d));
                         reset[f] = true;
                 }
-                r = apply(o, d, sub, value, false, where, err, errsz);
+                /* a flag's name, as the file's lines are: "no-NAME = true" is "NAME = false" */
+                r = apply(o, d, sub, value, negated, where, err, errsz);
                 if (r < 0)
                         return r;
         }

@@ -370,6 +370,16 @@ bool opt_is_switch(const struct opt_def *d)
         return opt_type_ops(d) == &bool_ops;
 }
 
+bool opt_is_negatable(const struct opt_def *d)
+{
+        return opt_is_switch(d) && !(d->type == OPT_BOOL && (d->flags & OPT_CLI_ONLY));
+}
+
+bool opt_is_repeatable(const struct opt_def *d)
+{
+        return d->count_offset != 0;
+}
+
 /* The storage. */
 
 static void *at(const struct opt_def *d, const void *base)
@@ -428,8 +438,14 @@ int opt_parse(const struct opt_def *d, void *base, size_t sub, const char *value
         size_t n;
         char *v = values(d, base, &n);
 
-        if (opt_is_switch(d) && negated && value)
-                return bool_refuse(value, why, whysz);
+        if (opt_is_switch(d) && negated && value) {
+                bool b;
+
+                /* --no-NAME=true is --NAME=false, as the config file's "no-NAME = true" */
+                if (parse_bool(value, &b) < 0)
+                        return bool_refuse(value, why, whysz);
+                value = b ? "false" : "true";
+        }
         if (opt_is_switch(d) && !value)
                 value = negated ? "false" : "true";
         if (t->parse(d, value, d->count_offset ? v : NULL, d->count_offset ? n : 0, one, why,

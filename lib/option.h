@@ -113,16 +113,26 @@ struct opt_def {
 /* The ops of d's type: d->custom for OPT_CUSTOM; NULL for OPT_FRAGMENT. */
 const struct opt_type_ops *opt_type_ops(const struct opt_def *d);
 
-/* True for an on/off option (OPT_BOOL, OPT_COLLECTORS): given alone, or negated with "no-". */
+/* True for an on/off option (OPT_BOOL, OPT_COLLECTORS): given alone, or with a value. */
 bool opt_is_switch(const struct opt_def *d);
+
+/* True for a switch that has a "no-" form (--no-NAME, --no-NAME=BOOL, "no-NAME = BOOL"): every
+ * switch but the commands (OPT_BOOL with OPT_CLI_ONLY: --once, --check-config, --version,
+ * --help), which are not settings to turn off. */
+bool opt_is_negatable(const struct opt_def *d);
+
+/* True for an option that takes several values (OPT_LIST, OPT_CUSTOM: given several times, on
+ * the command line or on several lines of the config file). */
+bool opt_is_repeatable(const struct opt_def *d);
 
 /* Sets d's default in base, whose value of d is zero. */
 void opt_set_default(const struct opt_def *d, void *base);
 
 /* Parses one value of d into base: replaces a single value (of an OPT_COLLECTORS, the one of
  * subs[sub]; sub is 0 for any other), adds one to a repeatable option. A switch takes value
- * NULL (on, off when negated); negated is only for switches. Returns 0, or -EINVAL with what
- * follows "invalid value for NAME: " in why (base left as it was). */
+ * NULL (on, off when negated) or a boolean, whose opposite it gets when negated (--no-NAME=true
+ * is --NAME=false); negated is only for switches. Returns 0, or -EINVAL with what follows
+ * "invalid value for NAME: " in why (base left as it was). */
 int opt_parse(const struct opt_def *d, void *base, size_t sub, const char *value, bool negated,
               char *why, size_t whysz);
 

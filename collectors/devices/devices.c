@@ -328,7 +328,7 @@ static int files_lookup(struct devsrc *src, const char *name, unsigned major, un
         size_t len;
 
         snprintf(path, sizeof path, "b%u:%u", major, minor);
-        if (f->udev_fd >= 0 && read_file_at(f->udev_fd, path, 1 << 20, &buf, &len) == 0)
+        if (f->udev_fd >= 0 && read_regular_at(f->udev_fd, path, 1 << 20, &buf, &len, NULL, 0) == 0)
                 (void)device_udev_parse(buf, len, collect_prop, &props);
         device_info_fill(ret, f->sysfs_fd, name, get_prop, &props);
         free(props.items);

@@ -38,7 +38,8 @@ struct diskstats *diskstats_free(struct diskstats *d);
 void diskstats_reconfigure(struct diskstats *d, const struct diskstats_config *cfg);
 
 /* Reads /proc/diskstats once at monotonic time now. Returns 0 or -errno (the file could not be
- * read; the previous data stays). */
+ * read; the previous data stays): -EINVAL when it is not a regular file (a FIFO in a
+ * --path.procfs tree is refused, never waited on). */
 int diskstats_sample(struct diskstats *d, usec_t now);
 
 /* Writes the families for the latest sample into out. */

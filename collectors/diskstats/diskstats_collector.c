@@ -27,7 +27,9 @@ static int ds_collect(struct collector *c, usec_t now)
         struct ds_collector *d = ds_of(c);
         int r = diskstats_sample(d->ds, now);
 
-        if (r < 0 && ratelimit_ok(&d->rl, now))
+        if (r == -EINVAL && ratelimit_ok(&d->rl, now))
+                log_error("cannot read diskstats: not a regular file", "procfs", d->procfs);
+        else if (r < 0 && ratelimit_ok(&d->rl, now))
                 log_errno(LOG_LEVEL_ERROR, r, "cannot read diskstats", "procfs", d->procfs, NULL);
         return r < 0 ? r : 0;
 }

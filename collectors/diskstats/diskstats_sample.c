@@ -354,10 +354,11 @@ int diskstats_sample(struct diskstats *d, usec_t now)
         size_t kept = 0;
         int r;
 
-        /* A file that cannot be opened leaves everything as it was. */
-        fd = openat(d->cfg.procfs_fd, "diskstats", O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* A file that cannot be opened leaves everything as it was; one that is not a regular
+         * file (a FIFO in a --path.procfs tree) is not waited for. */
+        fd = open_regular_at(d->cfg.procfs_fd, "diskstats", SIZE_MAX, NULL, 0);
         if (fd < 0)
-                return -errno;
+                return fd;
         if (!d->first_round_done)
                 d->uptime = read_uptime(d->cfg.procfs_fd);
         d->round++;

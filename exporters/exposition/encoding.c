@@ -1,4 +1,5 @@
-/* Accept-Encoding parsing and gzip compression. */
+/* Accept and Accept-Encoding parsing (one list parser for both, RFC 9110 §5.6.1, §12.5) and gzip
+ * compression. */
 #include "encoding.h"
 
 #include <errno.h>
@@ -21,6 +22,13 @@
 static bool is_ows(char c)
 {
         return c == ' ' || c == '\t';
+}
+
+/* tchar of RFC 9110 §5.6.2: the bytes of a token. */
+static bool is_tchar(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
 /* A qvalue (RFC 9110 §12.4.2): "0" ["." 0-3 digits] or "1" ["." 0-3 zeros]; sets *ret in
@@ -47,93 +55,144 @@ static bool parse_qvalue(const char *s, size_t n, int *ret)
         return true;
 }
 
+/* A parameter's value as sent: a token, or a quoted-string with its quotes (RFC 9110 §5.6.4);
+ * p NULL when the parameter is absent. */
+struct pvalue {
+        const char *p;
+        size_t n;
+        bool quoted;
+};
+
+/* Whether v is want: a token byte for byte, a quoted-string once unquoted (a quoted-pair "\x"
+ * stands for x). */
+static bool pvalue_is(const struct pvalue *v, const char *want)
+{
+        size_t k = 0, wl = strlen(want);
+
+        if (!v->p)
+                return false;
+        if (!v->quoted)
+                return v->n == wl && memcmp(v->p, want, wl) == 0;
+        for (size_t i = 1; i + 1 < v->n; i++, k++) {
+                if (v->p[i] == '\\')
+                        i++;
+                if (k >= wl || v->p[i] != want[k])
+                        return false;
+        }
+        return k == wl;
+}
+
 /* One element of a header list: a coding, or a media range type/subtype, with its qvalue (1000
- * when absent) and the values of its "version", "proto" and "encoding" parameters (quotes
- * removed; NULL when absent). */
+ * when absent) and its "version", "proto" and "encoding" parameters. */
 struct element {
         const char *tok;
         size_t len;
         int q;
-        const char *ver, *proto, *enc;
-        size_t ver_len, proto_len, enc_len;
+        struct pvalue ver, proto, enc;
 };
 
-/* Sets *ret / *ret_len to the parameter value val (vl bytes), its quotes removed. */
-static void param_value(const char *val, size_t vl, const char **ret, size_t *ret_len)
-{
-        if (vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
-                val++;
-                vl -= 2;
-        }
-        *ret = val;
-        *ret_len = vl;
-}
-
-/* Parses one element "token *( OWS ; OWS param )" between p and end into *el. Returns false
- * when malformed. */
+/* Parses one element between p and end (RFC 9110 §5.6.6: "token *( OWS ; OWS [ parameter ] )",
+ * a parameter "name=value" with a token or quoted-string value; "q" takes a qvalue, once) into
+ * *el. Returns false when it is empty or malformed: such an element counts for nothing. */
 static bool parse_element(const char *p, const char *end, struct element *el)
 {
-        const char *c;
-        int q = 1000;
+        bool have_q = false;
 
-        el->ver = el->proto = el->enc = NULL;
-        el->ver_len = el->proto_len = el->enc_len = 0;
-
+        memset(el, 0, sizeof(*el));
+        el->q = 1000;
         while (p < end && is_ows(*p))
                 p++;
-        c = p;
-        while (p < end && *p != ';' && !is_ows(*p))
+        el->tok = p;
+        while (p < end && (is_tchar(*p) || *p == '/'))
                 p++;
-        if (p == c)
+        el->len = (size_t)(p - el->tok);
+        if (!el->len)
                 return false;
-        el->tok = c;
-        el->len = (size_t)(p - c);
-        while (p < end) {
-                const char *name, *val;
+        for (;;) {
+                struct pvalue v;
+                const char *name;
                 size_t nlen;
 
                 while (p < end && is_ows(*p))
                         p++;
                 if (p == end)
-                        break;
+                        return true;
                 if (*p != ';')
                         return false;
                 p++;
                 while (p < end && is_ows(*p))
                         p++;
+                if (p == end || *p == ';')
+                        continue; /* an empty parameter */
                 name = p;
-                while (p < end && *p != '=' && *p != ';' && !is_ows(*p))
+                while (p < end && is_tchar(*p))
                         p++;
                 nlen = (size_t)(p - name);
-                if (p == end || *p != '=')
+                if (!nlen || p == end || *p != '=')
                         return false;
-                val = ++p;
-                while (p < end && *p != ';' && !is_ows(*p))
+                v.p = ++p;
+                v.quoted = p < end && *p == '"';
+                if (v.quoted) {
+                        for (p++; p < end && *p != '"'; p++)
+                                if (*p == '\\' && ++p == end)
+                                        return false;
+                        if (p == end)
+                                return false; /* not closed */
                         p++;
-                if (nlen == 1 && (name[0] == 'q' || name[0] == 'Q') &&
-                    !parse_qvalue(val, (size_t)(p - val), &q))
+                } else {
+                        while (p < end && is_tchar(*p))
+                                p++;
+                }
+                v.n = (size_t)(p - v.p);
+                if (!v.n)
                         return false;
-                if (nlen == 7 && strncasecmp(name, "version", 7) == 0)
-                        param_value(val, (size_t)(p - val), &el->ver, &el->ver_len);
-                else if (nlen == 5 && strncasecmp(name, "proto", 5) == 0)
-                        param_value(val, (size_t)(p - val), &el->proto, &el->proto_len);
-                else if (nlen == 8 && strncasecmp(name, "encoding", 8) == 0)
-                        param_value(val, (size_t)(p - val), &el->enc, &el->enc_len);
+                if (nlen == 1 && (name[0] == 'q' || name[0] == 'Q')) {
+                        /* a weight is a bare qvalue, given once: anything else is not read as
+                         * some other weight */
+                        if (have_q || v.quoted || !parse_qvalue(v.p, v.n, &el->q))
+                                return false;
+                        have_q = true;
+                } else if (nlen == 7 && strncasecmp(name, "version", 7) == 0) {
+                        el->ver = v;
+                } else if (nlen == 5 && strncasecmp(name, "proto", 5) == 0) {
+                        el->proto = v;
+                } else if (nlen == 8 && strncasecmp(name, "encoding", 8) == 0) {
+                        el->enc = v;
+                }
         }
-        el->q = q;
-        return true;
 }
 
-/* The next element of the comma-separated list at *p (up to end) that parses, skipping
- * malformed ones; advances *p past it. Returns false when the list is exhausted. */
+/* The end of the list element that starts at p: the next comma that is not inside a parameter's
+ * quoted-string (a '"' right after '=' opens one; a quoted-pair "\x" does not close it), or
+ * end. */
+static const char *element_end(const char *p, const char *end)
+{
+        bool quoted = false;
+
+        for (const char *s = p; p < end; p++) {
+                if (quoted) {
+                        if (*p == '\\' && p + 1 < end)
+                                p++;
+                        else if (*p == '"')
+                                quoted = false;
+                } else if (*p == '"' && p > s && p[-1] == '=') {
+                        quoted = true;
+                } else if (*p == ',') {
+                        break;
+                }
+        }
+        return p;
+}
+
+/* The next element of the comma-separated list at *p (up to end) that parses, skipping empty
+ * and malformed ones; advances *p past it. Returns false when the list is exhausted. */
 static bool next_element(const char **p, const char *end, struct element *el)
 {
         while (*p < end) {
-                const char *comma = memchr(*p, ',', (size_t)(end - *p));
-                const char *e = comma ? comma : end;
+                const char *e = element_end(*p, end);
                 bool ok = parse_element(*p, e, el);
 
-                *p = comma ? comma + 1 : end;
+                *p = e < end ? e + 1 : end;
                 if (ok)
                         return true;
         }
@@ -145,34 +204,29 @@ static bool token_is(const struct element *el, const char *want)
         return el->len == strlen(want) && strncasecmp(el->tok, want, el->len) == 0;
 }
 
-static bool param_is(const char *v, size_t len, const char *want)
-{
-        return v && len == strlen(want) && strncmp(v, want, len) == 0;
-}
-
-static bool version_is(const struct element *el, const char *want)
-{
-        return param_is(el->ver, el->ver_len, want);
-}
-
 bool encoding_accept_gzip(const char *value)
 {
-        int gzip_q = -1, star_q = -1;
+        /* each coding's qvalue (the lowest when named twice), -1 when not named */
+        int gzip = -1, identity = -1, star = -1, g, id;
         struct element el;
         const char *end;
 
         if (!value)
                 return false;
-        end = value + strnlen(value, ACCEPT_ENCODING_MAX);
+        end = value + strlen(value);
         while (next_element(&value, end, &el)) {
-                if (token_is(&el, "gzip") || token_is(&el, "x-gzip"))
-                        gzip_q = gzip_q < 0 || el.q < gzip_q ? el.q : gzip_q;
-                else if (token_is(&el, "*"))
-                        star_q = el.q;
+                int *q = token_is(&el, "gzip") || token_is(&el, "x-gzip") ? &gzip
+                         : token_is(&el, "identity")                      ? &identity
+                         : token_is(&el, "*")                             ? &star
+                                                                          : NULL;
+                if (q && (*q < 0 || el.q < *q))
+                        *q = el.q;
         }
-        if (gzip_q >= 0)
-                return gzip_q > 0;
-        return star_q > 0;
+        /* RFC 9110 §12.5.3: "*" stands for every coding not named, identity included; identity
+         * not named at all is acceptable, but after any coding the client named */
+        g = gzip >= 0 ? gzip : star >= 0 ? star : 0;
+        id = identity >= 0 ? identity : star >= 0 ? star : 0;
+        return g > 0 && g >= id;
 }
 
 int encoding_gzip_compress(const void *in, size_t len, int level, void **ret, size_t *ret_len)
@@ -212,35 +266,39 @@ int encoding_gzip_compress(const void *in, size_t len, int level, void **ret, si
         return 0;
 }
 
-/* The highest qvalues the Accept value gives the forms of the page (-1: not named): the
- * protobuf exposition, OpenMetrics (version absent, 1.0.0 or 0.0.1) and the text format
- * ("text/plain", "text" with any subtype, any type). */
+/* The highest qvalues the Accept value gives the ranges that matter (-1: not named): the
+ * protobuf exposition, OpenMetrics (version absent, 1.0.0 or 0.0.1), "text/html",
+ * "text/plain", "text" with any subtype and any type. One parse for both pages: /metrics' form
+ * and the landing page's text or HTML. */
 struct accept_qs {
-        int pb, om, text;
+        int pb, om, html, plain, text, any;
 };
 
 static struct accept_qs accept_qs(const char *value)
 {
-        struct accept_qs q = {-1, -1, -1};
+        struct accept_qs q = {-1, -1, -1, -1, -1, -1};
         struct element el;
         const char *end;
 
         if (!value)
                 return q;
-        end = value + strnlen(value, ACCEPT_ENCODING_MAX);
+        end = value + strlen(value);
         while (next_element(&value, end, &el)) {
                 int *best = NULL;
 
                 if (token_is(&el, "application/vnd.google.protobuf")) {
-                        if (param_is(el.proto, el.proto_len, "io.prometheus.client.MetricFamily") &&
-                            param_is(el.enc, el.enc_len, "delimited"))
+                        if (pvalue_is(&el.proto, "io.prometheus.client.MetricFamily") &&
+                            pvalue_is(&el.enc, "delimited"))
                                 best = &q.pb;
                 } else if (token_is(&el, "application/openmetrics-text")) {
-                        if (!el.ver || version_is(&el, "1.0.0") || version_is(&el, "0.0.1"))
+                        if (!el.ver.p || pvalue_is(&el.ver, "1.0.0") || pvalue_is(&el.ver, "0.0.1"))
                                 best = &q.om;
-                } else if (token_is(&el, "text/plain") || token_is(&el, "text/*") ||
-                           token_is(&el, "*/*")) {
-                        best = &q.text;
+                } else {
+                        best = token_is(&el, "text/html")    ? &q.html
+                               : token_is(&el, "text/plain") ? &q.plain
+                               : token_is(&el, "text/*")     ? &q.text
+                               : token_is(&el, "*/*")        ? &q.any
+                                                             : NULL;
                 }
                 if (best && el.q > *best)
                         *best = el.q;
@@ -248,41 +306,36 @@ static struct accept_qs accept_qs(const char *value)
         return q;
 }
 
+/* The text format's qvalue on /metrics: the best of "text/plain", "text" with any subtype and
+ * any type. */
+static int text_q(const struct accept_qs *q)
+{
+        int t = q->plain > q->text ? q->plain : q->text;
+
+        return t > q->any ? t : q->any;
+}
+
 bool encoding_accept_openmetrics(const char *value)
 {
         struct accept_qs q = accept_qs(value);
 
-        return q.om > 0 && q.om >= q.text;
+        return q.om > 0 && q.om >= text_q(&q);
 }
 
 bool encoding_accept_protobuf(const char *value)
 {
         struct accept_qs q = accept_qs(value);
 
-        return q.pb > 0 && q.pb >= q.om && q.pb >= q.text;
+        return q.pb > 0 && q.pb >= q.om && q.pb >= text_q(&q);
 }
 
 bool encoding_accept_html(const char *value)
 {
-        /* the qvalue of each range that matters, -1 when not named */
-        int html = -1, plain = -1, text = -1, any = -1, q_html, q_plain;
-        struct element el;
-        const char *end;
+        struct accept_qs q = accept_qs(value);
+        /* each from the most specific range that matches it (RFC 9110 §12.5.1) */
+        int q_html = q.html >= 0 ? q.html : q.text >= 0 ? q.text : q.any;
+        int q_plain = q.plain >= 0 ? q.plain : q.text >= 0 ? q.text : q.any;
 
-        if (!value)
-                return false;
-        end = value + strnlen(value, ACCEPT_ENCODING_MAX);
-        while (next_element(&value, end, &el)) {
-                int *best = token_is(&el, "text/html")    ? &html
-                            : token_is(&el, "text/plain") ? &plain
-                            : token_is(&el, "text/*")     ? &text
-                            : token_is(&el, "*/*")        ? &any
-                                                          : NULL;
-                if (best && el.q > *best)
-                        *best = el.q;
-        }
-        q_html = html >= 0 ? html : text >= 0 ? text : any;
-        q_plain = plain >= 0 ? plain : text >= 0 ? text : any;
         return q_html > 0 && q_html > q_plain;
 }
 

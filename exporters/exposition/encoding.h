@@ -1,38 +1,42 @@
-/* Content coding of the metrics page: which coding a client accepts (Accept-Encoding, RFC 9110
- * §12.5.3) and gzip compression (RFC 1952) through zlib. */
+/* The form of a page a client accepts (Accept, RFC 9110 §12.5.1) and its content coding
+ * (Accept-Encoding, §12.5.3), both read by one list parser; gzip compression (RFC 1952) through
+ * zlib. Each value is a header's whole field value: the server joins a field sent on several
+ * lines with ", " first (§5.3), and nothing is cut (libmicrohttpd bounds a request's header block
+ * by the connection's memory). An element is "token *( OWS ; OWS [ parameter ] )" with token or
+ * quoted-string parameter values (§5.6.6): an empty or malformed element (a weight that is not a
+ * qvalue, given twice or quoted, a quoted-string not closed, a byte that is no token's) counts
+ * for nothing; a comma or ';' inside a quoted-string ends nothing. Types, codings and parameter
+ * names compare case-insensitively, parameter values exactly. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Largest Accept-Encoding value looked at; a longer one is read up to this many bytes. */
-#define ACCEPT_ENCODING_MAX 4096
-
-/* Whether the Accept-Encoding value (NUL-terminated; NULL = no header) accepts gzip: "gzip" or
- * "x-gzip" with a qvalue above 0, or, when neither is named, "*" with a qvalue above 0. Codings
- * and parameter names compare case-insensitively; a malformed element or qvalue is ignored (it
- * accepts nothing); "gzip;q=0" refuses gzip even when "*" would allow it. Pure, any thread. */
+/* Whether the Accept-Encoding value (NUL-terminated; NULL = no header) gets gzip: the qvalue of
+ * "gzip" or "x-gzip" (else of "*") is above 0 and at least that of identity (its own, else
+ * "*"'s; not named at all, identity comes after any coding named). A coding named twice has its
+ * lowest qvalue: "gzip;q=0" refuses gzip even beside "*"; "gzip;q=0.5, identity;q=1" prefers
+ * the page uncompressed. Pure, any thread. */
 bool encoding_accept_gzip(const char *value);
 
 /* Whether the Accept value (NUL-terminated; NULL = no header) asks for OpenMetrics rather than
  * the text format: "application/openmetrics-text" (version absent, 1.0.0 or 0.0.1) with a
- * qvalue above 0 and at least that of "text/plain", "text" with any subtype and any type. Read up to
- * ACCEPT_ENCODING_MAX bytes. Pure, any thread. */
+ * qvalue above 0 and at least that of "text/plain", "text" with any subtype and any type. Pure,
+ * any thread. */
 bool encoding_accept_openmetrics(const char *value);
 
 /* Whether the Accept value (NUL-terminated; NULL = no header) asks for the protobuf exposition
  * rather than a text one: "application/vnd.google.protobuf" with the parameters
  * proto=io.prometheus.client.MetricFamily and encoding=delimited, with a qvalue above 0 and at
  * least that of every text form (OpenMetrics 1.0.0 or 0.0.1, "text/plain", "text" with any
- * subtype and any type). Read up to ACCEPT_ENCODING_MAX bytes. Pure, any thread. */
+ * subtype and any type). Pure, any thread. */
 bool encoding_accept_protobuf(const char *value);
 
 /* Whether the Accept value (NUL-terminated; NULL = no header) prefers HTML to plain text: the
  * qvalue that text/html gets is above 0 and above the one text/plain gets, each from the most
  * specific range that matches it (RFC 9110 §12.5.1: "text/html" before "text" with any subtype
  * before any type; not matched: not acceptable). Any type alone, as curl asks, or no header
- * gives plain text; a browser's "text/html,...;q=0.8" HTML. Read up to ACCEPT_ENCODING_MAX
- * bytes. Pure, any thread. */
+ * gives plain text; a browser's "text/html,...;q=0.8" HTML. Pure, any thread. */
 bool encoding_accept_html(const char *value);
 
 /* Compresses len bytes of in into a malloc'd gzip member (*ret, *ret_len; the caller frees).

@@ -4,6 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "util.h"
+
 /* token characters (RFC 9110 §5.6.2): a field name is a token */
 static bool tchar(unsigned char c)
 {
@@ -15,6 +17,24 @@ static bool tchar(unsigned char c)
 static bool name_is(const struct framing_field *f, const char *name)
 {
         return f->name_len == strlen(name) && strncasecmp(f->name, name, f->name_len) == 0;
+}
+
+size_t framing_unescape(char *s)
+{
+        char *w = s;
+
+        for (const char *r = s; *r;) {
+                int hi = r[0] == '%' ? unhexchar(r[1]) : -1, lo = hi >= 0 ? unhexchar(r[2]) : -1;
+
+                if (lo >= 0 && (hi | lo) != 0) {
+                        *w++ = (char)(hi << 4 | lo);
+                        r += 3;
+                } else {
+                        *w++ = *r++;
+                }
+        }
+        *w = 0;
+        return (size_t)(w - s);
 }
 
 void framing_init(struct framing *f)

@@ -1,6 +1,8 @@
 /* Request framing checks of RFC 9112 that libmicrohttpd leaves to its user: what would let a
- * proxy in front and this server disagree on where a request ends (request smuggling). Pure:
- * works on the header fields libmicrohttpd parsed, as (name, value) with their lengths. */
+ * proxy in front and this server disagree on where a request ends (request smuggling); and the
+ * request target's percent-decoding, which must not let a NUL cut a path short. Pure: works on
+ * the header fields libmicrohttpd parsed, as (name, value) with their lengths, and on the
+ * target's bytes. */
 #ifndef DISKPULSE_HTTP_FRAMING_H
 #define DISKPULSE_HTTP_FRAMING_H
 
@@ -30,6 +32,13 @@ void framing_add(struct framing *f, const struct framing_field *field);
 /* NULL when the request may be served, else why it gets 400 (and the connection is closed),
  * one of the FRAMING_* strings. */
 const char *framing_verdict(const struct framing *f);
+
+/* Decodes the percent-encoded octets of s (a request target's path or query, NUL-terminated) in
+ * place, as libmicrohttpd's own unescaper does (RFC 3986 §2.1: "%" and two hex digits), but
+ * leaves "%00" as it is: a NUL would end the path early, and "/runbook%00" or "/metrics%00x"
+ * would be served as "/runbook" and "/metrics" (now they name no page: 404). Returns the length
+ * of the result (its terminator written). libmicrohttpd's MHD_OPTION_UNESCAPE_CALLBACK. */
+size_t framing_unescape(char *s);
 
 #define FRAMING_NAME           "whitespace or a forbidden byte in a header name"
 #define FRAMING_VALUE          "a control character in a header value"

@@ -83,14 +83,67 @@ static void free_page(void *cls)
         page_stream_free(cls);
 }
 
+/* A header field sent on one line or several. */
+struct field {
+        const char *name;
+        const char *first; /* the first line's value */
+        char *joined;      /* with several lines: all of them, malloc'd */
+        size_t len;
+        unsigned lines;
+};
+
+static enum MHD_Result join_line(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size)
+{
+        struct field *f = cls;
+
+        (void)kind;
+        (void)key_size;
+        if (strcasecmp(key, f->name) != 0)
+                return MHD_YES;
+        if (!value) {
+                value = "";
+                value_size = 0;
+        }
+        if (f->lines++ == 0) {
+                f->first = value;
+                f->len = value_size;
+                return MHD_YES;
+        }
+        if (!f->joined) {
+                f->joined = xmalloc(f->len + 1);
+                memcpy(f->joined, f->first, f->len);
+        }
+        f->joined = xrealloc(f->joined, f->len + 2 + value_size + 1);
+        memcpy(f->joined + f->len, ", ", 2);
+        memcpy(f->joined + f->len + 2, value, value_size);
+        f->len += 2 + value_size;
+        f->joined[f->len] = 0;
+        return MHD_YES;
+}
+
+/* The whole value of the list field name (Accept, Accept-Encoding): its lines joined by ", ", as
+ * RFC 9110 §5.3 says a field sent on several lines is one list (libmicrohttpd's lookup gives
+ * the first line only); NULL when it is absent. free_field() it. */
+static const char *field_value(struct MHD_Connection *c, const char *name, struct field *f)
+{
+        *f = (struct field){.name = name};
+        MHD_get_connection_values_n(c, MHD_HEADER_KIND, join_line, f);
+        return f->joined ? f->joined : f->first;
+}
+
+static void free_field(struct field *f)
+{
+        free(f->joined);
+        f->joined = NULL;
+}
+
 static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connection *c)
 {
         struct snapshot *snap = publisher_fresh(s->pub);
-        const char *ae =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
-        const char *accept =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-        bool gz = encoding_accept_gzip(ae);
+        struct field fa, fe;
+        const char *accept = field_value(c, MHD_HTTP_HEADER_ACCEPT, &fa);
+        bool gz = encoding_accept_gzip(field_value(c, MHD_HTTP_HEADER_ACCEPT_ENCODING, &fe));
         enum expo_format fmt = encoding_accept_protobuf(accept)      ? EXPO_FORMAT_PROTOBUF
                                : encoding_accept_openmetrics(accept) ? EXPO_FORMAT_OPENMETRICS
                                                                      : EXPO_FORMAT_TEXT;
@@ -100,6 +153,8 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
         size_t len;
         enum MHD_Result r;
 
+        free_field(&fa);
+        free_field(&fe);
         if (!snap)
                 return reply(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8",
                              "no collection has finished yet\n");
@@ -143,15 +198,16 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
 static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection *c)
 {
         struct snapshot *snap = publisher_fresh(s->pub);
-        const char *accept =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+        struct field fa;
         const char *type = NULL;
         struct MHD_Response *resp;
         size_t len = 0;
-        char *page = http_index_page(snap ? snapshot_summary(snap) : NULL, accept, s->cfg.version,
+        char *page = http_index_page(snap ? snapshot_summary(snap) : NULL,
+                                     field_value(c, MHD_HTTP_HEADER_ACCEPT, &fa), s->cfg.version,
                                      s->cfg.revision, &len, &type);
         enum MHD_Result r;
 
+        free_field(&fa);
         snapshot_unref(snap);
         if (!page)
                 return MHD_NO;
@@ -165,6 +221,17 @@ static enum MHD_Result serve_index(struct http_server *s, struct MHD_Connection 
         websec_add_headers(s->cfg.web, resp);
         r = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
+        return r;
+}
+
+/* The runbook, or 304 when the request's If-None-Match (a list field: all its lines) lists it. */
+static enum MHD_Result serve_runbook(struct http_server *s, struct MHD_Connection *c)
+{
+        struct field f;
+        enum MHD_Result r =
+            http_runbook_serve(c, field_value(c, MHD_HTTP_HEADER_IF_NONE_MATCH, &f), s->cfg.web);
+
+        free_field(&f);
         return r;
 }
 
@@ -186,6 +253,14 @@ static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char
         if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
                 (*(unsigned *)cls)++;
         return MHD_YES;
+}
+
+/* MHD_OPTION_UNESCAPE_CALLBACK: the target decoded, but for "%00" (framing_unescape()). */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+        (void)cls;
+        (void)c;
+        return framing_unescape(s);
 }
 
 static enum MHD_Result add_field(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -277,7 +352,7 @@ static enum MHD_Result respond(struct http_server *s, struct MHD_Connection *c, 
         if (strcmp(url, "/-/healthy") == 0)
                 return serve_health(s, c);
         if (strcmp(url, "/runbook") == 0)
-                return http_runbook_serve(c, s->cfg.web);
+                return serve_runbook(s, c);
         return reply(s, c, MHD_HTTP_NOT_FOUND, "text/plain; charset=utf-8", "not found\n");
 }
 
@@ -308,25 +383,25 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                 if (hosts > 1)
                         return reply(s, c, MHD_HTTP_BAD_REQUEST, "text/plain; charset=utf-8",
                                      "more than one Host header\n");
-                if (has_body(c)) {
-                        /* Nothing here takes a body: refuse it unread. */
-                        bool known = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
-                                     strcmp(method, MHD_HTTP_METHOD_HEAD) == 0 ||
-                                     strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0;
-                        *upload_data_size = 0;
-                        if (known)
-                                return reply(s, c, MHD_HTTP_CONTENT_TOO_LARGE,
-                                             "text/plain; charset=utf-8",
-                                             "request body not accepted\n");
-                        return respond(s, c, url, method);
-                }
-                return MHD_YES;
+                /* A request with a body is answered now, the body unread (so the connection is
+                 * closed after it); any other on the next call, which keeps the connection. */
+                if (!has_body(c))
+                        return MHD_YES;
         }
         *upload_data_size = 0;
-        /* Every path needs the credentials (client certificate, basic auth), as the toolkit's;
-         * a bcrypt check suspends the connection and this is called again when it is done. */
+        /* Every path needs the credentials (client certificate, basic auth), as the toolkit's,
+         * and so does every answer that tells something of the server (404 for a path, 405 or
+         * 413 for a method): without them, 401 and nothing else. A bcrypt check suspends the
+         * connection and this is called again when it is done (for a request with a body, at
+         * the same point: its body is still unread). */
         if (!websec_admit(s->cfg.web, c, &denied))
                 return denied;
+        if (has_body(c) && (strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                            strcmp(method, MHD_HTTP_METHOD_HEAD) == 0 ||
+                            strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0))
+                /* Nothing here takes a body: refuse it unread. */
+                return reply(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain; charset=utf-8",
+                             "request body not accepted\n");
         return respond(s, c, url, method);
 }
 
@@ -354,7 +429,8 @@ struct http_server *http_server_new(const int *fds, size_t n, const struct http_
                 websec_mhd_flags(cfg->web),
             0, NULL, NULL, handle, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_ARRAY,
             guard_opts, MHD_OPTION_ARRAY, sec_opts, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-            (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
+            (size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_STRICT_FOR_CLIENT, 1,
+            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
         if (!s->daemon) {
                 *ret_err = errno ? -errno : -EIO;
                 for (size_t k = 0; k < n; k++)

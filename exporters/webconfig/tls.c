@@ -94,6 +94,7 @@ enum web_client_auth tls_creds_client_auth(const struct tls_creds *t)
 static int read_pem(const char *file, const char *inline_pem, const char *key, const char *name,
                     unsigned line, char **ret, size_t *ret_len, char *err, size_t errsz)
 {
+        char why[128];
         int r;
 
         if (!file) {
@@ -101,10 +102,10 @@ static int read_pem(const char *file, const char *inline_pem, const char *key, c
                 *ret_len = strlen(inline_pem);
                 return 0;
         }
-        r = read_file_at(AT_FDCWD, file, MAX_FILE, ret, ret_len);
+        /* a regular file only: a FIFO in its place would block a reload forever */
+        r = read_regular_at(AT_FDCWD, file, MAX_FILE, ret, ret_len, why, sizeof why);
         if (r < 0)
-                return fail(err, errsz, name, line, "%s: cannot read %s: %s", key, file,
-                            r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+                return fail(err, errsz, name, line, "%s: cannot read %s: %s", key, file, why);
         return 0;
 }
 

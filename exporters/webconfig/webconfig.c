@@ -298,8 +298,9 @@ static int each_pair(struct parser *p, const yaml_node_t *n, const char *what,
                         const yaml_node_t *o = node(p, b->key);
                         if (o && o->type == YAML_SCALAR_NODE &&
                             strcmp((const char *)o->data.scalar.value, key) == 0)
-                                return fail(p, line_of(k), "%s: key \"%s\" is given twice", what,
-                                            key);
+                                return fail(p, line_of(k),
+                                            "%s: key \"%s\" is given twice, on lines %u and %u",
+                                            what, key, line_of(o), line_of(k));
                 }
                 r = each(p, key, k, v);
                 if (r < 0)

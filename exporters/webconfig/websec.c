@@ -117,14 +117,14 @@ static int load_conf(const char *path, struct websec_conf *c, char *err, size_t 
         _cleanup_free_ char *buf = NULL, *dir = NULL;
         size_t len;
         unsigned max_cost = 0;
-        char *slash;
+        char *slash, why[128];
         int r;
 
         c->path = xstrdup(path);
-        r = read_file_at(AT_FDCWD, path, MAX_FILE, &buf, &len);
+        /* a regular file only: a FIFO in its place would block a reload forever */
+        r = read_regular_at(AT_FDCWD, path, MAX_FILE, &buf, &len, why, sizeof why);
         if (r < 0) {
-                snprintf(err, errsz, "cannot read web config file %s: %s", path,
-                         r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+                snprintf(err, errsz, "cannot read web config file %s: %s", path, why);
                 return r;
         }
         dir = xstrdup(path);

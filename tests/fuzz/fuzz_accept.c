@@ -1,7 +1,9 @@
-/* Fuzz target of the Accept-Encoding and Accept parsers (HTTP input: the metrics page's forms,
- * the landing page's HTML or text) and the gzip encoder: no crash, the decisions ignore letter
- * case (but for the protobuf parameters' values, which compare exactly), protobuf is only chosen
- * when named, HTML only when a text range is, and every input survives a gzip round trip. */
+/* Fuzz target of the Accept-Encoding and Accept list parser (HTTP input: the metrics page's
+ * forms and coding, the landing page's HTML or text) and the gzip encoder: no crash, the
+ * decisions ignore letter case (but for the protobuf parameters' values, which compare exactly)
+ * and empty list elements around the value (as when the server joins field lines), protobuf is
+ * only chosen when named, HTML only when a text range is, and every input survives a gzip round
+ * trip. */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-        char *v = malloc(size + 1), *up = malloc(size + 1);
+        char *v = malloc(size + 1), *up = malloc(size + 1), *wrapped = malloc(size + 5);
         void *gz;
         size_t gz_len;
 
@@ -25,6 +27,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (encoding_accept_gzip(v) != encoding_accept_gzip(up) ||
             encoding_accept_openmetrics(v) != encoding_accept_openmetrics(up) ||
             encoding_accept_html(v) != encoding_accept_html(up))
+                abort();
+        memcpy(wrapped, ", ", 2);
+        memcpy(wrapped + 2, data, size);
+        memcpy(wrapped + 2 + size, " ,", 3);
+        if (encoding_accept_gzip(v) != encoding_accept_gzip(wrapped) ||
+            encoding_accept_openmetrics(v) != encoding_accept_openmetrics(wrapped) ||
+            encoding_accept_protobuf(v) != encoding_accept_protobuf(wrapped) ||
+            encoding_accept_html(v) != encoding_accept_html(wrapped))
                 abort();
         /* HTML only when text/html (or the text range) is named: any type alone gives text */
         if (encoding_accept_html(v) && !strcasestr(v, "text/"))
@@ -54,5 +64,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(gz);
         free(v);
         free(up);
+        free(wrapped);
         return 0;
 }

@@ -106,11 +106,48 @@ static void test_nul_in_value(void **state)
         assert_string_equal(framing_verdict(&f), FRAMING_VALUE);
 }
 
+/* The request target's percent-decoding: what libmicrohttpd's does, but a "%00" stays as it is,
+ * so that no NUL ends a path early ("/runbook%00" was served as "/runbook"). */
+static void test_unescape(void **state)
+{
+        static const struct {
+                const char *in, *out;
+        } targets[] = {
+            {"/metrics", "/metrics"},
+            {"/run%62ook", "/runbook"},
+            {"/%2D/healthy", "/-/healthy"},
+            {"/a%2fb%2Fc", "/a/b/c"},
+            {"/runbook%00", "/runbook%00"},
+            {"/metrics%00x", "/metrics%00x"},
+            {"%00", "%00"},
+            {"/%2500", "/%00"}, /* an encoded '%': decoded once, not again */
+            {"/%0a%7f%ff", "/\n\x7f\xff"},
+            {"/%", "/%"},
+            {"/%4", "/%4"},
+            {"/%4g", "/%4g"},
+            {"/%g4", "/%g4"},
+            {"/100%", "/100%"},
+            {"", ""},
+        };
+        (void)state;
+
+        for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+                char buf[64];
+                size_t n;
+
+                strcpy(buf, targets[i].in);
+                n = framing_unescape(buf);
+                if (strcmp(buf, targets[i].out) != 0 || n != strlen(targets[i].out))
+                        fail_msg("framing_unescape(\"%s\") = \"%s\" (%zu)", targets[i].in, buf, n);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_cases),
             cmocka_unit_test(test_nul_in_value),
+            cmocka_unit_test(test_unescape),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -150,12 +152,136 @@ static void test_read_file(void **state)
         free(data);
 }
 
+/* A FIFO, a directory, a socket and a device node where a file is expected: each refused at
+ * once, with what it is, never waited on (a FIFO without a writer would block a blocking open()
+ * forever: the alarm turns such a hang into a failure instead of a stuck test). */
+static void test_not_regular(void **state)
+{
+        struct root *r = *state;
+        char path[160], why[128], buf[32], *text = (char *)0x1;
+        size_t len = 99;
+        int fd;
+
+        snprintf(path, sizeof path, "%s/block/fifo", r->dir);
+        assert_int_equal(mkfifo(path, 0600), 0);
+        snprintf(path, sizeof path, "%s/block/sock", r->dir);
+        assert_int_equal(mknod(path, S_IFSOCK | 0600, 0), 0);
+        alarm(20);
+
+        assert_int_equal(read_attr_at(r->fd, "block/fifo", buf, sizeof buf), -EINVAL);
+        assert_int_equal(read_attr_at(r->fd, "block", buf, sizeof buf), -EINVAL);
+        assert_int_equal(read_attr_at(AT_FDCWD, "/dev/zero", buf, sizeof buf), -EINVAL);
+
+        assert_int_equal(read_regular_at(r->fd, "block/fifo", 1024, &text, &len, why, sizeof why),
+                         -EINVAL);
+        assert_string_equal(why, "a FIFO, not a regular file");
+        assert_int_equal(read_regular_at(r->fd, "block", 1024, &text, &len, why, sizeof why),
+                         -EINVAL);
+        assert_string_equal(why, "a directory, not a regular file");
+        assert_int_equal(read_regular_at(AT_FDCWD, "/dev/zero", 1024, &text, &len, why, sizeof why),
+                         -EINVAL);
+        assert_string_equal(why, "a character device, not a regular file");
+        assert_int_equal(read_regular_at(r->fd, "block/sock", 1024, &text, &len, why, sizeof why),
+                         -EINVAL);
+        assert_string_equal(why, "a socket, not a regular file");
+        assert_int_equal(
+            read_regular_at(r->fd, "block/missing", 1024, &text, &len, why, sizeof why), -ENOENT);
+        assert_string_equal(why, strerror(ENOENT));
+        /* untouched on failure; why may be NULL */
+        assert_ptr_equal(text, (char *)0x1);
+        assert_int_equal(len, 99);
+        assert_int_equal(read_regular_at(r->fd, "block/fifo", 1024, &text, &len, NULL, 0), -EINVAL);
+        /* a FIFO with a writer waiting is refused just the same: nothing read from it */
+        fd = openat(r->fd, "block/fifo", O_RDWR | O_CLOEXEC | O_NONBLOCK);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "x = 1\n", 6), 6);
+        assert_int_equal(read_regular_at(r->fd, "block/fifo", 1024, &text, &len, why, sizeof why),
+                         -EINVAL);
+        close(fd);
+        alarm(0);
+
+        /* never opened at all: a writer waiting for a reader (open() blocks until one comes)
+         * still waits afterwards */
+        {
+                pid_t pid = fork();
+                int st = 0;
+
+                assert_true(pid >= 0);
+                if (pid == 0) {
+                        int w = openat(r->fd, "block/fifo", O_WRONLY | O_CLOEXEC);
+                        _exit(w >= 0 ? 0 : 1);
+                }
+                usleep(200 * 1000); /* time for the child to block in open() */
+                assert_int_equal(
+                    read_regular_at(r->fd, "block/fifo", 1024, &text, &len, why, sizeof why),
+                    -EINVAL);
+                assert_int_equal(read_attr_at(r->fd, "block/fifo", buf, sizeof buf), -EINVAL);
+                usleep(200 * 1000);
+                assert_int_equal(waitpid(pid, &st, WNOHANG), 0); /* still waiting */
+                kill(pid, SIGKILL);
+                assert_int_equal(waitpid(pid, &st, 0), pid);
+        }
+
+        assert_string_equal(file_kind(S_IFREG | 0644), "a regular file");
+        assert_string_equal(file_kind(S_IFBLK), "a block device");
+        assert_string_equal(file_kind(S_IFLNK), "a symbolic link");
+        assert_string_equal(file_kind(S_IFSOCK), "a socket");
+        assert_string_equal(file_kind(0), "not a regular file");
+}
+
+/* A regular file: read whole up to the bound; past it refused before reading, by its size, with
+ * the bound in the message. */
+static void test_read_regular(void **state)
+{
+        struct root *r = *state;
+        char why[128], *text = NULL;
+        size_t len = 0;
+        char *big = malloc(3 * 1024 + 1);
+        int fd;
+
+        assert_int_equal(read_regular_at(r->fd, "block/crlf", 1024, &text, &len, why, sizeof why),
+                         0);
+        assert_int_equal(len, 13);
+        assert_memory_equal(text, "write back\r\n\n", 14);
+        free(text);
+        text = NULL;
+        assert_int_equal(read_regular_at(r->fd, "block/crlf", 13, &text, &len, why, sizeof why), 0);
+        free(text);
+        text = NULL;
+        assert_int_equal(read_regular_at(r->fd, "block/crlf", 12, &text, &len, why, sizeof why),
+                         -EFBIG);
+        assert_string_equal(why, "larger than 12 bytes");
+        memset(big, 'x', 3 * 1024 + 1);
+        put(r->dir, "block/big3k", big, 3 * 1024 + 1);
+        assert_int_equal(
+            read_regular_at(r->fd, "block/big3k", 3 * 1024, &text, &len, why, sizeof why), -EFBIG);
+        assert_string_equal(why, "larger than 3 KiB");
+        assert_null(text);
+        fd = open_regular_at(r->fd, "block/big3k", 1 << 20, why, sizeof why);
+        assert_true(fd >= 0);
+        assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        close(fd);
+        /* procfs files say 0 bytes: read to their end, the bound still applies */
+        assert_int_equal(
+            read_regular_at(AT_FDCWD, "/proc/self/stat", 1 << 20, &text, &len, why, sizeof why), 0);
+        assert_true(len > 10);
+        free(text);
+        text = NULL;
+        assert_int_equal(
+            read_regular_at(AT_FDCWD, "/proc/self/stat", 8, &text, &len, why, sizeof why), -EFBIG);
+        assert_string_equal(why, "larger than 8 bytes");
+        assert_int_equal(
+            read_regular_at(AT_FDCWD, "/proc/self/stat", 2 << 20, &text, &len, NULL, 0), 0);
+        free(text);
+        free(big);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_root_open),
-            cmocka_unit_test(test_read_attr),
-            cmocka_unit_test(test_read_file),
+            cmocka_unit_test(test_root_open),    cmocka_unit_test(test_read_attr),
+            cmocka_unit_test(test_read_file),    cmocka_unit_test(test_not_regular),
+            cmocka_unit_test(test_read_regular),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }

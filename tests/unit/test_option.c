@@ -227,6 +227,15 @@ static void test_bool(void **state)
         defaults(&o);
         assert_true(o.b);
         assert_true(opt_is_switch(&d_bool));
+        assert_true(opt_is_negatable(&d_bool));
+        assert_false(opt_is_repeatable(&d_bool));
+        {
+                /* a command (--once): on/off, but no "no-" form */
+                const struct opt_def cmd = {
+                    .name = "once", .type = OPT_BOOL, .offset = OFF(b), .flags = OPT_CLI_ONLY};
+                assert_true(opt_is_switch(&cmd));
+                assert_false(opt_is_negatable(&cmd));
+        }
         assert_string_equal(printed(&d_bool, &o), "b = true\n");
         assert_string_equal(parse(&d_bool, &o, 0, "off", false), "");
         assert_false(o.b);
@@ -237,9 +246,18 @@ static void test_bool(void **state)
         assert_true(o.b);
         assert_string_equal(parse(&d_bool, &o, 0, NULL, true), "");
         assert_false(o.b);
-        /* --no-b=true: a negated switch takes no value */
-        assert_string_equal(parse(&d_bool, &o, 0, "true", true),
-                            "\"true\" (expected true or false)");
+        /* --no-b=BOOL: the value's opposite, as the config file's "no-b = true" */
+        assert_string_equal(parse(&d_bool, &o, 0, "false", true), "");
+        assert_true(o.b);
+        assert_string_equal(parse(&d_bool, &o, 0, "true", true), "");
+        assert_false(o.b);
+        assert_string_equal(parse(&d_bool, &o, 0, "no", true), "");
+        assert_true(o.b);
+        assert_string_equal(parse(&d_bool, &o, 0, "maybe", true),
+                            "\"maybe\" (expected true or false)");
+        assert_true(o.b);
+        assert_string_equal(parse(&d_bool, &o, 0, "", true), "\"\" (expected true or false)");
+        assert_string_equal(parse(&d_bool, &o, 0, "1", true), "");
         assert_false(o.b);
         assert_string_equal(printed(&d_bool, &o), "b = false\n");
         assert_string_equal(help(&d_bool), "");
@@ -473,6 +491,10 @@ static void test_switches(void **state)
 
         defaults(&o);
         assert_true(opt_is_switch(&d_sw));
+        assert_true(opt_is_negatable(&d_sw));
+        assert_false(opt_is_negatable(&d_string));
+        assert_false(opt_is_repeatable(&d_sw));
+        assert_true(opt_is_repeatable(&d_list));
         /* bit i of def is subs[i]'s default */
         assert_true(o.sw[0]);
         assert_false(o.sw[1]);

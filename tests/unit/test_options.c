@@ -213,6 +213,20 @@ static void test_booleans(void **state)
         assert_int_equal(PARSE(&o, err, "--web.systemd-socket", "--no-web.systemd-socket"), 0);
         assert_false(o.systemd_socket);
         options_free(&o);
+
+        /* --no-NAME=BOOL as the config file's "no-NAME = BOOL": the value's opposite */
+        assert_int_equal(PARSE(&o, err, "--no-collector.smart=true"), 0);
+        assert_false(o.collector[COLLECTOR_SMART]);
+        options_free(&o);
+        assert_int_equal(PARSE(&o, err, "--no-collector.smart=false"), 0);
+        assert_true(o.collector[COLLECTOR_SMART]);
+        options_free(&o);
+        assert_int_equal(PARSE(&o, err, "--no-collector.smart", "--no-collector.smart=off"), 0);
+        assert_true(o.collector[COLLECTOR_SMART]);
+        options_free(&o);
+        assert_int_equal(PARSE(&o, err, "--no-web.systemd-socket=no"), 0);
+        assert_true(o.systemd_socket);
+        options_free(&o);
 }
 
 static void test_listen_repeatable(void **state)
@@ -371,9 +385,16 @@ static void test_bad_values(void **state)
         BAD(A("--canary.burst=three"), "canary.burst", "three");
         BAD(A("--canary.burst="), "canary.burst");
         BAD(A("--collector.diskstats=maybe"), "collector.diskstats", "maybe");
-        BAD(A("--no-collector.diskstats=true"), "collector.diskstats");
+        BAD(A("--no-collector.diskstats=maybe"), "no-collector.diskstats", "maybe");
+        BAD(A("--no-collector.diskstats="), "no-collector.diskstats", "expected true or false");
         BAD(A("--no-diskstats.interval"), "diskstats.interval");
+        BAD(A("--no-diskstats.interval=1s"), "--no-diskstats.interval", "only on/off");
         BAD(A("--no-once=1"), "once");
+        /* the commands are no settings: they have no "no-" form */
+        BAD(A("--no-once"), "--no-once", "only on/off flags", "command");
+        BAD(A("--no-check-config"), "--no-check-config", "command");
+        BAD(A("--no-help"), "--no-help", "command");
+        BAD(A("--no-version=false"), "--no-version", "command");
         BAD(A("positional"), "positional");
         BAD(A("-v"), "-v");
         BAD(A("--"), "--");
@@ -638,6 +659,10 @@ static void test_config_errors(void **state)
         expect_bad_config("collector.diskstats.device-include = (\n", 1,
                           "collector.diskstats.device-include", "(");
         expect_bad_config("collector.diskstats = perhaps\n", 1, "collector.diskstats", "perhaps");
+        expect_bad_config("no-collector.diskstats = perhaps\n", 1, "no-collector.diskstats",
+                          "perhaps");
+        expect_bad_config("no-web.max-connections = 3\n", 1, "no-web.max-connections",
+                          "only on/off options");
         expect_bad_config("path.procfs = \"\"\n", 1, "path.procfs", NULL);
         expect_bad_config("just some words\n", 1, "just some words", NULL);
         expect_bad_config("a\nb = 1\n", 1, NULL, NULL);
@@ -645,6 +670,52 @@ static void test_config_errors(void **state)
         /* a window shorter than the interval, both from the file */
         expect_bad_config("diskstats.interval = 5s\ndiskstats.window = 1s\n", 0, "diskstats.window",
                           "1s");
+}
+
+/* A key given twice (last one winning silently before) is refused with both lines; "no-NAME" is
+ * NAME; a repeatable option takes several lines; a flag on the command line does not excuse a
+ * file that names an option twice. */
+static void test_config_repeated(void **state)
+{
+        char path[64], cli[128], err[512];
+        struct dp_options o;
+        (void)state;
+
+        expect_bad_config("diskstats.interval = 2s\nlog.level = info\ndiskstats.interval = 5s\n", 3,
+                          "diskstats.interval is given twice", "on lines 1 and 3");
+        expect_bad_config("# c\ncollector.smart = false\n\nno-collector.smart = true\n", 4,
+                          "collector.smart is given twice", "on lines 2 and 4");
+        expect_bad_config("no-collector.smart = true\nno-collector.smart = true\n", 2,
+                          "collector.smart is given twice", "on lines 1 and 2");
+        expect_bad_config("--log.level = debug\nlog.level = debug\n", 2, "log.level is given twice",
+                          "on lines 1 and 2");
+        expect_bad_config("path.procfs = /a\npath.procfs = /a\n", 2, "path.procfs", "1 and 2");
+        expect_bad_config("canary.interval = 1m\ncanary.interval = 2m\n", 2, "canary.interval",
+                          "1 and 2");
+        expect_bad_config("collector.diskstats.device-exclude = ^a$\n"
+                          "collector.diskstats.device-exclude = ^b$\n",
+                          2, "collector.diskstats.device-exclude is given twice", "1 and 2");
+
+        write_config(path, sizeof path, "log.level = debug\nlog.level = warn\n");
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        assert_int_equal(PARSE(&o, err, cli, "--log.level=error"), -EINVAL);
+        assert_non_null(strstr(err, "log.level is given twice, on lines 1 and 2"));
+        unlink(path);
+
+        /* different switches of the collectors, and repeatable options, are no repetition */
+        write_config(path, sizeof path,
+                     "collector.smart = false\nno-collector.canary = true\n"
+                     "web.listen-address = 127.0.0.1:1\nweb.listen-address = [::1]:1\n"
+                     "canary.path = /srv/a\ncanary.path = /srv/b:append\n"
+                     "web.allow-from = 10.0.0.0/8\nweb.allow-from = 127.0.0.1\n");
+        snprintf(cli, sizeof cli, "--config.file=%s", path);
+        assert_int_equal(PARSE(&o, err, cli), 0);
+        assert_false(o.collector[COLLECTOR_SMART]);
+        assert_false(o.collector[COLLECTOR_CANARY]);
+        assert_int_equal(o.n_listen, 2);
+        assert_int_equal(o.n_allow_from, 2);
+        options_free(&o);
+        unlink(path);
 }
 
 static void test_config_nul_byte(void **state)
@@ -1390,6 +1461,7 @@ int main(void)
             cmocka_unit_test(test_config_listen),
             cmocka_unit_test(test_web_limits),
             cmocka_unit_test(test_config_errors),
+            cmocka_unit_test(test_config_repeated),
             cmocka_unit_test(test_config_nul_byte),
             cmocka_unit_test(test_config_unreadable),
             cmocka_unit_test(test_config_empty_file),
