@@ -125,8 +125,8 @@ void summary_finish(struct summary *s);
 
 /* The summary as plain text for a terminal: each table as aligned columns (numbers and "-"
  * right-aligned), its rows left out counted, its note (indented by two spaces); no control
- * character, nothing but the
- * summary's text. A malloc'd NUL-terminated string (the caller frees); *ret_len its length. */
+ * character a terminal acts on (C0, DEL, C1, Unicode's Bidi_Control) and no byte that is not
+ * UTF-8: each is shown as '?'; nothing but the summary's text. A malloc'd NUL-terminated string (the caller frees); *ret_len its length. */
 char *summary_text(const struct summary *s, size_t *ret_len);
 
 /* The value of family name's sample without suffix whose labels include every pair of want
