@@ -200,7 +200,7 @@ static int ds_complete(void *opts, const char *state_dir, usec_t interval, char 
                     format_duration(interval, b, sizeof b));
                 return -EINVAL;
         }
-        if (o->window / interval > 3600) {
+        if (o->window > 3600 * interval) {
                 snprintf(
                     err, errsz,
                     "invalid value for diskstats.window: %s holds more than 3600 samples of %s",
@@ -225,6 +225,8 @@ static const struct opt_def ds_options_def[] = {
      .def = 10 * USEC_PER_SEC,
      .arg = "DUR",
      .help = "window of the derived, iostat-like gauges",
+     .help_min = "--diskstats.interval",
+     .help_max = "3600 x --diskstats.interval",
      .reload = OPT_RELOAD},
 };
 
