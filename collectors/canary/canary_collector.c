@@ -500,4 +500,5 @@ const struct collector_def canary_collector_def = {
     .commanded = canary_commanded,
     .command = canary_command,
     .setup = cc_setup,
+    .uses_state_dir = true,
 };

@@ -4,9 +4,13 @@
   bytes, while /metrics keeps them in its label values (the exposition format allows any UTF-8
   there) and the HTML page keeps them escaped inside their cell; a C0 control (ESC) shows as the
   U+FFFD its label value carries.
+- refusal: a second daemon refused on the state directory's lock exits 1 having attached and
+  started nothing: its last line is the refusal, and it never logs "block I/O latency programs
+  attached" (which the first one, as root on a kernel with BTF, does log).
 Usage: test_display.py BINARY"""
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -84,11 +88,33 @@ def check_controls(binary):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def check_refusal(binary):
+    state = tempfile.mkdtemp(prefix="diskpulse-display-state-")
+    try:
+        args = ["--state.directory=" + state, "--no-collector.smart", "--canary.interval=1s"]
+        with dp.Daemon(binary, *args) as first:
+            first_attached = "block I/O latency programs attached" in first.output()
+            p = subprocess.run([binary, "--web.listen-address=127.0.0.1:%d" % dp.free_port()] +
+                               args, capture_output=True, text=True, timeout=60)
+            lines = p.stderr.strip().splitlines()
+            dp.check(p.returncode == 1, "the second daemon exits 1 (%d)" % p.returncode)
+            dp.check(lines and "the state directory is in use by another process" in lines[-1]
+                     and "pid=%d" % first.proc.pid in lines[-1],
+                     "its last line is the refusal naming the holder: %r"
+                     % (lines[-1] if lines else ""))
+            dp.check(not any("attached" in l for l in lines),
+                     "it attaches nothing (the first one logged the attach: %s); it said:\n  %s"
+                     % (first_attached, "\n  ".join(lines)))
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     binary = sys.argv[1]
     check_controls(binary)
+    check_refusal(binary)
     dp.finish()
 
 
