@@ -65,6 +65,9 @@ struct summary {
             *disks; /* the disk view, laid out as the first table by summary_finish */
         size_t ndisks, disks_cap;
         size_t disks_more; /* devices beyond SUMMARY_MAX_DISKS, as their collector counted them */
+        /* Seconds the disk view's iostat numbers (r/s to %util) cover, as their collector says:
+         * from the sample before to this page's; NaN when no collector said (summary_new()). */
+        double disks_span;
 };
 
 /* What fills a summary from one collector's set: a pure function of the set, called on any

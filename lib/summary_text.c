@@ -25,6 +25,26 @@ void summary_finish(struct summary *s)
                                            "aqu-sz", "%util", "p50_ms", "p99_ms"};
         static const char *const vcols[] = {"device", "verdict"};
         struct summary_table *t, tmp[2];
+        char span[512], note[1024];
+
+        /* what the iostat columns cover: the span the collector says, never a window it is not */
+        if (isnan(s->disks_span))
+                snprintf(span, sizeof span, "over --diskstats.window");
+        else if (s->disks_span <= 0)
+                snprintf(span, sizeof span, "over no span yet (one sample: 0)");
+        else
+                snprintf(span, sizeof span,
+                         "over the last %.1fs, from the sample before to this page's "
+                         "(--diskstats.window when a scraper is followed, longer for a request "
+                         "the daemon did not expect, since boot at the first sample)",
+                         s->disks_span);
+        snprintf(note, sizeof note,
+                 "r/s, w/s, r_await_ms, w_await_ms, aqu-sz, %%util: as iostat -x prints them, %s. "
+                 "p50_ms, p99_ms: block-layer device time (issued to completed) of reads and "
+                 "writes together since the eBPF programs were attached, interpolated linearly "
+                 "inside a histogram bucket as Prometheus' histogram_quantile() does; \"-\" "
+                 "without the biolatency collector or without I/O.",
+                 span);
 
         t = summary_table(s, "Devices", cols, ARRAY_SIZE(cols), 0, "devices", true);
         for (size_t i = 0; i < s->ndisks; i++) {
@@ -42,13 +62,7 @@ void summary_finish(struct summary *s)
                 summary_row(t, row);
         }
         t->more = s->disks_more;
-        summary_note(t,
-                     "r/s, w/s, r_await_ms, w_await_ms, aqu-sz, %util: as iostat -x prints them, "
-                     "over --diskstats.window. p50_ms, p99_ms: block-layer device time (issued "
-                     "to completed) of reads and writes together since the eBPF programs were "
-                     "attached, interpolated linearly inside a histogram bucket as Prometheus' "
-                     "histogram_quantile() does; \"-\" without the biolatency collector or "
-                     "without I/O.");
+        summary_note(t, note);
         t = summary_table(s, "Verdicts", vcols, ARRAY_SIZE(vcols), 0, "devices", true);
         for (size_t i = 0; i < s->ndisks; i++) {
                 char verdict[512];

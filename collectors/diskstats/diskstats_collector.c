@@ -105,6 +105,7 @@ static void ds_summarize(const struct mset *set, struct summary *sum)
         }
         if (info && info->n > shown)
                 sum->disks_more = info->n - shown;
+        sum->disks_span = mset_value(&set, 1, DISKSTATS_FAMILY_SPAN, (const char *const[]){NULL});
         id->more = sum->disks_more;
 }
 
