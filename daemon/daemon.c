@@ -260,11 +260,18 @@ int daemon_setup_collectors(struct daemon *d)
         bool live = strcmp(d->opts.sysfs, "/sys") == 0 &&
                     strcmp(d->opts.udev_data, "/run/udev/data") == 0 && !d->opts.once;
 
+        /* Two writers of one state directory would overwrite each other's records: the lock
+         * first, so that a refused start sets up, attaches and starts nothing, and its last
+         * line is the refusal. */
+        for (size_t i = 0; i < registry_count() && !d->opts.once; i++)
+                if (d->opts.collector[i] && registry_def(i)->uses_state_dir &&
+                    daemon_lock_state_dir(d) < 0)
+                        return -EBUSY;
         d->devsrc = live ? devsrc_udev_new(d->sysfs_fd) : NULL;
         if (!d->devsrc)
                 d->devsrc = devsrc_files_new(d->sysfs_fd, d->udev_fd);
         daemon_collectors_apply(d, false);
-        /* Two writers of one state directory would overwrite each other's records. */
+        /* a collector that opened it without saying so (uses_state_dir) */
         return d->state_busy != 0 && !d->opts.once ? -EBUSY : 0;
 }
 

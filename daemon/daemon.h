@@ -104,6 +104,9 @@ int daemon_disk_facts(int sysfs_fd, int udev_fd, const char *device, char *wwn, 
 void daemon_diskid_init(struct diskid_src *s, int sysfs_fd, int udev_fd);
 /* Logs that another process holds the state directory (d->state_busy). */
 void daemon_log_state_busy(const struct daemon *d, enum log_level level);
+/* Opens and locks the state directory now (once; logs a failure). 0, or -EBUSY when another
+ * process holds its lock (logged as an error). Main loop. */
+int daemon_lock_state_dir(struct daemon *d);
 /* The HTTP limits of the options, the connection limit within what the open-file limit allows.
  * Returns the allow-list for lim->allow (the caller frees it). */
 struct cidr *daemon_http_limits(const struct dp_options *o, struct connguard_config *lim);

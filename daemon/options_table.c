@@ -95,7 +95,8 @@ const struct opt_def options_table[] = {
      .min = 1,
      .max = 65535,
      .arg = "N",
-     .help = "connections open at once, all addresses together; more are refused",
+     .help = "connections open at once, all addresses together; beyond it a new connection "
+             "takes the place of a waiting one of an address holding more, or is reset",
      .reload = OPT_RELOAD,
      .parts = OPT_PART_HTTP},
     {.name = "web.max-connections-per-address",
@@ -105,7 +106,9 @@ const struct opt_def options_table[] = {
      .min = 1,
      .max = 65535,
      .arg = "N",
-     .help = "connections open at once from one IPv4 address or IPv6 /64",
+     .help = "connections open at once from one IPv4 address or IPv6 /64; beyond it a new one "
+             "takes the place of the address's own that has waited over a second for its "
+             "request, or is reset",
      .reload = OPT_RELOAD,
      .parts = OPT_PART_HTTP},
     {.name = "web.read-header-timeout",
@@ -125,6 +128,8 @@ const struct opt_def options_table[] = {
      .def = 30 * SEC,
      .arg = "DUR",
      .help = "a request must be answered this long after its start",
+     .help_min = "--web.read-header-timeout",
+     .help_max = "1h",
      .reload = OPT_RELOAD,
      .parts = OPT_PART_HTTP},
     {.name = "web.idle-timeout",
@@ -243,7 +248,6 @@ const struct opt_def options_table[] = {
      .arg = "DUR",
      .help = "once the privileged zygote is lost, exit with status 75 after this long, so that "
              "the service manager restarts diskpulse",
-     .help_range = true,
      .reload = OPT_RELOAD,
      .parts = OPT_PART_HELPER},
     /* --canary.* (collectors/canary) */

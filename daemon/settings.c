@@ -71,6 +71,12 @@ static void open_state_dir(struct daemon *d)
         d->state_fd = fd;
 }
 
+int daemon_lock_state_dir(struct daemon *d)
+{
+        open_state_dir(d);
+        return d->state_busy != 0 ? -EBUSY : 0;
+}
+
 void daemon_log_state_busy(const struct daemon *d, enum log_level level)
 {
         char pid[16] = "unknown";

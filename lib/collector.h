@@ -132,6 +132,10 @@ struct collector_def {
          * capabilities they need (CAP_SYS_ADMIN, CAP_SYS_RAWIO) only when such a collector is
          * enabled at start. */
         bool device_io;
+        /* Keeps state in the state directory (host->state_dir): the daemon opens and locks the
+         * directory before it sets up any collector when one such is enabled, so that a start
+         * refused on another holder's lock sets up, attaches and starts nothing. */
+        bool uses_state_dir;
 };
 
 /* Embedded first in each adapter's own struct. */

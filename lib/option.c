@@ -154,16 +154,38 @@ static const char *duration_format(const struct opt_def *d, const void *v, char 
         return format_duration(*(const usec_t *)v, buf, size);
 }
 
+/* ", LO to HI", ", at least LO" or "" into buf: d's range as --help shows it, its bounds written
+ * by text (help_min and help_max in place of theirs). */
+static void range_help(const struct opt_def *d, const char *(*text)(uint64_t, char *, size_t),
+                       char *buf, size_t size)
+{
+        char lb[64], hb[64];
+        bool has_lo = d->min || d->help_min, has_hi = d->max || d->help_max;
+        const char *lo, *hi;
+
+        buf[0] = 0;
+        if (!has_lo && !has_hi)
+                return;
+        lo = d->help_min ? d->help_min : text(d->min, lb, sizeof lb);
+        hi = d->help_max ? d->help_max : text(d->max, hb, sizeof hb);
+        if (has_hi)
+                snprintf(buf, size, ", %s to %s", lo, hi);
+        else
+                snprintf(buf, size, ", at least %s", lo);
+}
+
+static const char *duration_text(uint64_t v, char *buf, size_t size)
+{
+        return format_duration(v, buf, size);
+}
+
 static const char *duration_help(const struct opt_def *d, char *buf, size_t size)
 {
-        char def[32], lo[32], hi[32];
+        char def[32], range[160];
 
         format_duration(d->def, def, sizeof def);
-        if (d->help_range)
-                snprintf(buf, size, "%s, %s to %s", def, format_duration(d->min, lo, sizeof lo),
-                         format_duration(d->max, hi, sizeof hi));
-        else
-                snprintf(buf, size, "%s", def);
+        range_help(d, duration_text, range, sizeof range);
+        snprintf(buf, size, "%s%s", def, range);
         return buf;
 }
 
@@ -257,12 +279,6 @@ static const char *size_format(const struct opt_def *d, const void *v, char *buf
         return buf;
 }
 
-static const char *size_help(const struct opt_def *d, char *buf, size_t size)
-{
-        snprintf(buf, size, "%" PRIu64, d->def);
-        return buf;
-}
-
 /* A size as the messages write it: 1 byte, 8k, 16M. */
 static const char *size_text(uint64_t v, char *buf, size_t size)
 {
@@ -272,6 +288,15 @@ static const char *size_text(uint64_t v, char *buf, size_t size)
                 snprintf(buf, size, "%" PRIu64 "k", v / 1024);
         else
                 snprintf(buf, size, "%" PRIu64 " byte%s", v, v == 1 ? "" : "s");
+        return buf;
+}
+
+static const char *size_help(const struct opt_def *d, char *buf, size_t size)
+{
+        char range[160];
+
+        range_help(d, size_text, range, sizeof range);
+        snprintf(buf, size, "%" PRIu64 "%s", d->def, range);
         return buf;
 }
 

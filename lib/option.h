@@ -97,10 +97,13 @@ struct opt_def {
         const char *const *names;          /* OPT_ENUM: the values' names, NULL-terminated */
         const char *const *subs;           /* OPT_COLLECTORS: the switches, NULL-terminated */
         const struct opt_type_ops *custom; /* OPT_CUSTOM: its values' type */
-        /* --help: "--NAME=ARG  HELP (default DEF)"; help_default replaces what follows
-         * "(default" (e.g. ": all"); help_range adds the range: "(default 1m, 1s to 1h)". */
+        /* --help: "--NAME=ARG  HELP (default DEF, RANGE)"; help_default replaces what follows
+         * "(default" (e.g. ": all"). RANGE is the one checked: "1s to 1h", "at least 1s" (min and
+         * max of a number, a duration or a size). help_min, help_max: a bound checked elsewhere,
+         * against another option (--diskstats.window's "--diskstats.interval"), shown in place
+         * of min or max. */
         const char *arg, *help, *help_default;
-        bool help_range;
+        const char *help_min, *help_max;
         /* The dump's value for an OPT_STRING that is NULL; without it the line is left out. */
         const char *(*unset)(const void *opts);
         enum opt_reload reload;

@@ -11,7 +11,10 @@
 
 struct summary *summary_new(void)
 {
-        return xcalloc(1, sizeof(struct summary));
+        struct summary *s = xcalloc(1, sizeof(struct summary));
+
+        s->disks_span = NAN;
+        return s;
 }
 
 struct summary *summary_free(struct summary *s)

@@ -65,6 +65,9 @@ struct summary {
             *disks; /* the disk view, laid out as the first table by summary_finish */
         size_t ndisks, disks_cap;
         size_t disks_more; /* devices beyond SUMMARY_MAX_DISKS, as their collector counted them */
+        /* Seconds the disk view's iostat numbers (r/s to %util) cover, as their collector says:
+         * from the sample before to this page's; NaN when no collector said (summary_new()). */
+        double disks_span;
 };
 
 /* What fills a summary from one collector's set: a pure function of the set, called on any
@@ -125,8 +128,8 @@ void summary_finish(struct summary *s);
 
 /* The summary as plain text for a terminal: each table as aligned columns (numbers and "-"
  * right-aligned), its rows left out counted, its note (indented by two spaces); no control
- * character, nothing but the
- * summary's text. A malloc'd NUL-terminated string (the caller frees); *ret_len its length. */
+ * character a terminal acts on (C0, DEL, C1, Unicode's Bidi_Control) and no byte that is not
+ * UTF-8: each is shown as '?'; nothing but the summary's text. A malloc'd NUL-terminated string (the caller frees); *ret_len its length. */
 char *summary_text(const struct summary *s, size_t *ret_len);
 
 /* The value of family name's sample without suffix whose labels include every pair of want

@@ -3,6 +3,7 @@
 #include "summary.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,26 @@ void summary_finish(struct summary *s)
                                            "aqu-sz", "%util", "p50_ms", "p99_ms"};
         static const char *const vcols[] = {"device", "verdict"};
         struct summary_table *t, tmp[2];
+        char span[512], note[1024];
+
+        /* what the iostat columns cover: the span the collector says, never a window it is not */
+        if (isnan(s->disks_span))
+                snprintf(span, sizeof span, "over --diskstats.window");
+        else if (s->disks_span <= 0)
+                snprintf(span, sizeof span, "over no span yet (one sample: 0)");
+        else
+                snprintf(span, sizeof span,
+                         "over the last %.1fs, from the sample before to this page's "
+                         "(--diskstats.window when a scraper is followed, longer for a request "
+                         "the daemon did not expect, since boot at the first sample)",
+                         s->disks_span);
+        snprintf(note, sizeof note,
+                 "r/s, w/s, r_await_ms, w_await_ms, aqu-sz, %%util: as iostat -x prints them, %s. "
+                 "p50_ms, p99_ms: block-layer device time (issued to completed) of reads and "
+                 "writes together since the eBPF programs were attached, interpolated linearly "
+                 "inside a histogram bucket as Prometheus' histogram_quantile() does; \"-\" "
+                 "without the biolatency collector or without I/O.",
+                 span);
 
         t = summary_table(s, "Devices", cols, ARRAY_SIZE(cols), 0, "devices", true);
         for (size_t i = 0; i < s->ndisks; i++) {
@@ -41,13 +62,7 @@ void summary_finish(struct summary *s)
                 summary_row(t, row);
         }
         t->more = s->disks_more;
-        summary_note(t,
-                     "r/s, w/s, r_await_ms, w_await_ms, aqu-sz, %util: as iostat -x prints them, "
-                     "over --diskstats.window. p50_ms, p99_ms: block-layer device time (issued "
-                     "to completed) of reads and writes together since the eBPF programs were "
-                     "attached, interpolated linearly inside a histogram bucket as Prometheus' "
-                     "histogram_quantile() does; \"-\" without the biolatency collector or "
-                     "without I/O.");
+        summary_note(t, note);
         t = summary_table(s, "Verdicts", vcols, ARRAY_SIZE(vcols), 0, "devices", true);
         for (size_t i = 0; i < s->ndisks; i++) {
                 char verdict[512];
@@ -91,24 +106,91 @@ static void pad(struct buf *b, size_t n)
                 put(b, " ", 1);
 }
 
-/* Display width of s: its UTF-8 characters (bytes that do not continue one). */
+/* The valid UTF-8 sequence at p: its length (1 to 4) and code point, or 0 when the byte at p
+ * starts none (a continuation byte, a cut, overlong or surrogate sequence, beyond U+10FFFF). */
+static size_t utf8_at(const unsigned char *p, uint32_t *ret_cp)
+{
+        size_t len;
+        uint32_t cp;
+
+        if (p[0] < 0x80) {
+                *ret_cp = p[0];
+                return 1;
+        }
+        if ((p[0] & 0xe0) == 0xc0)
+                len = 2, cp = p[0] & 0x1f;
+        else if ((p[0] & 0xf0) == 0xe0)
+                len = 3, cp = p[0] & 0x0f;
+        else if ((p[0] & 0xf8) == 0xf0)
+                len = 4, cp = p[0] & 0x07;
+        else
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((p[i] & 0xc0) != 0x80) /* also the terminating NUL */
+                        return 0;
+                cp = cp << 6 | (p[i] & 0x3f);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        *ret_cp = cp;
+        return len;
+}
+
+/* What a terminal may act on rather than print: C0 controls and DEL, C1 controls (U+0080 to
+ * U+009F: U+009B is a CSI for terminals that take 8-bit controls), and the Bidi_Control
+ * characters of Unicode (UAX #9: U+061C, U+200E, U+200F, the embeddings and overrides U+202A to
+ * U+202E, the isolates U+2066 to U+2069), which reorder what follows them on the line. */
+static bool control(uint32_t cp)
+{
+        return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x61c || cp == 0x200e ||
+               cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* The bytes the character at s takes (at least 1; s not at its end); *ret_clean: whether it is
+ * shown as it is (else as one '?'). */
+static size_t next_char(const char *s, bool *ret_clean)
+{
+        uint32_t cp;
+        size_t n = utf8_at((const unsigned char *)s, &cp);
+
+        *ret_clean = n > 0 && !control(cp);
+        return n ? n : 1;
+}
+
+/* Display width of s as put_clean() shows it: one column per character or '?'. */
 static size_t width(const char *s)
 {
         size_t w = 0;
+        bool clean;
 
-        for (; *s; s++)
-                w += ((unsigned char)*s & 0xc0) != 0x80;
+        while (*s) {
+                s += next_char(s, &clean);
+                w++;
+        }
         return w;
 }
 
-/* s with every control character (C0, DEL) as '?': nothing a terminal would act on. */
+/* The first n bytes of s (n at a character's end) with every control character (see control())
+ * and every byte that is not UTF-8 as '?': nothing a terminal would act on. */
+static void put_clean_n(struct buf *b, const char *s, size_t n)
+{
+        const char *end = s + n;
+        bool clean;
+
+        while (s < end && *s) {
+                size_t k = next_char(s, &clean);
+                if (clean)
+                        put(b, s, k);
+                else
+                        put(b, "?", 1);
+                s += k;
+        }
+}
+
 static void put_clean(struct buf *b, const char *s)
 {
-        for (; *s; s++) {
-                unsigned char c = (unsigned char)*s;
-                char r = c < 0x20 || c == 0x7f ? '?' : *s;
-                put(b, &r, 1);
-        }
+        put_clean_n(b, s, strlen(s));
 }
 
 /* Whether s reads as a number ("12.5", "-3", "42%") or is "-": a column of them, one a number at
@@ -182,13 +264,12 @@ static void text_table(struct buf *b, const struct summary_table *t)
                                         cut--;
                                 if (!cut)
                                         cut = 96;
+                                /* never inside a character */
+                                while (cut > 1 && ((unsigned char)p[cut] & 0xc0) == 0x80)
+                                        cut--;
                         }
                         puts_(b, "  ");
-                        for (size_t j = 0; j < cut; j++) {
-                                unsigned char c = (unsigned char)p[j];
-                                char r = c < 0x20 || c == 0x7f ? '?' : p[j];
-                                put(b, &r, 1);
-                        }
+                        put_clean_n(b, p, cut);
                         puts_(b, "\n");
                         p += cut;
                         while (*p == ' ')

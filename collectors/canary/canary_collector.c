@@ -417,7 +417,7 @@ static const struct opt_def canary_options_def[] = {
      .min = 1 * USEC_PER_SEC,
      .max = 3600 * USEC_PER_SEC,
      .arg = "DUR",
-     .help = "for tests and evaluation only: the baseline's hour lasts DUR (1s to 1h) but no "
+     .help = "for tests and evaluation only: the baseline's hour lasts DUR but no "
              "less than the time between two probes, so the reference (7 days of 24 hours) and "
              "the trend come sooner only with --canary.interval at most DUR/6 (at 3m a day takes "
              "about 72 minutes whatever DUR); the recent window behind the ratios is scaled with "
@@ -502,4 +502,5 @@ const struct collector_def canary_collector_def = {
     .commanded = canary_commanded,
     .command = canary_command,
     .setup = cc_setup,
+    .uses_state_dir = true,
 };

@@ -116,18 +116,29 @@ static void target_set_backing(struct ctarget *t, const struct canary_backing *b
         pthread_mutex_unlock(&t->lock);
 }
 
-/* Which device backs the path; logs a failure once per reason. Prober thread. */
+/* Which device backs the path; logs a failure once per reason. A path on no single device
+ * (-ENODEV: tmpfs, btrfs, nfs) has no device label; one that cannot be resolved now (its
+ * directory moved away or removed, the disk's sysfs entry gone) keeps the labels of the disk it
+ * was on, so that one incident stays one series with the disk named (its errors, target_up)
+ * and the disk's verdict shows the target down. Prober thread. */
 static bool resolve(struct ctarget *t, struct canary_backing *b)
 {
         struct canary *c = t->c;
         int r = c->sysfs_fd < 0 ? -ENOENT : c->ops.resolve(c->ops.ud, c->sysfs_fd, t->path, b);
+        bool keep = r < 0 && r != -ENODEV;
 
-        target_set_backing(t, r < 0 ? NULL : b);
+        if (!keep)
+                target_set_backing(t, r < 0 ? NULL : b);
         if (r < 0 && (!t->resolve_logged || t->last_resolve_error != r)) {
                 t->resolve_logged = true;
                 t->last_resolve_error = r;
-                log_info("canary path has no single block device; device label left empty", "path",
-                         t->path, "reason", canary_resolve_reason(r));
+                pthread_mutex_lock(&t->lock);
+                keep = keep && t->device[0];
+                pthread_mutex_unlock(&t->lock);
+                log_info(keep ? "cannot find the canary path's block device now; its labels keep "
+                                "the disk it was on"
+                              : "canary path has no single block device; device label left empty",
+                         "path", t->path, "reason", canary_resolve_reason(r));
         }
         return r >= 0;
 }

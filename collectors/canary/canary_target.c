@@ -234,8 +234,8 @@ const char *canary_resolve_reason(int r)
                 return "the filesystem has no single backing block device (major 0: tmpfs, "
                        "overlayfs, btrfs, nfs, fuse...); no device label and no flush ratio";
         case -ENOENT:
-                return "a sysfs entry of the device is missing (device removed, or sysfs not "
-                       "mounted at --path.sysfs)";
+                return "the path or a sysfs entry of its device is missing (directory moved or "
+                       "removed, device removed, or sysfs not mounted at --path.sysfs)";
         case -ELOOP:
                 return "dm/md slaves nested too deep or in a cycle";
         case -E2BIG:

@@ -18,6 +18,7 @@
 #define DISKSTATS_FAMILY_READ_IOPS   "diskpulse_disk_read_iops"
 #define DISKSTATS_FAMILY_WRITE_IOPS  "diskpulse_disk_write_iops"
 #define DISKSTATS_FAMILY_WRITE_CACHE "diskpulse_disk_write_cache_info"
+#define DISKSTATS_FAMILY_SPAN        "diskpulse_disk_window_seconds"
 
 struct diskstats_config {
         int procfs_fd;                   /* borrowed; /proc/diskstats and /proc/uptime below it */

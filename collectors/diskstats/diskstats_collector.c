@@ -107,6 +107,7 @@ static void ds_summarize(const struct mset *set, struct summary *sum)
         }
         if (info && info->n > shown)
                 sum->disks_more = info->n - shown;
+        sum->disks_span = mset_value(&set, 1, DISKSTATS_FAMILY_SPAN, (const char *const[]){NULL});
         id->more = sum->disks_more;
 }
 
@@ -202,7 +203,7 @@ static int ds_complete(void *opts, const char *state_dir, usec_t interval, char 
                     format_duration(interval, b, sizeof b));
                 return -EINVAL;
         }
-        if (o->window / interval > 3600) {
+        if (o->window > 3600 * interval) {
                 snprintf(
                     err, errsz,
                     "invalid value for diskstats.window: %s holds more than 3600 samples of %s",
@@ -227,6 +228,8 @@ static const struct opt_def ds_options_def[] = {
      .def = 10 * USEC_PER_SEC,
      .arg = "DUR",
      .help = "window of the derived, iostat-like gauges",
+     .help_min = "--diskstats.interval",
+     .help_max = "3600 x --diskstats.interval",
      .reload = OPT_RELOAD},
 };
 

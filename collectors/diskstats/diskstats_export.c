@@ -119,6 +119,23 @@ static void derive(const struct diskstats *d, const struct ds_device *dev, uint6
                       d->times[last % d->ring_cap] - d->times[from % d->ring_cap], ret);
 }
 
+/* The span the gauges of the newest round cover: since boot in the first round (iostat's first
+ * report), else from the round the window starts at to the newest (longer than the window when
+ * the round before is older, a request the sampler did not expect); 0 without a round before.
+ * A device that appeared within it is derived from its first round. */
+static usec_t window_span(const struct diskstats *d)
+{
+        uint64_t start;
+
+        for (size_t i = 0; i < d->n; i++)
+                if (exported(d->devs[i]) && d->devs[i]->since_boot)
+                        return d->uptime;
+        start = window_start(d, d->round);
+        if (!start)
+                return 0;
+        return d->times[d->round % d->ring_cap] - d->times[start % d->ring_cap];
+}
+
 /* /proc/diskstats counts 512-byte sectors whatever the device's block size. */
 #define DISKSTATS_SECTOR_BYTES 512
 
@@ -177,29 +194,37 @@ struct gauge_def {
 #define G(field) offsetof(struct iostat_derived, field)
 static const struct gauge_def gauges[] = {
     {DISKSTATS_FAMILY_READ_AWAIT,
-     "Average time reads took to be served, queue included, over the window (iostat r_await).",
+     "Average time reads took to be served, queue included, over diskpulse_disk_window_seconds "
+     "(iostat r_await).",
      G(read_await)},
     {DISKSTATS_FAMILY_WRITE_AWAIT,
-     "Average time writes took to be served, queue included, over the window (iostat w_await).",
+     "Average time writes took to be served, queue included, over diskpulse_disk_window_seconds "
+     "(iostat w_await).",
      G(write_await)},
     {"diskpulse_disk_discard_await_seconds",
-     "Average time discards took to be served over the window (iostat d_await).", G(discard_await)},
+     "Average time discards took to be served over diskpulse_disk_window_seconds (iostat d_await).",
+     G(discard_await)},
     {DISKSTATS_FAMILY_FLUSH_AWAIT,
-     "Average time flush requests took to be served over the window (iostat f_await).",
+     "Average time flush requests took to be served over diskpulse_disk_window_seconds (iostat "
+     "f_await).",
      G(flush_await)},
     {DISKSTATS_FAMILY_UTILIZATION,
-     "Fraction of the window the device had I/O in flight (iostat %util / 100).", G(utilization)},
+     "Fraction of diskpulse_disk_window_seconds the device had I/O in flight (iostat %util / 100).",
+     G(utilization)},
     {DISKSTATS_FAMILY_QUEUE_DEPTH,
-     "Average number of requests queued or in service over the window (iostat aqu-sz).",
+     "Average number of requests queued or in service over diskpulse_disk_window_seconds (iostat "
+     "aqu-sz).",
      G(queue_depth)},
-    {DISKSTATS_FAMILY_READ_IOPS, "Reads completed per second over the window (iostat r/s).",
-     G(read_iops)},
-    {DISKSTATS_FAMILY_WRITE_IOPS, "Writes completed per second over the window (iostat w/s).",
-     G(write_iops)},
+    {DISKSTATS_FAMILY_READ_IOPS,
+     "Reads completed per second over diskpulse_disk_window_seconds (iostat r/s).", G(read_iops)},
+    {DISKSTATS_FAMILY_WRITE_IOPS,
+     "Writes completed per second over diskpulse_disk_window_seconds (iostat w/s).", G(write_iops)},
     {"diskpulse_disk_read_bytes_per_second",
-     "Bytes read per second over the window (iostat rkB/s x 1024).", G(read_bytes_per_second)},
+     "Bytes read per second over diskpulse_disk_window_seconds (iostat rkB/s x 1024).",
+     G(read_bytes_per_second)},
     {"diskpulse_disk_write_bytes_per_second",
-     "Bytes written per second over the window (iostat wkB/s x 1024).", G(write_bytes_per_second)},
+     "Bytes written per second over diskpulse_disk_window_seconds (iostat wkB/s x 1024).",
+     G(write_bytes_per_second)},
 };
 #undef G
 
@@ -321,6 +346,13 @@ void diskstats_export(struct diskstats *d, struct mset *out)
                 mset_table_family(out, gauges[g].name, gauges[g].help, MT_GAUGE, d->table,
                                   (unsigned)COL_GAUGE(g), MCELL_DOUBLE, MASK_DEVICE);
 
+        mset_gauge(out, DISKSTATS_FAMILY_SPAN,
+                   "The span the derived disk gauges (awaits, IOPS, bytes per second, utilization, "
+                   "queue depth) of this page cover: --diskstats.window when the samples follow a "
+                   "scraper or are fixed; the longer time since the sample before for a request "
+                   "the daemon did not expect; since boot in the first round; 0 before a second "
+                   "sample.",
+                   (double)window_span(d) / (double)USEC_PER_SEC, NULL);
         mset_gauge(out, "diskpulse_disk_devices", "Number of block devices monitored.",
                    (double)included, NULL);
         {

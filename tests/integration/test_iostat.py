@@ -1,4 +1,9 @@
-"""The daemon's derived disk gauges agree within 5% with sysstat's iostat -x over the same 10 s window."""
+"""The daemon's derived disk gauges agree within 5% with sysstat's iostat -x over the same 10 s window
+(fixed sampling, aligned on the daemon's cadence). And on a daemon nobody scrapes (scrape
+sampling: it samples once a minute), a person's request for / gets numbers over the span the page
+prints, which agree within 5% with iostat -dxy over that span: iostat starts at the daemon's
+once-a-minute sample (seen as its read of /proc/diskstats) and / is asked for when iostat ends."""
+import re
 import errno
 import fcntl
 import json
@@ -8,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 import dp
@@ -104,10 +110,10 @@ def next_round(d, timeout=2.0):
     raise RuntimeError("the page did not change for %.1f s under load" % timeout)
 
 
-def iostat_report(name):
-    """Runs iostat for one WINDOW-second report of name; returns (its disk dict, the monotonic
+def iostat_report(name, seconds=WINDOW):
+    """Runs iostat for one report of name over seconds; returns (its disk dict, the monotonic
     time of its first read or None when that could not be seen)."""
-    p = subprocess.Popen(["iostat", "-dx", "-y", "-o", "JSON", str(WINDOW), "1", name],
+    p = subprocess.Popen(["iostat", "-dx", "-y", "-o", "JSON", str(seconds), "1", name],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # After its first read iostat waits in pause() for its alarm: watch for that, lightly.
     first = None
@@ -120,7 +126,7 @@ def iostat_report(name):
         except OSError:
             break
         time.sleep(0.0005)
-    out, err = p.communicate(timeout=WINDOW + 10)
+    out, err = p.communicate(timeout=seconds + 10)
     if p.returncode != 0:
         raise RuntimeError("iostat failed (%d): %s" % (p.returncode, err))
     doc = json.loads(out)
@@ -131,12 +137,12 @@ def iostat_report(name):
     return found[0], first
 
 
-def compare(label, io, m, name, nonzero, worst, tick):
+def compare(label, io, m, name, nonzero, worst, tick, span=WINDOW):
     """Checks every pair. The printed iostat value p stands for a true value within ROUND of
     it; the daemon's value g must be within REL of that: |g - p| <= REL*|p| + ROUND (in
     iostat's unit). 'beyond rounding' is |g - p| - ROUND relative to p: what the 5% bounds.
     util also allows one kernel tick at each edge of the window (io_ticks counts jiffies; at a
-    util of a few percent one tick is more than 5% of it): 2 * tick / WINDOW, in percent."""
+    util of a few percent one tick is more than 5% of it): 2 * tick / span, in percent."""
     for key, gauge, factor in PAIRS:
         if not dp.check(key in io, "%s: iostat printed %s" % (label, key)):
             continue
@@ -146,7 +152,7 @@ def compare(label, io, m, name, nonzero, worst, tick):
         p = io[key]
         g = got / factor  # in iostat's unit
         diff = g - p
-        rounding = ROUND + (100.0 * 2 * tick / WINDOW if key == "util" else 0.0)
+        rounding = ROUND + (100.0 * 2 * tick / span if key == "util" else 0.0)
         beyond = max(0.0, abs(diff) - rounding)
         rel = abs(diff) / abs(p) if p else (0.0 if g == 0 else float("inf"))
         rel_beyond = beyond / abs(p) if p else (0.0 if beyond == 0 else float("inf"))
@@ -215,7 +221,7 @@ def fio_death(fio, out):
     return "%s; %s" % (how, said.replace(";", " ")[:2000] if said else "it printed nothing")
 
 
-def start_fio(label, dev, fio_args, backing_dir):
+def start_fio(label, dev, fio_args, backing_dir, runtime=None):
     """Starts fio's load and lets it run RAMP seconds; a fio that dies in that time (never
     the daemon's doing: the daemon only reads /proc/diskstats) is reported in full and started
     once more, since the comparison needs the load, not that first process."""
@@ -223,7 +229,8 @@ def start_fio(label, dev, fio_args, backing_dir):
         out = tempfile.TemporaryFile()
         fio = subprocess.Popen(
             ["fio", "--name=" + label, "--filename=" + dev, "--direct=1", "--time_based",
-             "--runtime=%d" % int(RAMP + ATTEMPTS * (WINDOW + 1) + 5), "--output-format=terse"] + fio_args,
+             "--runtime=%d" % int(runtime or RAMP + ATTEMPTS * (WINDOW + 1) + 5),
+             "--output-format=terse"] + fio_args,
             stdout=out, stderr=subprocess.PIPE, text=True)
         time.sleep(RAMP)
         if fio.poll() is None:
@@ -268,6 +275,144 @@ def run_load(d, name, dev, label, fio_args, nonzero, worst, tick, backing_dir):
     print("%s: fio %s" % (label, " ".join(fio_args)))
     if not problems:
         compare(label, io, m, name, nonzero, worst, tick)
+
+
+IDLE_SPAN = 45     # seconds from the daemon's once-a-minute sample to the request for /
+FLOOR = 60         # the daemon's sampling floor without a scraper (README, "When diskpulse samples")
+IDLE_ATTEMPTS = 2  # another sample within the report (a hotplug event elsewhere) measures again
+PAGE_COLS = ["r/s", "w/s", "r_await_ms", "w_await_ms", "aqu-sz", "%util"]
+
+
+def read_chars(pid):
+    """The bytes the daemon's threads have read (rchar of /proc/PID/io): it moves when a round
+    reads /proc/diskstats, and nothing else reads while nobody talks to the daemon."""
+    with open("/proc/%d/io" % pid) as f:
+        for line in f:
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    raise RuntimeError("no rchar in /proc/%d/io" % pid)
+
+
+def page_row(text, name):
+    """The span the page's Devices note states (seconds) and the device's row {column: value}."""
+    m = re.search(r"as iostat -x prints them,\s+over the last\s+([0-9.]+)s", text)
+    span = float(m.group(1)) if m else None
+    lines = text.split("\nDevices\n", 1)[1].split("\n\n", 1)[0].splitlines() if "\nDevices\n" in text else []
+    row = {}
+    if lines:
+        head = lines[0].split()
+        for line in lines[1:]:
+            cells = line.split()
+            if cells and cells[0] == name:
+                row = {h: float(c) for h, c in zip(head[1:], cells[1:]) if c != "-"}
+    return span, row
+
+
+def next_idle_round(pid, least, timeout):
+    """The monotonic time of the daemon's next round (rchar moved by a read of /proc/diskstats),
+    or None after timeout seconds."""
+    before = read_chars(pid)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if read_chars(pid) - before >= least:
+            return time.monotonic()
+        time.sleep(0.002)
+    return None
+
+
+def watch_rounds(pid, least, stop, out):
+    """Appends the time of every round until stop is set."""
+    last = read_chars(pid)
+    while not stop.wait(0.005):
+        now = read_chars(pid)
+        if now - last >= least:
+            out.append(time.monotonic())
+        last = now
+
+
+def idle_page(binary, name, dev, backing_dir, worst, tick):
+    """A daemon nobody scrapes, a steady load; / asked for when iostat's report ends, iostat
+    having started at the daemon's once-a-minute sample."""
+    label, fio_args, nonzero = LOADS[1]
+    label = "idle-" + label
+    fio = start_fio(label, dev, fio_args, backing_dir,
+                    runtime=RAMP + IDLE_ATTEMPTS * (FLOOR + IDLE_SPAN + 5) + 30)
+    try:
+        with dp.Daemon(binary, "--diskstats.window=%ds" % WINDOW, "--no-collector.smart",
+                       "--no-collector.canary", "--no-collector.biolatency",
+                       "--collector.diskstats.device-include=^%s$" % name) as d:
+            pid = d.proc.pid
+            t_healthy = time.monotonic()
+            # a round reads all of /proc/diskstats; a timer's wake-up reads 8 bytes
+            with open("/proc/diskstats") as f:
+                least = len(f.read()) // 2
+            for attempt in range(1, IDLE_ATTEMPTS + 1):
+                t_floor = next_idle_round(pid, least, FLOOR + 15)
+                if not dp.check(t_floor is not None,
+                                "%s: the daemon took its once-a-minute sample (%.1f s after "
+                                "start)" % (label, (t_floor or time.monotonic()) - t_healthy)):
+                    return
+                # A device added or removed anywhere on the machine makes the daemon sample at
+                # once: watch for rounds while iostat runs.
+                extra = []
+                stop = threading.Event()
+                watcher = threading.Thread(target=watch_rounds, args=(pid, least, stop, extra))
+                watcher.start()
+                try:
+                    io, first = iostat_report(name, IDLE_SPAN)
+                finally:
+                    stop.set()
+                    watcher.join()
+                st, _, body = dp.http_get(d.url + "/")
+                t_page = time.monotonic()
+                m = d.scrape()  # the same snapshot: it is younger than --diskstats.interval
+                extra = [t for t in extra if t > t_floor + 0.5]  # not the end of that round
+                if not extra:
+                    break
+                print("%s: the daemon sampled %.1f s into iostat's report (a device event "
+                      "elsewhere on the machine)%s" % (
+                          label, extra[0] - t_floor,
+                          ", measuring again" if attempt < IDLE_ATTEMPTS else ""))
+            dp.check(not extra, "%s: no other sample within iostat's report" % label)
+            text = body.decode("utf-8")
+            span, row = page_row(text, name)
+            late = None if first is None else first - t_floor
+            print("%s: the daemon's sample %.1f s after start; iostat's first read %s after it; "
+                  "/ asked %.3f s after iostat's report began" % (
+                      label, t_floor - t_healthy,
+                      "unseen" if late is None else "%.1f ms" % (1e3 * late),
+                      t_page - (first or t_floor)))
+            dp.check(st == 200 and span is not None,
+                     "%s: / states the span of its numbers (%s)" % (label, span))
+            if span is None:
+                return
+            gauge = dp.value(m, "diskpulse_disk_window_seconds")
+            dp.check(gauge is not None and abs(gauge - span) <= 0.05,
+                     "%s: /metrics' diskpulse_disk_window_seconds %s is the span / printed (%.1f s)"
+                     % (label, gauge, span))
+            dp.check(abs(span - IDLE_SPAN) <= 0.05 * IDLE_SPAN,
+                     "%s: the span / printed, %.1f s, is iostat's %d s within 5%%" % (
+                         label, span, IDLE_SPAN))
+            dp.check(first is None or abs(late) <= 0.05,
+                     "%s: iostat's first read within 50 ms of the daemon's sample" % label)
+            dp.check(d.proc.poll() is None, "%s: daemon still running" % label)
+            compare(label, io, m, name, nonzero, worst, tick, span=span)
+            # the page's row shows the same numbers as /metrics, to its decimals
+            for col, gauge_name, scale, dec in (
+                    ("r/s", "diskpulse_disk_read_iops", 1, 1),
+                    ("w/s", "diskpulse_disk_write_iops", 1, 1),
+                    ("r_await_ms", "diskpulse_disk_read_await_seconds", 1000, 2),
+                    ("w_await_ms", "diskpulse_disk_write_await_seconds", 1000, 2),
+                    ("aqu-sz", "diskpulse_disk_queue_depth", 1, 2),
+                    ("%util", "diskpulse_disk_utilization_ratio", 100, 1)):
+                g = dp.value(m, gauge_name, device=name)
+                dp.check(col in row and g is not None and abs(row[col] - g * scale) <= 0.51 * 10 ** -dec,
+                         "%s: / shows %s %s, /metrics %s" % (label, col, row.get(col),
+                                                             None if g is None else g * scale))
+    finally:
+        if fio.poll() is None:
+            dp.end_process(fio, signal.SIGINT)
+        fio.wait()
 
 
 def main():
@@ -318,6 +463,8 @@ def main():
             for label, fio_args, nonzero in LOADS:
                 run_load(d, name, dev, label, fio_args, nonzero, worst, tick, tmp)
             dp.check(d.proc.poll() is None, "daemon still running at the end")
+        # scrape sampling, nobody scraping: a person's curl /
+        idle_page(binary, name, dev, tmp, worst, tick)
     finally:
         if bound:
             subprocess.run(["losetup", "-d", "/dev/loop%d" % n], capture_output=True)

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "canary.h"
+#include "canary_collector.h"
 #include "fake_clock.h"
 #include "canary_stats.h"
 #include "expo.h"
@@ -45,7 +46,9 @@ struct fake {
         const char *device;   /* NULL: resolve fails with -ENODEV */
         const char *below[3]; /* the disks below device (a dm or md device); none: device */
         const char *id;       /* disk id; NULL: unknown */
-        int dir_err[8];       /* queued results of check_dir() (then 0) */
+        int resolve_err[8];   /* queued results of resolve() (0: as device says) */
+        size_t n_resolve_err, resolve_err_i;
+        int dir_err[8]; /* queued results of check_dir() (then 0) */
         size_t n_dir_err, dir_err_i;
         unsigned dir_checks;
 };
@@ -135,7 +138,15 @@ static int f_flushes(void *ud, int sysfs_fd, const struct canary_backing *b, uin
 
 static int f_resolve(void *ud, int sysfs_fd, const char *dir, struct canary_backing *ret)
 {
+        int r = 0;
+
         (void)ud, (void)sysfs_fd, (void)dir;
+        pthread_mutex_lock(&fk.clk.lock);
+        if (fk.resolve_err_i < fk.n_resolve_err)
+                r = fk.resolve_err[fk.resolve_err_i++];
+        pthread_mutex_unlock(&fk.clk.lock);
+        if (r < 0)
+                return r;
         if (!fk.device)
                 return -ENODEV;
         memset(ret, 0, sizeof(*ret));
@@ -384,6 +395,88 @@ static void test_directory_gone_or_replaced(void **state)
         assert_no(t, "errno=\"ESTALE\"");
         assert_line(t, "diskpulse_sync_probes_total{" L "} 4");
         assert_line(t, "diskpulse_sync_target_up{" L "} 1");
+        free(t);
+        finish(c);
+}
+
+/* The verdict of the target's disk in the status summary of the set t was rendered from. */
+static void verdict_of(struct canary *c, const char *disk, char *buf, size_t size)
+{
+        struct mset *set = mset_new();
+        struct summary *sum = summary_new();
+        struct summary_disk *d;
+
+        canary_export(c, set);
+        canary_summarize(set, sum);
+        d = summary_disk(sum, disk, false);
+        if (d)
+                summary_verdict(d, buf, size);
+        else
+                snprintf(buf, size, "(no row)");
+        summary_free(sum);
+        mset_free(set);
+}
+
+/* The directory moved away and back (one incident): its errors stay one series labelled with the
+ * disk the path was on, remembered while the path cannot be resolved, and the disk's verdict
+ * says the target is down; a path that resolves to no single device (a tmpfs mounted in its
+ * place) has no device label. */
+static void test_gone_keeps_device(void **state)
+{
+        struct canary_config cfg = config(one_target, 1, -1);
+        struct canary *c;
+        char *t, verdict[256];
+
+        (void)state;
+        fake_reset();
+        /* cycle 1: open + probe 1; 2: the check finds the directory gone (ENOENT); 3: resolve
+         * and open fail (ENOENT); 4: back: resolved and opened, probe 2 */
+        fk.dir_err[0] = -ENOENT;
+        fk.n_dir_err = 1;
+        fk.resolve_err[0] = 0;
+        fk.resolve_err[1] = -ENOENT;
+        fk.n_resolve_err = 2;
+        fk.open_err[0] = 0;
+        fk.open_err[1] = -ENOENT;
+        fk.n_open_err = 2;
+        fk.clk.limit = 3;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.clk.sleeps >= 3);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"ENOENT\"} 2");
+        assert_line(t, "diskpulse_sync_target_up{" L "} 0");
+        assert_no(t, "device=\"\"");
+        free(t);
+        verdict_of(c, "sda", verdict, sizeof verdict);
+        assert_string_equal(verdict, "canary target down");
+        set_limit(4);
+        WAIT_FOR(fk.clk.sleeps >= 4);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_errors_total{" L ",errno=\"ENOENT\"} 2");
+        assert_line(t, "diskpulse_sync_target_up{" L "} 1");
+        assert_line(t, "diskpulse_sync_probes_total{" L "} 2");
+        assert_no(t, "device=\"\"");
+        free(t);
+        verdict_of(c, "sda", verdict, sizeof verdict);
+        assert_string_equal(verdict, "ok");
+        finish(c);
+
+        /* a tmpfs in its place: no single device, no device label */
+        fake_reset();
+        fk.dir_err[0] = -ESTALE;
+        fk.n_dir_err = 1;
+        fk.clk.limit = 1;
+        c = canary_new(&cfg);
+        assert_int_equal(canary_start(c), 0);
+        WAIT_FOR(fk.clk.sleeps >= 1);
+        pthread_mutex_lock(&fk.clk.lock);
+        fk.device = NULL;
+        pthread_mutex_unlock(&fk.clk.lock);
+        set_limit(2);
+        WAIT_FOR(fk.clk.sleeps >= 2);
+        t = render(c);
+        assert_line(t, "diskpulse_sync_target_up{path=\"/data\",device=\"\",mode=\"fdatasync\"} 1");
         free(t);
         finish(c);
 }
@@ -1047,6 +1140,7 @@ int main(void)
             cmocka_unit_test(test_probes_feed_stats),
             cmocka_unit_test(test_recent_window_follows_period),
             cmocka_unit_test(test_directory_gone_or_replaced),
+            cmocka_unit_test(test_gone_keeps_device),
             cmocka_unit_test(test_hang_is_stuck_not_blocking),
             cmocka_unit_test(test_burst_feeds_busy),
             cmocka_unit_test(test_stuck_in_burst_counts_once),

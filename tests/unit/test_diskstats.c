@@ -146,6 +146,8 @@ struct ref {
         struct ref_dev dev[NDEV];
         bool first_done;
         usec_t uptime;
+        usec_t rt[RING]; /* the times of the newest rounds, oldest first */
+        size_t nrt;
 };
 
 static bool excluded(const char *name)
@@ -177,6 +179,31 @@ static void ref_sample(struct ref *r, usec_t now)
                 d->since_boot = !r->first_done && d->count == 1;
         }
         r->first_done = true;
+        if (r->nrt == RING) {
+                memmove(r->rt, r->rt + 1, (RING - 1) * sizeof(r->rt[0]));
+                r->nrt--;
+        }
+        r->rt[r->nrt++] = now;
+}
+
+/* diskpulse_disk_window_seconds: since boot in the first round; else from the oldest round within
+ * the window (and half an interval) of the newest, or the round just before when none is; 0 with
+ * no round before. */
+static double ref_span(const struct ref *r)
+{
+        usec_t newest;
+
+        for (size_t i = 0; i < NDEV; i++)
+                if (r->dev[i].listed && !excluded(names[i]) && r->dev[i].count > 0 &&
+                    r->dev[i].since_boot)
+                        return (double)r->uptime / 1e6;
+        if (r->nrt < 2)
+                return 0;
+        newest = r->rt[r->nrt - 1];
+        for (size_t k = 0; k + 1 < r->nrt; k++)
+                if (newest - r->rt[k] <= WINDOW + INTERVAL / 2)
+                        return (double)(newest - r->rt[k]) / 1e6;
+        return (double)(newest - r->rt[r->nrt - 2]) / 1e6;
 }
 
 static uint32_t ref_present(const struct ref_dev *d)
@@ -346,6 +373,7 @@ static struct mset *ref_export(const struct ref *r, struct stub *src)
                         mfamily_add(s, f, "", gauge_of(&der, g), "device", names[idx[j]], NULL);
                 }
         }
+        mset_gauge(s, "diskpulse_disk_window_seconds", "h", ref_span(r), NULL);
         mset_gauge(s, "diskpulse_disk_devices", "Number of block devices monitored.", (double)n,
                    NULL);
         return s;

@@ -133,8 +133,7 @@ static const struct opt_def d_dur = {.name = "dur",
                                      .offset = OFF(dur),
                                      .def = 60 * USEC_PER_SEC,
                                      .min = USEC_PER_SEC,
-                                     .max = 3600 * USEC_PER_SEC,
-                                     .help_range = true};
+                                     .max = 3600 * USEC_PER_SEC};
 static const struct opt_def d_uint = {
     .name = "u", .type = OPT_UINT, .offset = OFF(u), .def = 64, .min = 1, .max = 4096};
 static const struct opt_def d_size = {
@@ -354,10 +353,22 @@ static void test_duration(void **state)
         defaults(&o);
         assert_int_equal(o.dur, 60 * USEC_PER_SEC);
         assert_string_equal(printed(&d_dur, &o), "dur = 1m\n");
+        /* --help gives the range that is checked, whatever bounds it has */
         assert_string_equal(help(&d_dur), " (default 1m, 1s to 1h)");
         struct opt_def plain = d_dur;
-        plain.help_range = false;
+        plain.min = plain.max = 0;
         assert_string_equal(help(&plain), " (default 1m)");
+        plain.min = 100 * USEC_PER_MSEC;
+        assert_string_equal(help(&plain), " (default 1m, at least 100ms)");
+        plain.max = 86400 * USEC_PER_SEC;
+        assert_string_equal(help(&plain), " (default 1m, 100ms to 24h)");
+        /* a bound checked against another option, named in its place */
+        plain.min = 0;
+        plain.help_min = "--other";
+        assert_string_equal(help(&plain), " (default 1m, --other to 24h)");
+        plain.max = 0;
+        plain.help_max = "3600 x --other";
+        assert_string_equal(help(&plain), " (default 1m, --other to 3600 x --other)");
 
         assert_string_equal(parse(&d_dur, &o, 0, "1m30s", false), "");
         assert_int_equal(o.dur, 90 * USEC_PER_SEC);
@@ -377,6 +388,7 @@ static void test_duration(void **state)
         assert_string_equal(check(&d_dur, &o), "500ms (expected 1s to 1h)");
         assert_string_equal(parse(&d_dur, &o, 0, "2h", false), "");
         assert_string_equal(check(&d_dur, &o), "2h (expected 1s to 1h)");
+        plain = d_dur;
         plain.max = 0;
         assert_string_equal(check(&plain, &o), "");
         assert_string_equal(parse(&d_dur, &o, 0, "10ms", false), "");
@@ -416,7 +428,7 @@ static void test_size(void **state)
 
         defaults(&o);
         assert_int_equal(o.size, 4096);
-        assert_string_equal(help(&d_size), " (default 4096)");
+        assert_string_equal(help(&d_size), " (default 4096, 1 byte to 16M)");
         assert_string_equal(parse(&d_size, &o, 0, "8k", false), "");
         assert_int_equal(o.size, 8192);
         assert_string_equal(printed(&d_size, &o), "size = 8192\n");

@@ -1438,7 +1438,8 @@ static void test_help_lists_every_option(void **state)
                         fail_msg("--help lacks \"%s\"", want + 1);
         }
         /* the defaults come from the table, written as the dump writes them */
-        assert_non_null(strstr(buf, "after its start (default 5s)\n"));
+        assert_non_null(strstr(buf, "after its start (default 5s, 100ms to 1h)\n"));
+        assert_non_null(strstr(buf, "(default 30s, --web.read-header-timeout to 1h)\n"));
         assert_non_null(strstr(buf, "(default 1m, 1s to 1h)\n"));
         assert_non_null(strstr(buf, "(default $STATE_DIRECTORY or /var/lib/diskpulse)\n"));
         assert_non_null(strstr(buf, "warn or error (default info)\n"));

@@ -224,6 +224,71 @@ static void test_text(void **state)
         summary_free(s);
 }
 
+/* Terminal and bidi controls in a cell: C1 controls (U+0080-U+009F, U+009B a CSI for some
+ * terminals) and every Bidi_Control character (U+061C, U+200E, U+200F, U+202A-U+202E,
+ * U+2066-U+2069) become one '?' each, as C0 controls do; each byte that is not part of valid
+ * UTF-8 (a lone 0x9B, a cut or overlong sequence, a surrogate) becomes a '?'; other characters
+ * (U+00A0, U+2029, U+202F, U+2065, U+00E9) keep their bytes; columns stay aligned. */
+static void test_text_controls(void **state)
+{
+        static const struct {
+                const char *in, *shown;
+        } cases[] = {
+            {"\xc2\x80", "?"},
+            {"\xc2\x9b", "?"},
+            {"\xc2\x9f", "?"},
+            {"\xd8\x9c", "?"},
+            {"\xe2\x80\x8e", "?"},
+            {"\xe2\x80\x8f", "?"},
+            {"\xe2\x80\xaa", "?"},
+            {"\xe2\x80\xab", "?"},
+            {"\xe2\x80\xac", "?"},
+            {"\xe2\x80\xad", "?"},
+            {"\xe2\x80\xae", "?"},
+            {"\xe2\x81\xa6", "?"},
+            {"\xe2\x81\xa7", "?"},
+            {"\xe2\x81\xa8", "?"},
+            {"\xe2\x81\xa9", "?"},
+            {"\x1b", "?"},
+            {"\x7f", "?"},
+            {"\x9b", "?"},
+            {"\xe2\x80", "??"},
+            {"\xc0\xaf", "??"},
+            {"\xed\xa0\x80", "???"},
+            {"\xf4\x90\x80\x80", "????"},
+            {"\xc2\xa0", "\xc2\xa0"},
+            {"\xe2\x80\xa9", "\xe2\x80\xa9"},
+            {"\xe2\x80\xaf", "\xe2\x80\xaf"},
+            {"\xe2\x81\xa5", "\xe2\x81\xa5"},
+            {"\xc3\xa9", "\xc3\xa9"},
+            {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},
+        };
+
+        (void)state;
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                struct summary *s = summary_new();
+                struct summary_table *t;
+                char in[32], shown[32], want[256], *text;
+                size_t len, w = 0;
+
+                snprintf(in, sizeof in, "a%sb", cases[i].in);
+                snprintf(shown, sizeof shown, "a%sb", cases[i].shown);
+                for (const char *p = shown; *p; p++)
+                        w += ((unsigned char)*p & 0xc0) != 0x80;
+                t = summary_table(s, "T", (const char *const[]){"name", "n"}, 2, 0, NULL, false);
+                summary_row(t, (const char *const[]){in, "1"});
+                summary_row(t, (const char *const[]){"xxxxxxxx", "2"});
+                text = summary_text(s, &len);
+                /* the first column 8 wide: the shown cell padded to it */
+                snprintf(want, sizeof want, "\nT\nname      n\n%s%*s  1\nxxxxxxxx  2\n", shown,
+                         (int)(8 - w), "");
+                if (strcmp(text, want) != 0)
+                        fail_msg("case %zu: got\n%s\nwant\n%s", i, text, want);
+                free(text);
+                summary_free(s);
+        }
+}
+
 /* Adds a sample of family name (gauge) with the canary target's labels and more pairs. */
 static void target(struct mset *set, const char *name, double v, const char *regime)
 {
@@ -483,6 +548,7 @@ int main(void)
             cmocka_unit_test(test_quantile),
             cmocka_unit_test(test_verdict),
             cmocka_unit_test(test_text),
+            cmocka_unit_test(test_text_controls),
             cmocka_unit_test(test_canary_summarize),
             cmocka_unit_test(test_smart_summarize),
             cmocka_unit_test(test_biolatency_summarize),
