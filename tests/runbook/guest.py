@@ -368,7 +368,11 @@ def _(ctx):
         Expect(r"^dmesg -T \| grep -i -E 'medium error", all_of(
             has(r"^\[.*\] critical medium error, dev %s, sector 65536 " % dev, "the unreadable sector"),
             has(r"^\[.*\] %s: I/O Cmd\(0x2\) @ LBA 65536, 1 blocks, I/O Error" % dev, "the failed read"))),
-    ], r"^(smartctl -x|nvme smart-log|curl|dmesg)")
+        # QEMU 7.2's controller has no Device Self-test (tests/runbook/cannot_run.py): the command
+        # reaches it, well formed, and is refused as an opcode it does not know
+        Expect(r"^nvme device-self-test /dev/DEV -s 2", has(
+            r"NVMe status: (INVALID_OPCODE|Invalid Command Opcode)", "the controller refuses the opcode"), rc=None),
+    ], r"^(smartctl -x|nvme|curl|dmesg)")
 
 
 @expects("DiskpulseMediaErrorsIncreasing", "scsi")
@@ -486,6 +490,70 @@ def _(ctx):
             exports("diskpulse_nvme_thermal_management_seconds_total", 0, device=dev, level="1"),
             exports("diskpulse_smart_temperature_celsius", 50, device=dev))),
     ]
+
+
+@expects("DiskpulseSataLinkErrors", "link-reset")
+def _(ctx):
+    """A SATA disk whose read timed out (QEMU throttled it) and whose link the kernel reset: the
+    kernel's line for its port. QEMU has no attribute 199 (cannot_run.py)."""
+    return ([Expect(r"^dmesg -T \| grep -i -E 'ata\[0-9\]\+", all_of(
+        has(r"^\[.*\] ata\d+: hard resetting link$", "the link reset"),
+        lacks(r"^(?!\[.*\] ata\d+).", "only the ports' lines")))], r"^dmesg")
+
+
+def read_errors(ctx, dev, reason, stale_after=None):
+    """The curl line of the SMART reading sections: up 0, the reason counted, the helper up; the
+    last read (stale_after: at least that many seconds ago, as Prometheus sees it)."""
+    age = ctx.metric('time() - diskpulse_smart_last_read_timestamp_seconds{device="%s"}' % dev)
+    checks = [exports("diskpulse_smart_up", 0, device=dev),
+              lambda rc, out: result((sample(out, "diskpulse_smart_read_errors_total", device=dev, reason=reason) or 0) >= 1,
+                                     "counts reason=%s for %s" % (reason, dev))]
+    if stale_after is not None:
+        checks += [exports("diskpulse_smart_last_read_timestamp_seconds", None, device=dev),
+                   exports("diskpulse_smart_skipped_total", 0, device=dev, reason="standby"),
+                   lambda rc, out: result(age is not None and age > stale_after,
+                                          "the last read %s s ago (> %s)" % (age, stale_after))]
+    return checks
+
+
+@expects("DiskpulseSmartReadsFailing", "device_status")
+def _(ctx):
+    """QEMU's SATA disk with SMART switched off: the drive refuses the reads (device_status) and
+    smartctl fails too. journalctl and systemctl run under systemd (tests/package/vm_systemd.sh)."""
+    dev = ctx.values["DEV"]
+    return ([
+        Expect(r"^curl .*diskpulse_smart_\(up\|read_errors_total", all_of(
+            *read_errors(ctx, dev, "device_status"), exports("diskpulse_helper_up", 1))),
+        # QEMU refuses SMART READ DATA with SMART off (its IDENTIFY still says enabled)
+        Expect(r"^smartctl -x /dev/DEV", all_of(
+            has(r"^Device Model:\s+QEMU HARDDISK", "the drive answers IDENTIFY"),
+            has(r"^Read SMART Data failed: ", "SMART READ DATA fails"),
+            has(r"^SMART overall-health self-assessment test result: UNKNOWN!", "no verdict"),
+            lambda rc, out: result(rc is not None and rc & 4, "exit status %s has bit 2, a command failed" % rc)),
+            rc=None),
+    ], r"^(curl|smartctl)")
+
+
+@expects("DiskpulseSmartReadsFailing", "permission")
+def _(ctx):
+    """The daemon without capabilities (in a user namespace): reason="permission" while smartctl,
+    as root, reads the drive, which is how the runbook tells a unit that lost them."""
+    dev = ctx.values["DEV"]
+    return ([
+        Expect(r"^curl .*diskpulse_smart_\(up\|read_errors_total", all_of(
+            *read_errors(ctx, dev, "permission"), exports("diskpulse_helper_up", 1),
+            lacks(r'^diskpulse_smart_last_read_timestamp_seconds\{device="%s"\}' % dev, "no read ever succeeded"))),
+        smartctl_x_nvme(dev),
+    ], r"^(curl|smartctl)")
+
+
+@expects("DiskpulseSmartDataStale", "device_status")
+def _(ctx):
+    """QEMU's SATA disk with SMART switched off for longer than the (scaled) hour: the last read
+    timestamp stands still, no standby skip explains it."""
+    dev = ctx.values["DEV"]
+    return ([Expect(r"^curl .*diskpulse_smart_\(last_read_timestamp_seconds", all_of(
+        *read_errors(ctx, dev, "device_status", stale_after=30)))], r"^curl")
 
 
 # --- the host side of lib.sh's `runbook` -------------------------------------------------------

@@ -4,13 +4,14 @@
 # The failing drive: its reads of sector 65536 fail (blkdebug under a raw node; null-co, nothing stored).
 # qemu: -blockdev '{"driver":"raw","node-name":"bad1","file":{"driver":"blkdebug","inject-error":[{"event":"read_aio","errno":5,"sector":65536}],"image":{"driver":"null-co","size":67108864,"read-zeroes":true}}}' -device nvme,id=nvme1,serial=DPBAD1,drive=bad1
 # prometheus: 1
-NV=nvme0n1 BAD=nvme1n1
-check "the failing drive $BAD" wait_for 20 block_present $BAD
+# The kernel numbers the controllers in the order their probes finish: find them by serial.
+check "the failing drive" wait_for 20 nvme_by_serial DPBAD1
+NV=$(nvme_by_serial DPNVME0) BAD=$(nvme_by_serial DPBAD1)
 ctrl_of() { basename "$(readlink -f "/sys/block/$1/device")"; }
 NVC=$(ctrl_of $NV) BADC=$(ctrl_of $BAD)
-note "controllers: $NV on $NVC, $BAD on $BADC"
+note "the healthy drive DPNVME0 is $NV on $NVC, the failing one DPBAD1 $BAD on $BADC"
 smart_up() { scrape && [ "$(metric "diskpulse_smart_up{device=\"$1\"}")" = 1 ]; }
-# warning CONTROLLER VALUE: QEMU's critical warning byte of the controller (its qdev id = its name here)
+# warning QDEV_ID VALUE: QEMU's critical warning byte of the controller (nvme0, nvme1 as in -device)
 warning() {
 	qmp "{\"execute\":\"qom-set\",\"arguments\":{\"path\":\"/machine/peripheral/$1\",\"property\":\"smart_critical_warning\",\"value\":$2}}" >/dev/null
 }
@@ -40,7 +41,7 @@ kill $LOAD
 wait $LOAD 2>/dev/null
 
 # The failing drive: it says so, and a read fails.
-check "critical warning 4 (reliability) on $BADC" warning $BADC 4
+check "critical warning 4 (reliability) on $BADC" warning nvme1 4
 if dd if=/dev/$BAD of=/dev/null bs=512 skip=65536 count=1 iflag=direct 2>/dev/null; then
 	fail "a read of sector 65536 of $BAD fails" "it succeeded"
 else
@@ -65,5 +66,5 @@ note "alerts pending or firing: $(alerts_seen)"
 
 check "over-temperature threshold of $NVC back to its WCTEMP, 343 K" \
 	"$RUNBOOK_BIN/nvme" set-feature /dev/$NVC --feature-id=4 --value=343
-check "critical warning of $BADC cleared" warning $BADC 0
+check "critical warning of $BADC cleared" warning nvme1 0
 check "daemon exits 0" daemon_stop
