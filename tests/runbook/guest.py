@@ -556,6 +556,40 @@ def _(ctx):
         *read_errors(ctx, dev, "device_status", stale_after=30)))], r"^curl")
 
 
+@expects("DiskpulseSmartReadsFailing", "systemd")
+def _(ctx):
+    """The packaged unit under the guest's systemd, narrowed by a drop-in to lack CAP_SYS_ADMIN:
+    the journal names the device and the reason, systemctl the capabilities the unit lost."""
+    dev = ctx.values["DEV"]
+    return ([
+        Expect(r"^journalctl -u diskpulse \| grep 'SMART read failed'", has(
+            r"SMART read failed.*\bdevice=%s\b.*\breason=permission\b" % dev, "the read of %s failed: permission" % dev)),
+        Expect(r"^systemctl show diskpulse -p CapabilityBoundingSet", all_of(
+            has(r"^CapabilityBoundingSet=.*\bcap_sys_rawio\b", "the bounding set as the drop-in left it"),
+            lacks(r"^CapabilityBoundingSet=.*\bcap_sys_admin\b", "without cap_sys_admin, which NVMe needs"),
+            has(r"^AmbientCapabilities=", "the ambient set"), has(r"^User=diskpulse$", "User=diskpulse"))),
+    ], r"^(journalctl|systemctl)")
+
+
+@expects("DiskpulseSmartDataStale", "systemd")
+def _(ctx):
+    """The same unit: the journal's SMART lines say why reads stopped succeeding (the stale data
+    itself is made in runbook_sata_scsi, whose guest has no journal)."""
+    dev = ctx.values["DEV"]
+    return ([Expect(r"^journalctl -u diskpulse \| grep -i smart", has(
+        r"SMART read failed.*\bdevice=%s\b.*\breason=permission\b" % dev, "the failed reads of %s and why" % dev))],
+        r"^journalctl")
+
+
+@expects("DiskpulseUnsafeShutdown", "systemd")
+def _(ctx):
+    """A root booted by its own systemd: last -x lists the boot records it keeps in wtmp, where a
+    boot that follows no shutdown record tells a crash or power cut (this image boots once)."""
+    return ([Expect(r"^last -x \| head", all_of(
+        has(r"^reboot\s+system boot\s+\S+", "this boot's record"),
+        lacks(r"cannot open", "wtmp is there")))], r"^last")
+
+
 # --- the host side of lib.sh's `runbook` -------------------------------------------------------
 
 class Session:

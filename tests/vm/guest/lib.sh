@@ -148,12 +148,12 @@ alerts_seen() {
 # list comma-separated), and checks what each shows against what tests/runbook/guest.py expects
 # of it in SITUATION; each check is a result of the scenario. A command runs as root with bash,
 # the Debian tools the runbook names first on PATH (RUNBOOK_BIN), stdin empty. Non-zero when a
-# check failed.
+# check failed. (Under a root's own systemd, vmtest.root=, the root's tools come first instead.)
 RUNBOOK_BIN=/usr/lib/vmtest/runbook/bin
 runbook() {
 	_rb_section=$1
-	_rb_path=$PATH
-	[ -d "$RUNBOOK_BIN" ] && _rb_path=$RUNBOOK_BIN:$PATH
+	_rb_path=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+	[ -d "$RUNBOOK_BIN" ] && _rb_path=$RUNBOOK_BIN:$_rb_path
 	_rb_timeout=$(PATH=$_rb_path command -v timeout)
 	vm_send runbook "$@"
 	while :; do
