@@ -590,6 +590,34 @@ def _(ctx):
         lacks(r"cannot open", "wtmp is there")))], r"^last")
 
 
+@expects("DiskpulseDiskSlowerThanSiblings", "md")
+def _(ctx):
+    """An md RAID1 over two dm-delay mappings, 20 ms added to every I/O of one (DEV) while the
+    array is written to: its w_await beside its sibling's, the disk under it for smartctl."""
+    dev, sib, under = ctx.values["DEV"], ctx.values["SIBLING"], ctx.values["UNDER"]
+
+    def slower(rc, out):
+        d, s = iostat_last(out, dev, "w_await"), iostat_last(out, sib, "w_await")
+        return result(d > 10 and d > 2 * s, "%s's w_await %s ms over twice %s's %s ms" % (dev, d, sib, s))
+    return [
+        Expect(r"^cat /proc/mdstat", has(r"^md\d+ : active raid1 .*\b%s\[\d\].*|^md\d+ : active raid1 .*\b%s\[\d\]"
+                                         % (dev, dev), "the array with %s" % dev)),
+        Expect(r"^iostat -dxy 5 3 DEV SIBLING", all_of(
+            lambda rc, out: result(len(re.findall(r"^%s\s" % dev, out, re.M)) == 3, "three reports of %s" % dev),
+            slower), timeout=60),
+        Expect(r"^ls /sys/block/DEV/slaves", has(r"^%s$" % under, "the disk under %s: %s" % (dev, under))),
+        Expect(r"^smartctl -x /dev/DEV", all_of(smartctl_read, has(r"^SMART/Health Information", "its health log")),
+               rc=None, values={"DEV": under}),
+        # a slow member, not a failing one: the kernel logged no reset, retry or timeout, the
+        # runbook's "None" branch (grep's 1: nothing found)
+        Expect(r"^dmesg -T \| grep -i -E 'DEV\|reset\|retry\|timeout'", lambda rc, out: result(
+            not out.strip(), "nothing: no reset, retry or timeout"), rc=1),
+        Expect(r"^curl .*diskpulse_disk_set_info", all_of(
+            exports("diskpulse_disk_set_info", 1, device=dev, set="md0"),
+            exports("diskpulse_disk_set_info", 1, device=sib, set="md0"))),
+    ]
+
+
 # --- the host side of lib.sh's `runbook` -------------------------------------------------------
 
 class Session:
@@ -661,9 +689,9 @@ class Session:
             self.to_guest.put("end %d" % len(failed))
 
 
-# Values a scenario passes that are no placeholders of the runbook (FLAG: the critical warning's
-# flag label, for the checks).
-CONTEXT_WORDS = {"FLAG"}
+# Values a scenario passes that are no placeholders of the runbook, for the checks (FLAG: the
+# critical warning's flag label; UNDER: the disk under a dm device).
+CONTEXT_WORDS = {"FLAG", "UNDER"}
 
 
 def main():
