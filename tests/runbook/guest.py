@@ -54,24 +54,45 @@ NOT_PRODUCED = {
 
 
 class Context:
-    """What a section's checks may consult: the placeholder values of this run and, when the
-    scenario has a Prometheus on the host, the series the daemon exports."""
+    """What a section's checks may consult: the section as the runbook has it, the placeholder
+    values of this run and, when the scenario has a Prometheus on the host, the series the daemon
+    exports."""
 
-    def __init__(self, values, prom=None):
-        self.values, self._prom = values, prom
+    def __init__(self, section, values, prom=None):
+        self.section, self.values, self._prom = section, values, prom
+        self.required = []  # (regex, why): commands the section must hold
 
-    def metric(self, selector):
-        """The value of the one series the host's Prometheus has for selector; None without a
-        Prometheus, or when it has none or several."""
+    def _series(self, selector):
         if not self._prom:
             return None
         try:
             res = self._prom(selector)
         except Exception:  # noqa: BLE001 -- a failed query is "no value", reported by the check
             return None
-        if not isinstance(res, list) or len(res) != 1:
-            return None
-        return float(res[0]["value"][1])
+        return res if isinstance(res, list) and len(res) == 1 else None
+
+    def metric(self, selector):
+        """The value of the one series the host's Prometheus has for selector; None without a
+        Prometheus, or when it has none or several."""
+        res = self._series(selector)
+        return float(res[0]["value"][1]) if res else None
+
+    def label(self, selector, name):
+        """Label name of the one series the host's Prometheus has for selector, or None."""
+        res = self._series(selector)
+        return res[0]["metric"].get(name) if res else None
+
+    def note(self, match):
+        """The comment of the section's first command whose text matches, as the runbook has it
+        ("" when there is none)."""
+        for c in runbook.sections()[self.section]:
+            if re.search(match, c.text):
+                return c.note
+        return ""
+
+    def require(self, match, why):
+        """The section must hold a command matching match (a step the situation needs)."""
+        self.required.append((match, why))
 
 
 # --- what an output shows ---------------------------------------------------------------------
@@ -174,6 +195,20 @@ def field_matches(ctx, name, selector, scale=1):
     return check
 
 
+def noted(ctx, match, *fields):
+    """A check of a command whose runbook comment says which fields it shows: each of fields is
+    named in that comment and shown in the output as a field ("name : value", nvme-cli's form)."""
+    note = ctx.note(match)
+
+    def check(rc, out):
+        missing = [f for f in fields if f not in note]
+        absent = [f for f in fields if not re.search(r"^%s\s*:" % re.escape(f), out, re.M)]
+        return result(not missing and not absent, "the comment (%s) names %s, all shown%s%s" % (
+            note, ", ".join(fields), "; not named: %s" % missing if missing else "",
+            "; not shown: %s" % absent if absent else ""))
+    return check
+
+
 def rc_is(*codes):
     return lambda rc, out: result(rc in codes, "exit status %s in %s" % (rc, codes))
 
@@ -192,13 +227,19 @@ def expects(section, *situations):
     return deco
 
 
-def nvme_smart_log(ctx, dev, fields, why=""):
-    """`nvme smart-log /dev/DEV` on an NVMe drive: named for DEV, every field listed there and
-    equal to what the daemon exports."""
+NVME_SMART_LOG = r"^nvme smart-log /dev/\S+\s*$"
+
+
+def nvme_smart_log(ctx, dev, fields, note=(), why=""):
+    """`nvme smart-log` of the alert's drive (the test matches any device the runbook may name,
+    and holds that the log is DEV's): every field listed equal to what the daemon exports, the
+    fields the runbook's comment names (note) there."""
     checks = [has(r"^Smart Log for NVME device:%s namespace-id:ffffffff" % dev, "the log of %s" % dev)]
     for name, selector, scale in fields:
         checks.append(field_matches(ctx, name, selector % {"dev": dev}, scale))
-    return Expect(r"^nvme smart-log /dev/DEV\s*$", all_of(*checks), why=why)
+    if note:
+        checks.append(noted(ctx, NVME_SMART_LOG, *note))
+    return Expect(NVME_SMART_LOG, all_of(*checks), why=why)
 
 
 NVME_HEALTH = [("critical_warning", 'diskpulse_nvme_critical_warning{device="%(dev)s"}', 1),
@@ -217,10 +258,14 @@ def disk_failing(rc, out):
     return result(rc is not None and rc & 8, "exit status %s has bit 3, DISK FAILING" % rc)
 
 
-def smartctl_x_nvme(dev, *more):
-    return Expect(r"^smartctl -x /dev/DEV\b", all_of(
+def smartctl_x_nvme(ctx, dev, *more):
+    """`smartctl -x` of the alert's NVMe drive: its serial (as the daemon's smart_info has it)."""
+    serial = ctx.label('diskpulse_smart_info{device="%s"}' % dev, "serial")
+    return Expect(r"^smartctl -x /dev/\S+", all_of(
         smartctl_read,
         has(r"^Model Number:\s+QEMU NVMe Ctrl", "the NVMe identity"),
+        has(r"^Serial Number:\s+%s$" % re.escape(serial) if serial else r"^Serial Number:",
+            "the serial of %s (%s)" % (dev, serial)),
         has(r"^SMART/Health Information \(NVMe Log 0x02\)", "the health log"), *more), rc=None)
 
 
@@ -237,8 +282,8 @@ def _(ctx):
             has(r"^- NVM subsystem reliability has been degraded", "the reliability bit"),
             disk_failing),
             rc=None),
-        smartctl_x_nvme(dev, has(r"^Critical Warning:\s+0x04$", "Critical Warning 0x04")),
-        nvme_smart_log(ctx, dev, NVME_HEALTH),
+        smartctl_x_nvme(ctx, dev, has(r"^Critical Warning:\s+0x04$", "Critical Warning 0x04")),
+        nvme_smart_log(ctx, dev, NVME_HEALTH, note=("critical_warning", "available_spare", "media_errors")),
         Expect(r"^curl .*diskpulse_smart_\(healthy\|info\)", all_of(
             exports("diskpulse_smart_healthy", 0, device=dev),
             exports("diskpulse_smart_info", 1, device=dev, protocol="nvme"),
@@ -282,8 +327,9 @@ def _(ctx):
     bit = {"reliability": 4, "temperature": 2}[flag]
     return [
         nvme_smart_log(ctx, dev, NVME_HEALTH + [
-            ("temperature", 'diskpulse_smart_temperature_celsius{device="%(dev)s"}', 1)]),
-        smartctl_x_nvme(dev, has(r"^Critical Warning:\s+0x%02x$" % bit, "Critical Warning 0x%02x" % bit)),
+            ("temperature", 'diskpulse_smart_temperature_celsius{device="%(dev)s"}', 1)],
+            note=("critical_warning", "temperature", "available_spare", "media_errors")),
+        smartctl_x_nvme(ctx, dev, has(r"^Critical Warning:\s+0x%02x$" % bit, "Critical Warning 0x%02x" % bit)),
         Expect(r"^curl .*diskpulse_nvme_\(critical_warning\|temperature\)", all_of(
             exports("diskpulse_nvme_critical_warning", bit, device=dev),
             exports("diskpulse_nvme_critical_warning_flag", 1, device=dev, flag=flag),
@@ -303,13 +349,13 @@ def _(ctx):
     dev = ctx.values["DEV"]
     written = ctx.metric('diskpulse_smart_written_bytes_total{device="%s"}' % dev)
     return [
-        Expect(r"^nvme smart-log /dev/DEV\s*$", all_of(
-            nvme_smart_log(ctx, dev, NVME_WEAR).check,
+        Expect(NVME_SMART_LOG, all_of(
+            nvme_smart_log(ctx, dev, NVME_WEAR, note=("percentage_used", "Data Units Written")).check,
             lambda rc, out: result(
                 number(nvme_log(out).get("Data Units Written")) is not None,
                 "shows Data Units Written (%s; the daemon: %s bytes, 512,000 a unit)"
                 % (nvme_log(out).get("Data Units Written"), written)))),
-        smartctl_x_nvme(dev, has(r"^Percentage Used:\s+\d+%", "Percentage Used"),
+        smartctl_x_nvme(ctx, dev, has(r"^Percentage Used:\s+\d+%", "Percentage Used"),
                         has(r"^Data Units Written:\s+[\d,]+", "Data Units Written")),
         Expect(r"^curl .*diskpulse_smart_\(wear_used_ratio\|written_bytes_total\)", all_of(
             exports("diskpulse_smart_wear_used_ratio", ctx.metric(
@@ -320,7 +366,7 @@ def _(ctx):
             exports("diskpulse_smart_available_spare_ratio", None, device=dev),
             exports("diskpulse_smart_available_spare_threshold_ratio", None, device=dev))),
         # the later reports (the first is the average since boot) show the writes
-        Expect(r"^iostat -dx 5 3 DEV", all_of(
+        Expect(r"^iostat -dx", all_of(
             lambda rc, out: result(len(re.findall(r"^%s\s" % dev, out, re.M)) == 3, "three reports of %s" % dev),
             lambda rc, out: result(iostat_last(out, dev, "wkB/s") > 0,
                                    "wkB/s %s > 0 in the last report" % iostat_last(out, dev, "wkB/s"))), timeout=60),
@@ -349,7 +395,8 @@ def _(ctx):
             ("available_spare", 'diskpulse_smart_available_spare_ratio{device="%(dev)s"}', 0.01),
             ("available_spare_threshold", 'diskpulse_smart_available_spare_threshold_ratio{device="%(dev)s"}', 0.01),
             ("percentage_used", 'diskpulse_smart_wear_used_ratio{device="%(dev)s"}', 0.01),
-            ("media_errors", 'diskpulse_smart_media_errors_total{device="%(dev)s"}', 1)]),
+            ("media_errors", 'diskpulse_smart_media_errors_total{device="%(dev)s"}', 1)],
+            note=("available_spare", "available_spare_threshold", "percentage_used", "media_errors")),
         Expect(r"^curl .*diskpulse_smart_available_spare'", all_of(
             exports("diskpulse_smart_available_spare_ratio", None, device=dev),
             exports("diskpulse_smart_available_spare_threshold_ratio", None, device=dev))),
@@ -362,8 +409,9 @@ def _(ctx):
     stays 0) is what the alert watches. The self-test commands run on the SCSI disk."""
     dev = ctx.values["DEV"]
     return ([
-        smartctl_x_nvme(dev, has(r"^Media and Data Integrity Errors:\s+\d+", "Media and Data Integrity Errors")),
-        nvme_smart_log(ctx, dev, [("media_errors", 'diskpulse_smart_media_errors_total{device="%(dev)s"}', 1)]),
+        smartctl_x_nvme(ctx, dev, has(r"^Media and Data Integrity Errors:\s+\d+", "Media and Data Integrity Errors")),
+        nvme_smart_log(ctx, dev, [("media_errors", 'diskpulse_smart_media_errors_total{device="%(dev)s"}', 1)],
+                       note=("media_errors",)),
         Expect(r"^curl .*diskpulse_smart_media_errors_total", exports("diskpulse_smart_media_errors_total", None, device=dev)),
         Expect(r"^dmesg -T \| grep -i -E 'medium error", all_of(
             has(r"^\[.*\] critical medium error, dev %s, sector 65536 " % dev, "the unreadable sector"),
@@ -429,21 +477,24 @@ def _(ctx):
     warn = ctx.metric('diskpulse_smart_temperature_warning_threshold_celsius{device="%s"}' % dev)
     crit = ctx.metric('diskpulse_smart_temperature_critical_threshold_celsius{device="%s"}' % dev)
     return [
-        Expect(r"^nvme smart-log /dev/DEV\s*$", all_of(
+        Expect(NVME_SMART_LOG, all_of(
+            has(r"^Smart Log for NVME device:%s namespace-id:ffffffff" % dev, "the log of %s" % dev),
+            noted(ctx, NVME_SMART_LOG, "temperature", "Warning Temperature Time"),
             field_matches(ctx, "temperature", 'diskpulse_smart_temperature_celsius{device="%s"}' % dev),
             field_matches(ctx, "Warning Temperature Time",
                           'diskpulse_nvme_warning_temperature_seconds_total{device="%s"}' % dev, 60),
             field_matches(ctx, "critical_warning", 'diskpulse_nvme_critical_warning{device="%s"}' % dev))),
-        Expect(r"^nvme smart-log /dev/DEV \| grep -i temperature", all_of(
+        Expect(r"^nvme smart-log /dev/\S+ \| grep -i temperature", all_of(
+            noted(ctx, r"^nvme smart-log /dev/\S+ \| grep -i temperature", "Critical Composite Temperature Time"),
             field_matches(ctx, "Critical Composite Temperature Time",
                           'diskpulse_nvme_critical_temperature_seconds_total{device="%s"}' % dev, 60),
             has(r"^temperature\s*: 50°C \(323 Kelvin\)", "the temperature"))),
         # WCTEMP and CCTEMP in kelvin, the daemon's thresholds in Celsius
-        Expect(r"^nvme id-ctrl /dev/DEV \| grep", all_of(
+        Expect(r"^nvme id-ctrl /dev/\S+ \| grep", all_of(
             has(r"^wctemp\s*: 343$", "wctemp 343"), has(r"^cctemp\s*: 373$", "cctemp 373"),
             lambda rc, out: result(warn in (None, 70.0) and crit in (None, 100.0),
                                    "the daemon's thresholds %s and %s C" % (warn, crit)))),
-        smartctl_x_nvme(dev, has(r"^Warning  Comp\. Temp\. Threshold:\s+70 Celsius", "the warning threshold"),
+        smartctl_x_nvme(ctx, dev, has(r"^Warning  Comp\. Temp\. Threshold:\s+70 Celsius", "the warning threshold"),
                         has(r"^Temperature:\s+50 Celsius", "the temperature")),
         Expect(r"^curl .*diskpulse_smart_temperature\|diskpulse_nvme_'", all_of(
             exports("diskpulse_smart_temperature_celsius", 50, device=dev),
@@ -456,7 +507,7 @@ def _(ctx):
 @expects("DiskpulseUnsafeShutdown", "healthy")
 def _(ctx):
     dev = ctx.values["DEV"]
-    return ([Expect(r"^nvme smart-log /dev/DEV \| grep unsafe_shutdowns", field_matches(
+    return ([Expect(r"^nvme smart-log /dev/\S+ \| grep unsafe_shutdowns", field_matches(
         ctx, "unsafe_shutdowns", 'diskpulse_smart_unsafe_shutdowns_total{device="%s"}' % dev))],
         r"^nvme ")
 
@@ -465,11 +516,10 @@ def _(ctx):
 def _(ctx):
     dev = ctx.values["DEV"]
     return [
-        Expect(r"^nvme error-log /dev/DEV \| head", all_of(
+        Expect(r"^nvme error-log /dev/\S+ \| head", all_of(
             has(r"^Error Log Entries for device:%s entries:" % dev, "the log of %s" % dev),
-            has(r"^error_count\s*: \d+", "error_count"), has(r"^sqid\s*: \d+", "sqid, the queue"),
-            has(r"^cmdid\s*: \d+", "cmdid"), has(r"^status_field\s*: ", "status_field"))),
-        Expect(r"^nvme smart-log /dev/DEV \| grep num_err_log_entries", field_matches(
+            noted(ctx, r"^nvme error-log ", "status_field", "sqid", "cmdid", "lba"))),
+        Expect(r"^nvme smart-log /dev/\S+ \| grep num_err_log_entries", field_matches(
             ctx, "num_err_log_entries", 'diskpulse_nvme_error_log_entries_total{device="%s"}' % dev)),
     ]
 
@@ -484,7 +534,7 @@ def _(ctx):
                              'diskpulse_nvme_thermal_transitions_total{device="%s",level="%d"}' % (dev, t))
                for t in (1, 2)]
     return [
-        Expect(r"^nvme smart-log /dev/DEV \| grep -i -E", all_of(
+        Expect(r"^nvme smart-log /dev/\S+ \| grep -i -E", all_of(
             has(r"^temperature\s*: \d+°C", "the temperature"), *checks)),
         Expect(r"^curl .*diskpulse_nvme_thermal", all_of(
             exports("diskpulse_nvme_thermal_management_seconds_total", 0, device=dev, level="1"),
@@ -543,7 +593,7 @@ def _(ctx):
         Expect(r"^curl .*diskpulse_smart_\(up\|read_errors_total", all_of(
             *read_errors(ctx, dev, "permission"), exports("diskpulse_helper_up", 1),
             lacks(r'^diskpulse_smart_last_read_timestamp_seconds\{device="%s"\}' % dev, "no read ever succeeded"))),
-        smartctl_x_nvme(dev),
+        smartctl_x_nvme(ctx, dev),
     ], r"^(curl|smartctl)")
 
 
@@ -596,13 +646,15 @@ def _(ctx):
     array is written to: its w_await beside its sibling's, the disk under it for smartctl."""
     dev, sib, under = ctx.values["DEV"], ctx.values["SIBLING"], ctx.values["UNDER"]
 
+    ctx.require(r"^ls /sys/block/DEV/slaves", "a command that finds the disk under a dm member, for smartctl")
+
     def slower(rc, out):
         d, s = iostat_last(out, dev, "w_await"), iostat_last(out, sib, "w_await")
         return result(d > 10 and d > 2 * s, "%s's w_await %s ms over twice %s's %s ms" % (dev, d, sib, s))
     return [
         Expect(r"^cat /proc/mdstat", has(r"^md\d+ : active raid1 .*\b%s\[\d\].*|^md\d+ : active raid1 .*\b%s\[\d\]"
                                          % (dev, dev), "the array with %s" % dev)),
-        Expect(r"^iostat -dxy 5 3 DEV SIBLING", all_of(
+        Expect(r"^iostat -dx", all_of(
             lambda rc, out: result(len(re.findall(r"^%s\s" % dev, out, re.M)) == 3, "three reports of %s" % dev),
             slower), timeout=60),
         Expect(r"^ls /sys/block/DEV/slaves", has(r"^%s$" % under, "the disk under %s: %s" % (dev, under))),
@@ -674,7 +726,7 @@ class Session:
             if not check(fn is not None, "expectations for this section and situation"):
                 return
             # values hold placeholders only: a context word like FLAG is the checks' alone
-            ctx = Context(values, self.prom)
+            ctx = Context(section, values, self.prom)
             got = fn(ctx)
             exp, only = got if isinstance(got, tuple) else (got, None)
             placeholders = {k: v for k, v in values.items() if k not in CONTEXT_WORDS}
@@ -682,6 +734,9 @@ class Session:
             if section in NOT_PRODUCED:
                 print("vmtest: runbook %s: the alert's condition is not produced here: %s"
                       % (section, NOT_PRODUCED[section]))
+            for match, why in ctx.required:
+                check(any(re.search(match, c.text) for c in runbook.sections()[section]),
+                      "%s: the section holds %s" % (section, why))
             runbook.run_section(section, placeholders, exp, check, runner=self._runner, only=only)
         except Exception as e:  # noqa: BLE001 -- a broken expectation is a failed check, not a hung guest
             check(False, "expectations raised %r" % e)

@@ -53,6 +53,12 @@ check "Prometheus: DiskpulseNvmeCriticalWarning fires for $BAD, flag reliability
 runbook DiskpulseSmartUnhealthy nvme DEV=$BAD
 runbook DiskpulseNvmeCriticalWarning reliability DEV=$BAD FLAG=reliability
 runbook DiskpulseMediaErrorsIncreasing nvme DEV=$BAD
+# Why that section names nvme device-self-test: Debian 12's smartctl (7.3) starts no self-test on
+# an NVMe drive, exits 0 and says nothing of a test.
+smartctl -t long /dev/$BAD >/tmp/sc_test 2>&1
+sc_rc=$?
+check "smartctl -t long on NVMe exits 0 ($sc_rc) without a word of a test" eval \
+	'[ $sc_rc = 0 ] && ! grep -qi -e self-test -e testing /tmp/sc_test'
 
 # The hot drive: its over-temperature threshold (feature 4, kelvin) below QEMU's fixed 323 K.
 check "over-temperature threshold of $NVC set to 320 K" \
