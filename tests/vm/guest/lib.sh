@@ -154,7 +154,10 @@ runbook() {
 	_rb_section=$1
 	_rb_path=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 	[ -d "$RUNBOOK_BIN" ] && _rb_path=$RUNBOOK_BIN:$_rb_path
-	_rb_timeout=$(PATH=$_rb_path command -v timeout)
+	# GNU timeout (exit status 124 when the command ran out of time), found on that PATH
+	for _rb_d in $(echo "$_rb_path" | tr : ' '); do
+		[ -x "$_rb_d/timeout" ] && _rb_timeout=$_rb_d/timeout && break
+	done
 	vm_send runbook "$@"
 	while :; do
 		case $VM_REPLY in
