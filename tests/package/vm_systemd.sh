@@ -91,7 +91,7 @@ variant "without CAP_SYS_ADMIN" "CAP_SYS_RAWIO CAP_DAC_READ_SEARCH"
 expect_read "without CAP_SYS_ADMIN" nvme0n1 permission
 expect_read "without CAP_SYS_ADMIN" sda up
 # The runbook's systemd commands where the unit lost a capability (tests/runbook/guest.py; the
-# other commands of these sections run in tests/vm/scenarios/runbook_sata_scsi.sh).
+# other commands of these sections run in tests/vm/scenarios/runbook_smart.sh).
 runbook DiskpulseSmartReadsFailing systemd DEV=nvme0n1
 runbook DiskpulseSmartDataStale systemd DEV=nvme0n1
 runbook DiskpulseUnsafeShutdown systemd DEV=nvme0n1

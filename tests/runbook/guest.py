@@ -624,7 +624,7 @@ def _(ctx):
 @expects("DiskpulseSmartDataStale", "systemd")
 def _(ctx):
     """The same unit: the journal's SMART lines say why reads stopped succeeding (the stale data
-    itself is made in runbook_sata_scsi, whose guest has no journal)."""
+    itself is made in vm/runbook_smart, whose guest has no journal)."""
     dev = ctx.values["DEV"]
     return ([Expect(r"^journalctl -u diskpulse \| grep -i smart", has(
         r"SMART read failed.*\bdevice=%s\b.*\breason=permission\b" % dev, "the failed reads of %s and why" % dev))],
