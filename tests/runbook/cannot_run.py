@@ -3,7 +3,8 @@ docs/runbook.md is run by a test in the situation where its alert fires. Entries
 regular expression searched in the command's text as the runbook has it, the reason)."""
 
 CANNOT_RUN = [
-    # --- device sections, run in the QEMU guest (tests/runbook/guest.py; tests/vm/scenarios/runbook_smart.sh, md_member.sh, tests/package/vm_systemd.sh)
+    # --- device sections, run in QEMU guests (tests/runbook/guest.py: vm/runbook_smart,
+    # vm/md_member, package/vm) ---
     ("DiskpulseSataLinkErrors", r"^smartctl -A /dev/DEV \| grep -i crc",
      "QEMU's AHCI disk has no attribute 199 (UDMA_CRC_Error_Count), and its emulated link corrupts "
      "nothing; the kernel's side of a link fault, a reset, is shown by the section's dmesg line"),
