@@ -171,14 +171,6 @@ def exports(name, want=None, **labels):
     return check
 
 
-def field_is(name, want, scale=1):
-    """A check on `nvme smart-log`: field name holds want (its number, times scale)."""
-    def check(rc, out):
-        got = number(nvme_log(out).get(name))
-        return result(got is not None and want is not None and abs(got * scale - want) < 1e-9,
-                      "shows %s %s (the daemon exports %s)" % (name, got, want))
-    return check
-
 
 def field_matches(ctx, name, selector, scale=1):
     """A check on `nvme smart-log`: field name is there and, with a Prometheus, equals what the
@@ -208,9 +200,6 @@ def noted(ctx, match, *fields):
             "; not shown: %s" % absent if absent else ""))
     return check
 
-
-def rc_is(*codes):
-    return lambda rc, out: result(rc in codes, "exit status %s in %s" % (rc, codes))
 
 
 # --- expectations, per (section, situation) ------------------------------------------------------
@@ -389,6 +378,7 @@ def iostat_last(out, dev, column):
 
 @expects("DiskpulseSpareLow", "healthy")
 def _(ctx):
+    """A healthy NVMe drive: its spare, the drive's threshold for it, as the daemon exports them."""
     dev = ctx.values["DEV"]
     return [
         nvme_smart_log(ctx, dev, [
@@ -506,6 +496,7 @@ def _(ctx):
 
 @expects("DiskpulseUnsafeShutdown", "healthy")
 def _(ctx):
+    """A healthy NVMe drive: its count of unsafe shutdowns as the daemon exports it."""
     dev = ctx.values["DEV"]
     return ([Expect(r"^nvme smart-log /dev/\S+ \| grep unsafe_shutdowns", field_matches(
         ctx, "unsafe_shutdowns", 'diskpulse_smart_unsafe_shutdowns_total{device="%s"}' % dev))],
@@ -514,6 +505,7 @@ def _(ctx):
 
 @expects("DiskpulseNvmeErrorLogGrowing", "healthy")
 def _(ctx):
+    """A healthy NVMe drive: its error information log, the fields the runbook names, the count."""
     dev = ctx.values["DEV"]
     return [
         Expect(r"^nvme error-log /dev/\S+ \| head", all_of(
@@ -526,6 +518,7 @@ def _(ctx):
 
 @expects("DiskpulseNvmeThermalThrottling", "healthy")
 def _(ctx):
+    """A healthy NVMe drive: its thermal management times and transitions as the daemon exports them."""
     dev = ctx.values["DEV"]
     checks = [field_matches(ctx, "Thermal Management T%d Total Time" % t,
                             'diskpulse_nvme_thermal_management_seconds_total{device="%s",level="%d"}' % (dev, t))
