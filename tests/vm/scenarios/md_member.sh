@@ -39,6 +39,7 @@ check "Prometheus: both members' write await with their set" wait_for 30 eval \
 # A healthy minute and a half: longer than the scaled hour of "for".
 sleep 90
 note "write await now: $(prom 'set:diskpulse_disk_write_await_seconds:rate5m' | grep -o '"device":"[^"]*"\|"[0-9.e-]*"]' | tr '\n' ' ')"
+note "alerts pending or firing while both members were healthy: $(alerts_seen)"
 check "Prometheus: nothing fired while both members were healthy" \
 	eval '! prom_has "count_over_time(ALERTS{alertname=\"DiskpulseDiskSlowerThanSiblings\"}[1h])"'
 
