@@ -16,7 +16,7 @@ build_pkgs=(gcc make cmake pkg-config python3 libsystemd-dev libmicrohttpd-dev l
             protobuf-c-compiler libprotobuf-c-dev)
 package_pkgs=(dpkg-dev file)
 test_pkgs=(libcmocka-dev libprotobuf-c-dev python3 clang-format valgrind sysstat fio systemd util-linux e2fsprogs
-           procps qemu-system-x86 linux-image-amd64 busybox-static smartmontools dmsetup sdparm
+           procps qemu-system-x86 linux-image-amd64 busybox-static smartmontools nvme-cli dmsetup sdparm
            kmod cpio udev ioping python3-prometheus-client python3-yaml
            prometheus prometheus-alertmanager openssl curl apache2-utils whois wrk
            prometheus-node-exporter lintian man-db debootstrap systemd-container "${package_pkgs[@]}")

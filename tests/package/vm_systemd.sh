@@ -1,5 +1,6 @@
 # diskpulse.service from the .deb under the guest's own systemd (a Debian 12 root on vda, real cgroup2 device filters): SMART of the emulated NVMe and SATA disks, and which capability each needs.
 # timeout: 420
+# runbook: DiskpulseSmartReadsFailing, DiskpulseSmartDataStale, DiskpulseUnsafeShutdown
 # Run by tests/package/check_vm.py (vmtest.py run --root-image); the root has the package
 # installed and diskpulse.service enabled by its postinst. lib.sh's helpers scrape
 # 127.0.0.1:9477, where diskpulse.socket listens.
@@ -89,6 +90,11 @@ expect_read() {
 variant "without CAP_SYS_ADMIN" "CAP_SYS_RAWIO CAP_DAC_READ_SEARCH"
 expect_read "without CAP_SYS_ADMIN" nvme0n1 permission
 expect_read "without CAP_SYS_ADMIN" sda up
+# The runbook's systemd commands where the unit lost a capability (tests/runbook/guest.py; the
+# other commands of these sections run in tests/vm/scenarios/runbook_smart.sh).
+runbook DiskpulseSmartReadsFailing systemd DEV=nvme0n1
+runbook DiskpulseSmartDataStale systemd DEV=nvme0n1
+runbook DiskpulseUnsafeShutdown systemd DEV=nvme0n1
 variant "without CAP_SYS_RAWIO" "CAP_SYS_ADMIN CAP_DAC_READ_SEARCH"
 expect_read "without CAP_SYS_RAWIO" nvme0n1 up
 expect_read "without CAP_SYS_RAWIO" sda permission

@@ -10,13 +10,19 @@ def seconds(duration):
     return sum(int(n) * UNITS[u] for n, u in re.findall(r"(\d+)(ms|[smhdwy])", duration))
 
 
+# An age in seconds compared with the evaluation time: "time() - SERIES > 3600".
+AGE = re.compile(r"(\btime\(\)\s*-\s*[\w:]+(?:\{[^}]*\})?\s*>=?\s*)(\d+(?:\.\d+)?)(?![\w.])")
+
+
 def scale_durations(text, factor):
     """Every duration of a rule's expression (ranges, subqueries, offsets) or of its for:
-    divided by factor, written in milliseconds."""
+    divided by factor, written in milliseconds; so are the seconds an age is compared with
+    (time() - SERIES > N), which are durations too."""
     def one(tok):
         if not DURATION.match(tok):
             return tok
         return "%dms" % max(1, round(1000 * seconds(tok) / factor))
     text = re.sub(r"\[([^\]]+)\]", lambda m: "[" + ":".join(map(one, m.group(1).split(":"))) + "]", text)
     text = re.sub(r"\boffset\s+(\S+)", lambda m: "offset " + one(m.group(1)), text)
+    text = AGE.sub(lambda m: m.group(1) + "%g" % (float(m.group(2)) / factor), text)
     return one(text) if DURATION.match(text) else text

@@ -36,6 +36,12 @@ BASE_MODULES = ["crc32c_generic", "crct10dif_generic", "crc64_rocksoft_generic",
 EXTRA_MODULES = ["scsi_debug", "null_blk", "dm-mod", "dm-delay", "dm-flakey", "dm-log-writes", "loop", "sg",
                  "virtio_pci", "virtio_blk", "virtio_net", "md-mod", "raid1"]
 TOOLS = ["smartctl", "mkfs.ext4", "e2fsck", "dmsetup", "sdparm", "ioping"]
+# The runbook's commands run with the Debian tools it names (docs/runbook.md, "Conventions"), not
+# with busybox's: kept apart in RUNBOOK_BIN, which lib.sh's `runbook` puts first on PATH for them
+# alone (the scenarios keep busybox's tools).
+RUNBOOK_TOOLS = ["bash", "grep", "cat", "head", "timeout", "base64", "dmesg", "last", "curl", "nvme", "iostat",
+                 "pidstat"]
+RUNBOOK_BIN = "/usr/lib/vmtest/runbook/bin"
 UDEV_RULES = ["50-udev-default.rules", "60-block.rules", "60-persistent-storage.rules",
               "60-persistent-storage-dm.rules", "55-dm.rules", "95-dm-notify.rules"]
 UDEV_HELPERS = ["/lib/udev/ata_id", "/lib/udev/scsi_id"]
@@ -228,6 +234,12 @@ def build(out, daemon=None):
         if path:
             add_elf(cpio, path, f"/usr/sbin/{tool}")
             tools.append(tool)
+    runbook_tools = []
+    for tool in RUNBOOK_TOOLS:
+        path = shutil.which(tool, path=SBIN_PATH)
+        if path:
+            add_elf(cpio, path, f"{RUNBOOK_BIN}/{tool}")
+            runbook_tools.append(tool)
     udev = add_udev(cpio)
     replay = add_logreplay(cpio)
     if replay:
@@ -246,15 +258,19 @@ def build(out, daemon=None):
     cpio.add("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
     cpio.add("/etc/group", b"root:x:0:\ndisk:x:6:\nnogroup:x:65534:\n")
     cpio.add("/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n")
+    # for the runbook's glibc tools (curl localhost:9477): names from /etc/hosts, no DNS
+    cpio.add("/etc/nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files\n")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out + ".tmp", "wb") as f:
         cpio.write(f)
     os.replace(out + ".tmp", out)
-    meta = {"kernel": kernel, "kver": kver, "daemon": daemon, "tools": tools, "udev": udev}
+    meta = {"kernel": kernel, "kver": kver, "daemon": daemon, "tools": tools, "udev": udev,
+            "runbook_tools": runbook_tools}
     with open(out + ".json", "w") as f:
         json.dump(meta, f)
     say(f"built {out} ({os.path.getsize(out) >> 20} MiB, kernel {kver}, {nmods} modules, "
-        f"daemon {'yes' if daemon else 'no'}, tools {' '.join(tools) or 'none'}, udev {'yes' if udev else 'no'})")
+        f"daemon {'yes' if daemon else 'no'}, tools {' '.join(tools) or 'none'}, udev {'yes' if udev else 'no'}, "
+        f"runbook tools {' '.join(runbook_tools) or 'none'})")
     return meta
 
 
@@ -485,7 +501,7 @@ def run_in(args, name, spec, timeout, work):
         follower.start()
     qemu_err = open(f"{work}/qemu.stderr", "w+")
     proc = subprocess.Popen(qemu, stdin=subprocess.DEVNULL, stdout=qemu_err, stderr=qemu_err)
-    results, verdict, boot_at = [], None, None
+    results, verdict, boot_at, book = [], None, None, None
     try:
         ctl = accept(servers["ctl"], proc, deadline)
         qmp = Qmp(accept(servers["qmp"], proc, deadline))
@@ -533,6 +549,16 @@ def run_in(args, name, spec, timeout, work):
                     reply = ";".join("%s %s %s" % (path.strip("/"), body.get("status"), ",".join(
                         "%s@%s" % (a["labels"].get("alertname"), a["labels"].get("device", ""))
                         for a in body.get("alerts", []))) for path, body in (list(am.got) if am else [])) or "none"
+                elif verb in ("runbook", "rbresult"):
+                    # the runbook's commands, run in the guest one at a time and checked here
+                    if book is None:
+                        sys.path.insert(0, os.path.join(HERE, "..", "runbook"))
+                        import guest as runbook_guest
+                        book = runbook_guest.Session(
+                            lambda v, c, w="": (results.append((v, c, w)),
+                                                say(f"{v.upper():4} {c}" + (f": {w}" if w else ""))),
+                            (lambda expr: test_prometheus.query(prom.url, expr)) if prom else None)
+                    reply = book.request(verb, rest)
                 elif verb in ("ok", "fail", "skip"):
                     check, _, why = rest.partition("\t")
                     results.append((verb, check, why))

@@ -141,6 +141,43 @@ alerts_seen() {
 		sort -u | tr '\n' ' '
 }
 
+# --- the runbook's commands, checked by the host ----------------------------------------------
+
+# runbook SECTION SITUATION [NAME=VALUE...]: the host runs the commands of the docs/runbook.md
+# section SECTION here, one at a time, its placeholders (DEV, SIBLING...) replaced by the VALUEs (a
+# list comma-separated), and checks what each shows against what tests/runbook/guest.py expects
+# of it in SITUATION; each check is a result of the scenario. A command runs as root with bash,
+# the Debian tools the runbook names first on PATH (RUNBOOK_BIN), stdin empty. Non-zero when a
+# check failed. (Under a root's own systemd, vmtest.root=, the root's tools come first instead.)
+RUNBOOK_BIN=/usr/lib/vmtest/runbook/bin
+runbook() {
+	_rb_section=$1
+	_rb_path=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+	[ -d "$RUNBOOK_BIN" ] && _rb_path=$RUNBOOK_BIN:$_rb_path
+	# GNU timeout (exit status 124 when the command ran out of time), found on that PATH
+	for _rb_d in $(echo "$_rb_path" | tr : ' '); do
+		[ -x "$_rb_d/timeout" ] && _rb_timeout=$_rb_d/timeout && break
+	done
+	vm_send runbook "$@"
+	while :; do
+		case $VM_REPLY in
+		"cmd "*)
+			set -- $VM_REPLY
+			printf '%s' "$3" | base64 -d >"$VM_STATE/rb.sh"
+			PATH=$_rb_path "$_rb_timeout" -k 5 "$2" bash "$VM_STATE/rb.sh" </dev/null >"$VM_STATE/rb.out" 2>&1 3>&-
+			_rb_rc=$?
+			vm_send rbresult "$_rb_rc $(head -c 65536 "$VM_STATE/rb.out" | base64 -w 0)"
+			;;
+		"end 0") return 0 ;;
+		"end "*) return 1 ;;
+		*)
+			fail "runbook $_rb_section" "the host answered '$VM_REPLY'"
+			return 1
+			;;
+		esac
+	done
+}
+
 # --- devices ---------------------------------------------------------------------------------
 
 block_present() { [ -e "/sys/block/$1" ]; }
