@@ -40,8 +40,11 @@ check "Prometheus: both members' write await with their set" wait_for 30 eval \
 sleep 90
 note "write await now: $(prom 'set:diskpulse_disk_write_await_seconds:rate5m' | grep -o '"device":"[^"]*"\|"[0-9.e-]*"]' | tr '\n' ' ')"
 note "alerts pending or firing while both members were healthy: $(alerts_seen)"
+# Fired, not pending: under TCG on a busy host a healthy member's scaled 5-second rate can pass
+# twice its sibling's for a moment (both sit near the 2 ms floor), which is what the rule's "for"
+# absorbs; only an alert that outlasted it would page.
 check "Prometheus: nothing fired while both members were healthy" \
-	eval '! prom_has "count_over_time(ALERTS{alertname=\"DiskpulseDiskSlowerThanSiblings\"}[1h])"'
+	eval '! prom_has "count_over_time(ALERTS{alertstate=\"firing\",alertname=\"DiskpulseDiskSlowerThanSiblings\"}[1h])"'
 
 delay() { dmsetup suspend mb && dmsetup reload mb --table "0 $SZ delay /dev/nvme1n1 0 $1" && dmsetup resume mb; }
 check "20 ms added to every I/O of $B" delay 20
