@@ -40,7 +40,7 @@
 
 /* The buckets: one grid of upper bounds in nanoseconds, strictly increasing, that holds both the
  * bounds of the native (exponential) histogram and the classic bounds the operator chose
- * (--collector.biolatency.buckets), so that both are sums of the grid's buckets and exact. The
+ * (--biolatency.buckets), so that both are sums of the grid's buckets and exact. The
  * daemon and the loader make the grid with biolatency_grid() (biolatency_hist.h) from the classic
  * bounds the loader is given (struct biolat_params); the program gets it as read-only data
  * (bounds_ns, nbounds). A latency falls in the first bucket whose bound is >= it; beyond the

@@ -202,6 +202,37 @@ def openmetrics():
                      (r.stdout.strip(), r.stderr.strip()[-300:]))
 
 
+def text_view_replacement():
+    """A C0 control character in a canary path (ESC, starting a terminal's escape sequence, and
+    SOH) shows on the text view of / as the character the README names: U+FFFD, which the path's
+    label value carries (the metric model replaces it before the status summary reads the
+    label), never as the byte itself."""
+    base = tempfile.mkdtemp(prefix="diskpulse-ctl-")
+    target = os.path.join(base, "wal\x1b[31m\x01x")
+    os.mkdir(target)
+    try:
+        with dp.Daemon(BIN, "--canary.path=" + target, "--canary.interval=1s") as d:
+            want = base + "/wal\ufffd[31m\ufffdx"
+            text = ""
+
+            def shown():
+                nonlocal text
+                text = dp.http_get(d.url + "/", headers={"Accept": "text/plain"})[2].decode()
+                return want in text
+            dp.wait_until(shown, 20, poll=0.2)
+            rows = [line for line in text.splitlines() if base in line]
+            dp.check(want in text and "\x1b" not in text and "\x01" not in text,
+                     "the text view shows the path's ESC and SOH as U+FFFD: %r" % rows)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    readme = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                               "README.md")).read()
+    page = readme[readme.index("- `/`: the status page"):]
+    page = page[:page.index("```")]
+    dp.check("U+FFFD" in page, "the README's text view passage names U+FFFD for a control "
+             "character in a path: %r" % " ".join(page[page.find("control"):][:200].split()))
+
+
 def connect(port, src="127.0.0.1", timeout=5):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.bind((src, 0))
@@ -870,6 +901,7 @@ def systemd_integration():
 endpoints()
 gzip_encoding()
 openmetrics()
+text_view_replacement()
 host_header()
 options_method()
 request_bodies_and_sizes()

@@ -6,7 +6,8 @@ scraping it every second: one with --enable-feature=native-histograms (its Accep
 application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited
 first), one without (it must keep getting OpenMetrics). First checks the negotiation by hand
 (Prometheus' exact headers, gzip) and reads the protobuf page with a small wire-format reader:
-the same families, types and help as the text page. After scraping for a while it checks that
+the same families, types and help as the text page, and native parts in exactly the histograms
+the README names. After scraping for a while it checks that
 every family of the text page is in the native Prometheus, that each stored its counters'
 metadata under the name of the format it negotiated (protobuf keeps _total, OpenMetrics drops
 it), that diskpulse_sync_latency_seconds is a native histogram there, and that
@@ -16,7 +17,10 @@ Both load the shipped recording rules: the canary's median, mean and share of sl
 out the same from native histograms as from classic buckets (the rules read either), and where
 the block-latency programs are attached (root, kernel BTF) the device-time histograms are native
 and the rule's median of each agrees with the classic one within the classic bucket.
-A third Prometheus stores native histograms and loads no rules: the Grafana dashboard's queries
+A fourth, with native histograms and the rules, scrapes a small exporter of one native histogram
+whose probes all lie in the native bucket that holds 100 ms: the shipped share of slow probes is
+interpolated there (neither 0 nor 1, as classic buckets would count), as the README and the
+runbook say. A third Prometheus stores native histograms and loads no rules: the Grafana dashboard's queries
 run on it and on the native one with rules (each heatmap gives one native histogram there and
 the classic buckets on the classic one; each panel that reads a recording rule gives, without
 the rules, the series the rule gives).
@@ -24,9 +28,12 @@ the rules, the series the rule gives).
 Usage: test_native_histograms.py BINARY
 """
 import gzip
+import http.server
 import os
 import re
 import shutil
+import struct
+import threading
 import time
 
 import yaml
@@ -148,6 +155,39 @@ def check_negotiation(daemon):
                 schemas += [s for n2, _, s in fields(v) if n2 == 5]
     dp.check(schemas and all(s == 4 for s in schemas),  # zigzag of 2
              "diskpulse_sync_latency_seconds carries schema 2 in every series (%s)" % schemas)
+    check_readme_natives(page)
+
+
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+# Histogram message fields of a native part: schema, zero_threshold, zero_count, positive_span,
+# positive_delta (io.prometheus.client.Histogram)
+NATIVE_FIELDS = {5, 6, 7, 12, 13}
+
+
+def check_readme_natives(page):
+    """The histograms that carry a native part on the protobuf page are those the README's HTTP
+    section says do (it once named only the canary's): every one it names that is on the page
+    has one in every series, and no other family has one. The block-latency families are on the
+    page only where their programs are attached (root, kernel BTF) and saw I/O."""
+    text = open(README).read()
+    m = re.search(r"a histogram sends its classic buckets.*?and, for (.*?), a native histogram too",
+                  text, re.S)
+    named = set(re.findall(r"`(\w+)`", m.group(1))) if m else set()
+    dp.check(named, "the README names the histograms that carry a native part (%s)" % sorted(named))
+    native = set()
+    for name, (typ, _, metrics) in page.items():
+        if typ != "histogram":
+            continue
+        parts = [any(n2 in NATIVE_FIELDS for n2, _, _ in fields(v))
+                 for mm in metrics for num, _, v in fields(mm) if num == 7]
+        if parts and all(parts):
+            native.add(name)
+        dp.check(all(parts) or not any(parts), "%s: a native part in every series or in none" % name)
+    for name in sorted(named - set(page)):
+        print("skip: %s is not on this page (its collector is not attached here, or saw no I/O): "
+              "its native part is not checked" % name)
+    dp.check(native == named & set(page), "the protobuf page's native histograms are the README's: "
+             "%s on the page, %s named" % (sorted(native), sorted(named)))
 
 
 RULES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "etc", "prometheus",
@@ -263,6 +303,102 @@ def check_dashboard_live(native, classic, norules):
                  % (title, len(without), len(with_rules), rule.split("{")[0]))
 
 
+# A native bucket of schema 2 holds (2^((i-1)/4), 2^(i/4)] seconds: 100 ms lies in bucket -13,
+# (88.39 ms, 105.11 ms], and is no bound of any.
+SLOW_BUCKET = -13
+SLOW_LO, SLOW_HI = 2 ** ((SLOW_BUCKET - 1) / 4), 2 ** (SLOW_BUCKET / 4)
+
+
+def pb_varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def pb_field(num, wt, payload):
+    """One protobuf field: payload is an int (varint) or bytes (length-delimited or fixed64)."""
+    key = pb_varint(num << 3 | wt)
+    if wt == 0:
+        return key + pb_varint(payload)
+    if wt == 1:
+        return key + payload
+    return key + pb_varint(len(payload)) + payload
+
+
+def zigzag(v):
+    return (v << 1) ^ (v >> 63)
+
+
+def slow_share_page(count):
+    """A protobuf page with one native diskpulse_sync_latency_seconds of count probes, every
+    one in the native bucket that holds 100 ms: between 88.4 and 105.1 ms, so that classic
+    buckets would count each exactly on one side of 100 ms."""
+    labels = b"".join(pb_field(1, 2, pb_field(1, 2, k.encode()) + pb_field(2, 2, v.encode()))
+                      for k, v in (("device", "sdz"), ("mode", "fdatasync"),
+                                   ("path", "/srv/slow"), ("regime", "idle")))
+    hist = (pb_field(1, 0, count) + pb_field(2, 1, struct.pack("<d", count * 0.095))
+            + pb_field(5, 0, zigzag(2)) + pb_field(6, 1, struct.pack("<d", 1e-128))
+            + pb_field(7, 0, 0)
+            + pb_field(12, 2, pb_field(1, 0, zigzag(SLOW_BUCKET)) + pb_field(2, 0, 1))
+            + pb_field(13, 2, pb_varint(zigzag(count))))
+    fam = (pb_field(1, 2, b"diskpulse_sync_latency_seconds") + pb_field(2, 2, b"probe latency")
+           + pb_field(3, 0, 4) + pb_field(4, 2, labels + pb_field(7, 2, hist)))
+    return pb_varint(len(fam)) + fam
+
+
+class SlowShareExporter(http.server.BaseHTTPRequestHandler):
+    """Serves slow_share_page(), 10 more probes at every scrape."""
+    scrapes = 0
+
+    def do_GET(self):
+        type(self).scrapes += 1
+        body = slow_share_page(10 * type(self).scrapes)
+        self.send_response(200)
+        self.send_header("Content-Type", PROTOBUF_TYPE)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def check_slow_share(prom):
+    """On a Prometheus that stores native histograms, the shipped slow-probe share is
+    histogram_fraction(0, 0.1, ...), interpolated inside the native bucket that holds 100 ms: a
+    histogram whose every probe lies in (88.4, 105.1] ms gives a share strictly between 0 and 1
+    (classic buckets count each probe on its side of 100 ms: 0 or 1, exactly). The README and
+    the runbook say so where they describe the share."""
+    res = query(prom.url, 'target:diskpulse_sync_slow_ratio:rate1h{path="/srv/slow"}')
+    got = float(res[0]["value"][1]) if res else None
+    linear = 1 - (0.1 - SLOW_LO) / (SLOW_HI - SLOW_LO)
+    dp.check(got is not None and 0.05 < got < 0.95,
+             "the slow share of probes all within (%.1f, %.1f] ms, from a native histogram: %s "
+             "(interpolated; linear inside the bucket would give %.3f)"
+             % (SLOW_LO * 1000, SLOW_HI * 1000, got, linear))
+    rules = yaml.safe_load(open(RULES))
+    expr = next(r["expr"] for g in rules["groups"] for r in g["rules"]
+                if r.get("record") == "target:diskpulse_sync_slow_ratio:rate1h")
+    dp.check("histogram_fraction" in expr, "the shipped slow share reads native histograms with "
+             "histogram_fraction")
+    readme = open(README).read()
+    row = next((line for line in readme.splitlines()
+                if line.startswith("| `target:diskpulse_sync_slow_ratio:rate1h`")), "")
+    runbook = open(os.path.join(os.path.dirname(README), "docs", "runbook.md")).read()
+    para = next((p for p in runbook.split("\n\n") if "target:diskpulse_sync_slow_ratio:rate1h" in p
+                 and p.startswith("**What it means.**")), "")
+    for where, text in (("README's recording rules table", row), ("runbook", para)):
+        flat = " ".join(text.split())
+        dp.check("histogram_fraction" in flat and "interpolat" in flat
+                 and "exact counts, not" not in flat,
+                 "the %s says the native share is histogram_fraction, interpolated: %r"
+                 % (where, flat[:300]))
+
+
 def main():
     binary, tmp = setup(__doc__, "diskpulse-native-")
     canary = os.path.join(tmp, "canary")
@@ -282,6 +418,14 @@ def main():
                 write_config(os.path.join(d, "prometheus.yml"), daemon.port, rules=name != "norules")
                 proms.append(Prometheus(os.path.join(d, "prometheus.yml"), d, extra))
             native, classic, norules = proms
+            exporter = http.server.ThreadingHTTPServer(("127.0.0.1", 0), SlowShareExporter)
+            threading.Thread(target=exporter.serve_forever, daemon=True).start()
+            d = os.path.join(tmp, "slowshare")
+            os.mkdir(d)
+            write_config(os.path.join(d, "prometheus.yml"), exporter.server_address[1])
+            proms.append(Prometheus(os.path.join(d, "prometheus.yml"), d,
+                                    ["--enable-feature=native-histograms"]))
+            slowshare = proms[-1]
             print("scraping for %d s" % SCRAPE_FOR)
             time.sleep(SCRAPE_FOR)
             for p in proms:
@@ -325,6 +469,8 @@ def main():
             check_rules(native, classic)
             check_biolatency(native, classic)
             check_dashboard_live(native, classic, norules)
+            check_slow_share(slowshare)
+            exporter.shutdown()
     finally:
         for p in proms:
             p.finish()

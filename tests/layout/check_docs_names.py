@@ -2,7 +2,9 @@
 """Every name ARCHITECTURE.md and the parts' READMEs point a reader to exists: a `function()` or
 a `MACRO_NAME` is defined in the sources, a `file.c`, `file.{c,h}` or `folder/` is in the tree.
 A map that names a function which was renamed or a file which was split sends the newcomer to
-nothing; this check fails instead. Placeholders a reader fills in (NAME, ID) are not names.
+nothing; this check fails instead. Placeholders a reader fills in (NAME, ID) are not names. And
+README.md's map of the tree has a line for every folder of sources (it once left out
+collectors/biolatency/).
 
 Usage: check_docs_names.py SOURCE_DIR
        check_docs_names.py --self-test SOURCE_DIR"""
@@ -100,6 +102,31 @@ def check(root):
                 if re.match(r"^[a-z0-9_]+(/[a-z0-9_]+)*/$", tok) and tok.split("/")[0] in TREES and \
                         tok not in paths and os.path.join(here, tok) not in paths:
                     errors.append("%s:%d: %s is no folder of the tree" % (doc, no, tok))
+    return errors + check_readme_tree(root)
+
+
+def check_readme_tree(root):
+    """The other way round for README.md's map of the tree ("How it is built"): every folder of
+    sources (a floor, or a part's folder under collectors/ and exporters/) has its line there,
+    and every folder the map names is one."""
+    with open(os.path.join(root, "README.md"), errors="replace") as fh:
+        text = fh.read()
+    m = re.search(r"^## How it is built\n.*?^```\n(.*?)^```", text, re.M | re.S)
+    if not m:
+        return ["README.md: no map of the tree under 'How it is built'"]
+    named = set(re.findall(r"^([a-z0-9_]+/(?:[a-z0-9_]+/)?)\s", m.group(1), re.M))
+    want = set()
+    for floor in FLOORS:
+        top = os.path.join(root, floor)
+        if floor in ("collectors", "exporters"):
+            want |= {"%s/%s/" % (floor, d) for d in os.listdir(top)
+                     if os.path.isdir(os.path.join(top, d))
+                     and any(f.endswith(".c") for f in os.listdir(os.path.join(top, d)))}
+        else:
+            want.add(floor + "/")
+    errors = ["README.md: the map of the tree has no line for %s" % d for d in sorted(want - named)]
+    errors += ["README.md: the map of the tree names %s, which is no folder" % d
+               for d in sorted(named - {d for d in named if os.path.isdir(os.path.join(root, d))})]
     return errors
 
 
@@ -108,9 +135,12 @@ def self_test(root):
         ("a function that was renamed", "`round_run()`", "`round_go()`", "round_go() is called or defined nowhere"),
         ("a file that was split", "`iostat.c`", "`iostat_math.c`", "iostat_math.c is no file"),
         ("a macro that is gone", "`CANARY_FAMILY_DRIFT`", "`CANARY_FAMILY_DRIFTS`", "CANARY_FAMILY_DRIFTS is named nowhere"),
+        ("a part missing from the README's map", "\ncollectors/biolatency/", "\ncollectors/biolatenc/",
+         "the map of the tree has no line for collectors/biolatency/", "README.md"),
     ]
     fails = 0
-    for what, old, new, expect in cases:
+    for what, old, new, expect, *doc in cases:
+        doc = doc[0] if doc else "ARCHITECTURE.md"
         tmp = tempfile.mkdtemp(prefix="diskpulse-docnames-")
         try:
             for top in TREES:
@@ -122,10 +152,10 @@ def self_test(root):
             if check(tmp):
                 print("FAIL: the unchanged copy is refused: %s" % check(tmp)[:3])
                 return 1
-            p = os.path.join(tmp, "ARCHITECTURE.md")
+            p = os.path.join(tmp, doc)
             text = open(p).read()
             if old not in text:
-                print("FAIL: %s: %s is not in ARCHITECTURE.md" % (what, old))
+                print("FAIL: %s: %s is not in %s" % (what, old.strip(), doc))
                 fails += 1
                 continue
             open(p, "w").write(text.replace(old, new, 1))
@@ -145,7 +175,8 @@ def main():
     for e in errors:
         print("FAILED " + e)
     if not errors:
-        print("ok     every name in ARCHITECTURE.md and the parts' READMEs exists")
+        print("ok     every name in ARCHITECTURE.md and the parts' READMEs exists, and README.md's map "
+              "of the tree has every folder of sources")
     return 1 if errors else 0
 
 

@@ -3,7 +3,8 @@
 every flag of `diskpulse --help` is documented and every flag documented exists, and every key of
 `diskpulse --check-config` is one of those flags (both come from the option table); every metric
 family is documented: the names in the sources, in the golden outputs, and in the output of a
---once run on this host; signals, files, environment and exit codes are there.
+--once run on this host; signals, files, environment and exit codes are there; the
+block-latency buckets it gives are the daemon's.
 Usage: check_manpage.py BUILD_DIR DISKPULSE_BINARY"""
 import glob
 import os
@@ -37,6 +38,34 @@ def families_in_sources():
 
 def families_in_text(text):
     return set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+
+
+def seconds_text(v):
+    """0.00005 as the man page writes it: 50µs; 128 as 128s."""
+    return "%.0fµs" % (v * 1e6) if v < 1e-3 else ("%gms" % (v * 1e3) if v < 1 else "%gs" % v)
+
+
+def check_block_buckets(binary):
+    """The buckets the man page gives for the block-latency histograms are the daemon's: the
+    text page's default bounds as --help gives them, the native ones from the collector's
+    constants (it once gave "1µs to 10s, at most 1.2 times apart" for both)."""
+    helptext = pkg.run([binary, "--help"]).stdout
+    bounds = [float(x) for x in re.search(r"--biolatency\.buckets=\S+.*\(default ([0-9.,]+)\)",
+                                          helptext).group(1).split(",")]
+    with open(os.path.join(pkg.SOURCE, "collectors", "biolatency", "biolatency_shared.h")) as f:
+        shared = f.read()
+    const = {k: int(v) for k, v in re.findall(
+        r"#define BIOLAT_NATIVE_(MIN|MAX|SCHEMA)\s+\(?(-?\d+)\)?", shared)}
+    with open(os.path.join(pkg.SOURCE, "docs", "diskpulse.8.scd")) as f:
+        man = " ".join(f.read().split())
+    section = man[man.index("## Block I/O latency"):man.index("## HTTP connections")]
+    step = 2 ** (2.0 ** -const["SCHEMA"])
+    for want in ("by default %d bounds from %s to %s" % (len(bounds), seconds_text(bounds[0]),
+                                                       seconds_text(bounds[-1])),
+                 "%.2f times apart from %s to %s (schema %d)" % (
+                     step, seconds_text(step ** const["MIN"]), seconds_text(step ** const["MAX"]),
+                     const["SCHEMA"])):
+        pkg.check(want in section, "the man page's block-latency buckets: %r" % want)
 
 
 def main():
@@ -137,6 +166,7 @@ def main():
     pkg.check(pkg.run([binary, "--diskstats.interval=banana"]).returncode == 2, "a bad flag value exits 2")
     pkg.check(pkg.run([binary, "--path.procfs=/nonexistent/proc", "--once"]).returncode == 1,
               "a root directory that cannot be opened exits 1")
+    check_block_buckets(binary)
     pkg.finish()
 
 

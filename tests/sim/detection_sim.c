@@ -1,7 +1,7 @@
 /* The detection table's simulator: one canary target driven through the real statistics and
  * persistence code (canary_stats.c) over simulated days, with an injected clock.
  *
- *   detection_sim CASE DAYS SEED
+ *   detection_sim CASE DAYS SEED|noise-free
  *
  * Probes: the idle regime's spaced probe every 3 minutes (+-10 % jitter), as --canary.interval
  * at its default. Latency: base 1 ms x the case's factor at that time x a daily load cycle
@@ -11,6 +11,11 @@
  * restarts every 10 days and after day 3: the records are formatted, parsed back and restored,
  * so the running hour and the recent window are lost as in a real restart.
  *
+ * SEED (a positive integer) picks the random draws: the same seed gives the same output on every
+ * run. "noise-free" leaves out everything random (the jitter, the spikes, the probes' +-10 %)
+ * and keeps the rest (the case, the daily cycle, the weekly maintenance, the restarts): the
+ * crossing a noisy disk's figures scatter around.
+ *
  * Output, one line every 10 minutes (the slow alert group's interval): seconds since the start,
  * then the gauges as the exporter shows them at that moment, "_" when absent:
  *   T drift_ratio trend_factor trend_daily_medians degradation_ratio
@@ -19,6 +24,7 @@
  * DAY). */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +41,7 @@
 #define REAL0      ((usec_t)1767225600 * USEC_PER_SEC) /* 2026-01-01 00:00 UTC, a Thursday */
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static bool noise = true; /* false: "noise-free", no random draw at all */
 
 static double uniform(void)
 {
@@ -99,6 +106,24 @@ static int parse_case(const char *s, struct scase *c)
         return -EINVAL;
 }
 
+/* SEED, a positive integer, mixed into the generator; or "noise-free". 0 or -EINVAL. */
+static int parse_seed(const char *s)
+{
+        char *end;
+        unsigned long long seed;
+
+        if (strcmp(s, "noise-free") == 0) {
+                noise = false;
+                return 0;
+        }
+        errno = 0;
+        seed = strtoull(s, &end, 10);
+        if (errno != 0 || end == s || *end != 0 || seed == 0 || s[0] == '-')
+                return -EINVAL;
+        rng ^= seed * 0x2545f4914f6cdd1dull;
+        return 0;
+}
+
 /* A restart: the record written as the daemon writes it, read back and restored into fresh
  * statistics (the running hour and the recent window are lost). */
 static void restart(struct canary_stats *s, const char *disk)
@@ -138,13 +163,12 @@ int main(int argc, char **argv)
         usec_t mono = 0, next_emit = 0, next_probe = 0, end, next_restart = 3 * DAY;
         int disk = 0;
 
-        if (argc != 4 || parse_case(argv[1], &c) < 0) {
+        if (argc != 4 || parse_case(argv[1], &c) < 0 || parse_seed(argv[3]) < 0) {
                 fprintf(stderr, "usage: detection_sim flat|creep:PCT|step:X:DAY|replace:X:DAY|"
-                                "spell:X:DAY:HOURS DAYS SEED\n");
+                                "spell:X:DAY:HOURS DAYS SEED|noise-free\n");
                 return 2;
         }
         end = (usec_t)(atof(argv[2]) * DAY);
-        rng ^= strtoull(argv[3], NULL, 10) * 0x2545f4914f6cdd1dull;
         if (canary_stats_init(&s, CANARY_RECENT_WINDOW, CANARY_RECENT_MAX_SAMPLES) < 0)
                 return 1;
         while (mono <= end) {
@@ -162,14 +186,17 @@ int main(int argc, char **argv)
                                         return 1;
                         }
                         lat *= 1 + 0.2 * sin(2 * M_PI * (hour - 8) / 24);
-                        lat *= exp(SIGMA * normal());
-                        if (uniform() < 0.002)
-                                lat *= 50;
+                        if (noise) {
+                                lat *= exp(SIGMA * normal());
+                                if (uniform() < 0.002)
+                                        lat *= 50;
+                        }
                         if (weekday >= 0 && weekday < 1 && hour >= 2 && hour < 3)
                                 lat *= 3;
                         if (canary_stats_add(&s, lat, mono, REAL0 + mono) < 0)
                                 return 1;
-                        next_probe = mono + (usec_t)(INTERVAL * (0.9 + 0.2 * uniform()));
+                        next_probe =
+                            mono + (usec_t)(INTERVAL * (noise ? 0.9 + 0.2 * uniform() : 1));
                 }
                 if (mono >= next_restart) {
                         restart(&s, disk ? "wwn:0x5000bbbb" : "wwn:0x5000aaaa");
