@@ -10,7 +10,20 @@ PEER..., HOST, ...): substitute() replaces them as whole words.
 
 run_section() runs every command of a section with a test's expectations and fails any command the
 test did not give one for, so a command added to the runbook without a test is a failure, not a
-silent gap. Usage as a script: runbook.py [SECTION] lists the sections and their commands."""
+silent gap; a command listed in cannot_run.py (it needs hardware no test has) is skipped with its
+reason. A runner runs each command where the test set its situation up: run_local() on this host;
+a test may pass its own (a container's nsenter, a guest's channel): runner(text, timeout) ->
+(exit status or None on a timeout, output).
+
+Claims (tests/runbook/check_coverage.py holds them): a test that runs sections says so at the top
+level of its file, RUNBOOK_SECTIONS = {"SECTION": "the situation it sets up", ...} in Python or a
+comment line "# runbook: SECTION[, SECTION...]" in a shell scenario, and every command of a
+claimed section must match an expectation of a claiming file: Expect("REGEX", ...) in Python (a
+string literal, so that it can be read without running the test), a line
+"# runbook-expect: REGEX" in a shell scenario. Several files may claim one section and run a
+part of it each (run_section's `only`).
+
+Usage as a script: runbook.py [SECTION] lists the sections and their commands."""
 import os
 import re
 import shlex
@@ -97,6 +110,30 @@ def sections(path=RUNBOOK):
     return out
 
 
+def first_steps(path=RUNBOOK):
+    """{heading: the text of its "**First:**" paragraph} for the sections that have one."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for part in re.split(r"^## ", text, flags=re.M)[1:]:
+        heading, _, body = part.partition("\n")
+        m = re.match(r"\s*\*\*First:\*\* (.*?)(?:\n\n|\Z)", body, re.S)
+        if m:
+            out[heading.strip()] = " ".join(m.group(1).split())
+    return out
+
+
+def code_commands(paragraph, secs=None):
+    """The code spans of a paragraph that are commands: a lower-case word and more, where the word
+    begins a command of some block of the runbook or an option (" -x") follows (`write through`
+    is no command, `fsfreeze -u DIR` is). A first step's commands must be in its section's blocks,
+    so that running the section runs its first step."""
+    secs = secs if secs is not None else sections()
+    words = {c.text.split()[0] for cmds in secs.values() for c in cmds}
+    return [c for c in re.findall(r"`([^`]+)`", paragraph)
+            if re.match(r"[a-z][\w.-]* \S", c) and (c.split()[0] in words or " -" in c)]
+
+
 def placeholders(text):
     """The placeholders a command holds: capitalised words of two or more letters that are not
     inside a longer word (DEV, DIR, PEER..., LBA); environment-like words a command really uses
@@ -113,6 +150,20 @@ def substitute(text, values):
         text = re.sub(r"(?<![\w$-])%s(?:\.\.\.)?(?![\w-])" % re.escape(name),
                       lambda _m, v=str(val): v, text)
     return text
+
+
+def has(*patterns, absent=()):
+    """A check: every regular expression of patterns is found in the output (MULTILINE), none of
+    absent is."""
+    def check(rc, out):
+        missing = [p for p in patterns if not re.search(p, out, re.M)]
+        present = [p for p in absent if re.search(p, out, re.M)]
+        return (not missing and not present,
+                "shows %s%s" % (", ".join(repr(p) for p in patterns) or "its output",
+                                (" and not %s" % ", ".join(repr(p) for p in absent)) if absent else "")
+                + (" (missing %s)" % missing if missing else "")
+                + (" (yet shows %s)" % present if present else ""))
+    return check
 
 
 class Expect:
@@ -148,17 +199,32 @@ def run_local(text, timeout, env=None):
         return None, out + "\n[timed out after %s s]" % timeout
 
 
+def cannot_run(name, cmd):
+    """The reason cannot_run.py gives for not running cmd of section name, or None."""
+    sys.path.insert(0, HERE)
+    import cannot_run as cr  # noqa: E402  (beside this file)
+    for sec, rx, why in cr.CANNOT_RUN:
+        if sec == name and re.search(rx, cmd.text):
+            return why
+    return None
+
+
 def run_section(name, values, expects, check, runner=run_local, only=None):
     """Runs each command of section `name` (placeholders replaced from values) with runner(text,
     timeout) -> (rc, output) and records through check(cond, what) that each ended with its
-    expected status and passed its check; a command without an expectation fails. `only`: a
-    regular expression choosing some of the section's commands (the rest are another test's).
-    Returns {command text as in the runbook: (rc, output)}."""
+    expected status and passed its check; a command without an expectation fails, one that
+    cannot_run.py lists is skipped with its reason. `only`: a regular expression choosing some
+    of the section's commands (the rest are another test's). Returns {command text as in the
+    runbook: (rc, output)}."""
     cmds = sections()[name]
     check(cmds, "section %r has commands" % name)
     results = {}
     for cmd in cmds:
         if only and not re.search(only, cmd.text):
+            continue
+        why = cannot_run(name, cmd)
+        if why:
+            print("# not run: %s (%s)" % (cmd.text, why))
             continue
         e = expectation(cmd, expects)
         if not check(e is not None, "%s: an expectation for line %d: %s" % (name, cmd.lineno, cmd.text)):
