@@ -143,10 +143,14 @@ def placeholders(text):
 
 def substitute(text, values):
     """text with each placeholder NAME (and NAME...) of values replaced as a whole word; a list
-    value is joined with blanks (PEER... -> the peers)."""
+    value is joined with blanks (PEER... -> the peers); a key that is no placeholder
+    ("localhost:9477") is replaced wherever it occurs."""
     for name, val in sorted(values.items(), key=lambda kv: -len(kv[0])):
         if isinstance(val, (list, tuple)):
             val = " ".join(shlex.quote(v) for v in val)
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
+            text = text.replace(name, str(val))  # a literal, as "localhost:9477" for a test's port
+            continue
         text = re.sub(r"(?<![\w$-])%s(?:\.\.\.)?(?![\w-])" % re.escape(name),
                       lambda _m, v=str(val): v, text)
     return text
@@ -169,8 +173,9 @@ def has(*patterns, absent=()):
 class Expect:
     """What a test expects of one command: `match`, a regular expression searched in the command's
     text as the runbook has it (before substitution); `check(rc, out)` returns (ok, what) or a
-    bool; `rc`, the exit status it must end with (None: any); `timeout` in seconds; `values`,
-    placeholder values for this command only."""
+    bool (a list: one check for each command it matches, in the section's order, for a command
+    that comes twice); `rc`, the exit status it must end with (None: any); `timeout` in seconds;
+    `values`, placeholder values for this command only."""
 
     def __init__(self, match, check=None, rc=0, timeout=120, values=None, why=""):
         self.match, self.check, self.rc, self.timeout = match, check, rc, timeout
@@ -219,6 +224,7 @@ def run_section(name, values, expects, check, runner=run_local, only=None):
     cmds = sections()[name]
     check(cmds, "section %r has commands" % name)
     results = {}
+    seen = {}
     for cmd in cmds:
         if only and not re.search(only, cmd.text):
             continue
@@ -238,8 +244,10 @@ def run_section(name, values, expects, check, runner=run_local, only=None):
         print("$ " + text + "\n" + shown.rstrip())
         if e.rc is not None:
             check(rc == e.rc, "%s: %s exits %s (expected %s)" % (name, text, rc, e.rc))
-        if e.check:
-            r = e.check(rc, out)
+        nth = seen[id(e)] = seen.get(id(e), -1) + 1
+        fn = e.check[nth] if isinstance(e.check, (list, tuple)) else e.check
+        if fn:
+            r = fn(rc, out)
             ok, what = r if isinstance(r, tuple) else (r, "shows what the runbook says")
             check(bool(ok), "%s: %s: %s" % (name, text, what))
     return results
