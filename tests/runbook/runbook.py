@@ -219,14 +219,15 @@ def run_section(name, values, expects, check, runner=run_local, only=None):
     timeout) -> (rc, output) and records through check(cond, what) that each ended with its
     expected status and passed its check; a command without an expectation fails, one that
     cannot_run.py lists is skipped with its reason. `only`: a regular expression choosing some
-    of the section's commands (the rest are another test's). Returns {command text as in the
+    of the section's commands (the rest are another test's, or another moment's), or a function
+    of the Command (its .text, .note, .lineno). Returns {command text as in the
     runbook: (rc, output)}."""
     cmds = sections()[name]
     check(cmds, "section %r has commands" % name)
     results = {}
     seen = {}
     for cmd in cmds:
-        if only and not re.search(only, cmd.text):
+        if only and not (only(cmd) if callable(only) else re.search(only, cmd.text)):
             continue
         why = cannot_run(name, cmd)
         if why:
