@@ -96,16 +96,28 @@ tests:
 """
 
 
+def documented_urls():
+    """The url: lines the README, the runbook and the rules' comments give as the one setting
+    for a reachable runbook (a wiki, a reverse proxy)."""
+    found = []
+    for path in (README, RUNBOOK, RULES):
+        text = open(path).read()
+        found += re.findall(r"`url: (\S+?)`", text) + re.findall(r"^\s*#\s+url: (\S+)$", text, re.M)
+    return sorted(set(found))
+
+
 def check_url_knob(rules):
     """A copy of the rules with diskpulse:runbook:info's url changed gives every link from it:
-    the scheme of an exporter that serves TLS, and a wiki's address (no {instance})."""
+    the scheme of an exporter that serves TLS, a wiki's address (no {instance}), and each url
+    line the documentation gives."""
     import copy
-    for url, stuck, down in (
-            ("https://{instance}/runbook", "https://db1:9477/runbook#diskpulsesyncprobestuck",
-             "https://db1:9477/runbook#diskpulseexporterdown"),
-            ("https://wiki.example.org/diskpulse/runbook",
-             "https://wiki.example.org/diskpulse/runbook#diskpulsesyncprobestuck",
-             "https://wiki.example.org/diskpulse/runbook#diskpulseexporterdown")):
+    urls = ["https://{instance}/runbook", "https://wiki.example.org/diskpulse/runbook"]
+    documented = documented_urls()
+    if len(documented) < 2:
+        fail(f"the documentation gives {documented} as reachable runbook urls (a wiki, a proxy)")
+    for url, stuck, down in [(u, u.replace("{instance}", "db1:9477") + "#diskpulsesyncprobestuck",
+                              u.replace("{instance}", "db1:9477") + "#diskpulseexporterdown")
+                             for u in urls + documented]:
         doc = copy.deepcopy(rules)
         by_name = {}
         for g in doc["groups"]:
