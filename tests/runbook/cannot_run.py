@@ -9,6 +9,10 @@ NO_SMART = "a loop device has no SMART data; the guest tests run it on emulated 
 
 CANNOT_RUN = [
     ("DiskpulseSyncLatencyDrift", r"^smartctl -x /dev/DEV", NO_SMART),
+    ("DiskpulseDiskLatencyHigh", r"^smartctl -x /dev/DEV", NO_SMART),
+    ("DiskpulseIoWriteTailLatencyHigh", r"^smartctl -x /dev/DEV", NO_SMART),
+    ("DiskpulseDriveSlowerThanPeers", r"^smartctl -x /dev/DEV", NO_SMART),
+    ("DiskpulseDriveSlowerThanPeers", r"^nvme smart-log /dev/nvme0", NO_SMART),
     ("DiskpulseIoLatencyLost", r"^journalctl -k -b -1",
      "it reads the kernel log of the boot before, under another kernel: a test boots one kernel, once"),
 ]
