@@ -38,11 +38,12 @@ PREAMBLE = ""  # the commands before the first "## " heading
 
 
 class Command:
-    """One logical command line of a section: its text (without the comment), its comment and the
-    line of docs/runbook.md it starts on."""
+    """One logical command line of a section: its text (without the comment), its comment, the
+    line of docs/runbook.md it starts on, and its kind: "sh" (a ```sh block, run in a shell on
+    the host) or "promql" (a ```promql block, an expression to query in Prometheus)."""
 
-    def __init__(self, text, note, lineno):
-        self.text, self.note, self.lineno = text, note, lineno
+    def __init__(self, text, note, lineno, kind="sh"):
+        self.text, self.note, self.lineno, self.kind = text, note, lineno, kind
 
     def __repr__(self):
         return "Command(%r, line %d)" % (self.text, self.lineno)
@@ -78,6 +79,7 @@ def sections(path=RUNBOOK):
     out = {PREAMBLE: []}
     current = PREAMBLE
     in_sh = False
+    kind = "sh"
     pending, pending_note, pending_line = None, "", 0
     with open(path, encoding="utf-8") as f:
         for lineno, raw in enumerate(f, 1):
@@ -86,15 +88,15 @@ def sections(path=RUNBOOK):
                 if line.startswith("## "):
                     current = line[3:].strip()
                     out.setdefault(current, [])
-                elif line.strip() == "```sh":
-                    in_sh = True
+                elif line.strip() in ("```sh", "```promql"):
+                    in_sh, kind = True, line.strip()[3:]
                 continue
             if line.strip() == "```":
                 if pending is not None:
                     raise ValueError("line %d: a continued command ends its block" % pending_line)
                 in_sh = False
                 continue
-            text, note = split_comment(line)
+            text, note = split_comment(line) if kind == "sh" else (line, "")
             if pending is not None:
                 text = pending + " " + text.strip()
                 note = (pending_note + " " + note).strip()
@@ -106,7 +108,7 @@ def sections(path=RUNBOOK):
                 continue
             pending = None
             if text.strip():
-                out[current].append(Command(text.strip(), note, start))
+                out[current].append(Command(text.strip(), note, start, kind))
     return out
 
 
@@ -214,14 +216,15 @@ def cannot_run(name, cmd):
     return None
 
 
-def run_section(name, values, expects, check, runner=run_local, only=None):
+def run_section(name, values, expects, check, runner=run_local, only=None, promql=None):
     """Runs each command of section `name` (placeholders replaced from values) with runner(text,
     timeout) -> (rc, output) and records through check(cond, what) that each ended with its
     expected status and passed its check; a command without an expectation fails, one that
     cannot_run.py lists is skipped with its reason. `only`: a regular expression choosing some
     of the section's commands (the rest are another test's, or another moment's), or a function
-    of the Command (its .text, .note, .lineno). Returns {command text as in the
-    runbook: (rc, output)}."""
+    of the Command (its .text, .note, .lineno). A ```promql expression goes to promql(text,
+    timeout) -> (rc, output) (a test's Prometheus); without one it fails. Returns {command text
+    as in the runbook: (rc, output)}."""
     cmds = sections()[name]
     check(cmds, "section %r has commands" % name)
     results = {}
@@ -239,7 +242,10 @@ def run_section(name, values, expects, check, runner=run_local, only=None):
         vals = dict(values)
         vals.update(e.values)
         text = substitute(cmd.text, vals)
-        rc, out = runner(text, e.timeout)
+        if cmd.kind == "promql" and not check(promql is not None, "%s: a Prometheus to query line %d in"
+                                                  % (name, cmd.lineno)):
+            continue
+        rc, out = (promql if cmd.kind == "promql" else runner)(text, e.timeout)
         results[cmd.text] = (rc, out)
         shown = out if len(out) < 2000 else out[:1000] + "\n[...]\n" + out[-1000:]
         print("$ " + text + "\n" + shown.rstrip())

@@ -15,6 +15,7 @@ DiskpulseDriveSlowerThanPeers is a fleet's central alert (fleet/backfill and fle
 firing); its host commands run here on DEV and PEER, with DEV's canary against a reference ten
 times faster (a state-file record, DEV's serial from a udev database of the test's own).
 Usage: test_slowdisk.py BINARY"""
+import json
 import os
 import re
 import shutil
@@ -179,7 +180,8 @@ def main():
 
 
 def sections(d, alerts, cg, dev, peer, canary):
-    values = {"DIR": canary, "DEV": dev, "PEER": [peer], "localhost:9477": "127.0.0.1:%d" % d.port}
+    values = {"DIR": canary, "DEV": dev, "PEER": [peer], "localhost:9477": "127.0.0.1:%d" % d.port,
+              "INSTANCE": "127.0.0.1:%d" % d.port}
     for name, labels in (("DiskpulseSyncLatencyHigh", dict(path=canary, regime="idle")),
                          ("DiskpulseDiskSaturated", dict(device=dev)),
                          ("DiskpulseDiskLatencyHigh", dict(device=dev)),
@@ -241,6 +243,21 @@ def sections(d, alerts, cg, dev, peer, canary):
     def tail(rc, out):
         n = tail_beyond(out, dev, 32)
         return n > 0, "%d of %s's requests took 32 ms or more in biolatency's histogram" % (n, dev)
+    def series(op_bound=None, what=""):
+        """A check of a PromQL answer: DEV's series, the write one above op_bound."""
+        def chk(rc, out):
+            res = json.loads(out)
+            w = [float(r["value"][1]) for r in res if r["metric"].get("op", "write") == "write"]
+            ok = bool(res) and (op_bound is None or (w and w[0] > op_bound))
+            return ok, "%s: %s" % (what, {r["metric"].get("op", "-"): round(float(r["value"][1]), 4) for r in res})
+        return chk
+    promql = lambda text, timeout: (0, json.dumps(alerts.query(text)))
+    run_section("DiskpulseIoWriteTailLatencyHigh", values, [
+        Expect(r"^device:diskpulse_io_device_latency_seconds:p99_5m\{", series(0.05, "device time p99 per op, writes over 50 ms")),
+        Expect(r"^device:diskpulse_io_queue_latency_seconds:p99_5m\{", series(None, "queue time p99 per op")),
+        Expect(r"^device:diskpulse_io_device_latency_seconds:p50_5m\{", series(None, "device time p50 per op")),
+        Expect(r"^rate\(diskpulse_io_device_latency_seconds_count\{", series(1, "requests a second per op, over one write")),
+    ], check, promql=promql, only=lambda c: c.kind == "promql")
     run_section("DiskpulseIoWriteTailLatencyHigh", values, [
         Expect(r"^iostat -dxy 10 3 DEV$", last("w_await", ">", 50), timeout=120),
         Expect(r"^biolatency -D -m 10 1$", tail, timeout=60),
@@ -248,7 +265,7 @@ def sections(d, alerts, cg, dev, peer, canary):
         Expect(r"^dmesg -T \| grep -i -E 'DEV\|reset\|retry\|timeout\|abort'$", quiet_kernel, rc=None),
         Expect(r"^cat /sys/block/DEV/queue/scheduler /sys/block/DEV/queue/nr_requests /sys/block/DEV/device/queue_depth$",
                has(r"^\S*\[\S+\]", r"^\d+$", r"device/queue_depth: No such file"), rc=1),
-    ], check, runner=runner)
+    ], check, runner=runner, only=lambda c: c.kind == "sh")
 
     def slower_than_peer(rc, out):
         a, b = iostat_reports(out, dev), iostat_reports(out, peer)
