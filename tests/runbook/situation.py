@@ -29,6 +29,15 @@ from promtime import scale_durations  # noqa: E402
 check = dp.check
 
 
+def not_sanitized(binary):
+    """Skips under AddressSanitizer: the runbook's commands and what they show are the same
+    there, the daemon's memory is the unit and integration labels' business, and these tests
+    wait minutes as the runbook's commands do (the CI's time)."""
+    if dp.sanitized(binary):
+        dp.skip("a sanitizer build: the runbook's commands are run against the plain build")
+    return binary
+
+
 class Alerts:
     """Debian's prometheus scraping 127.0.0.1:port with the shipped rules, each alert's for:
     divided by for_scale. Use as a context manager."""

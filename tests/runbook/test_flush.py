@@ -9,6 +9,8 @@ was); the section's remount on the mount point succeeds, the flushes arrive agai
 for 20 writes, the ratio above 0) and the alert goes quiet.
 Usage: test_flush.py BINARY"""
 import os
+import sys
+import signal
 import time
 
 import situation
@@ -23,7 +25,9 @@ NAME = "DiskpulseFlushesNotReachingDisk"
 
 
 def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # ctest's timeout: unwind, clean up
     binary = dp.loop_test_binary(__file__, "a loop device with ext4")
+    situation.not_sanitized(binary)
     dp.need_loop_fs("findmnt", "ioping", "curl")
     t0 = time.monotonic()
     with dp.LoopFs(size_mb=64, mount_opts="nobarrier", prefix="diskpulse-rbflush-") as fs:

@@ -10,6 +10,7 @@ back to its inode and path, then read back.
 Usage: test_preamble.py BINARY"""
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -266,7 +267,9 @@ def sectors(tmp):
 
 
 def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # ctest's timeout: unwind, clean up
     situation.BINARY = dp.loop_test_binary(__file__, "a partitioned loop device")
+    situation.not_sanitized(situation.BINARY)
     dp.need_loop_fs("openssl", "htpasswd", "unshare", "filefrag", "debugfs", "mkfs.xfs", "xfs_db")
     if not os.path.isdir("/etc/prometheus"):
         dp.skip("/etc/prometheus is missing (the preamble's files live there; Debian package prometheus)")

@@ -19,8 +19,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -36,6 +38,7 @@ RUNBOOK_SECTIONS = {
     "DiskpulseDriveSlowerThanPeers": "the host's commands on the slow disk and an unthrottled peer",
 }
 WIOPS = 40      # writes a second below DEV, for the test's cgroup
+BEGAN = time.time()
 SERIAL = "DPRB-SLOW-0001"
 
 
@@ -70,12 +73,21 @@ class Throttle:
         return runbook.run_local('echo $$ > %s/cgroup.procs && %s' % (self.path, text), timeout)
 
     def close(self):
-        for _ in range(50):
+        """Ends what is left in the cgroup (fio's job processes outlive their parent's kill),
+        then removes it."""
+        for _ in range(100):
             try:
+                pids = open(os.path.join(self.path, "cgroup.procs")).read().split()
+                for pid in pids:
+                    try:
+                        os.kill(int(pid), 9)
+                    except ProcessLookupError:
+                        pass
                 os.rmdir(self.path)
                 return
             except OSError:
-                time.sleep(0.1)
+                time.sleep(0.2)
+        print("note: could not remove %s" % self.path)
 
 
 def iostat_reports(out, dev):
@@ -111,7 +123,10 @@ def tail_beyond(out, dev, ms):
 
 
 def main():
+    # ctest's timeout sends SIGTERM: unwind, so that the devices, mounts and cgroup go
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     binary = dp.loop_test_binary(__file__, "loop devices with ext4")
+    situation.not_sanitized(binary)
     dp.need_loop_fs("fio", "iostat", "pidstat", "ioping", "biolatency", "curl")
     t0 = time.monotonic()
     work = tempfile.mkdtemp(prefix="diskpulse-rbslow-")
@@ -151,12 +166,16 @@ def main():
             os.chmod(os.path.join(state, "canary-baselines"), 0o600)
             fio = ["fio", "--name=load", "--rw=randwrite", "--bs=4k", "--direct=1", "--ioengine=libaio",
                    "--size=32M", "--time_based", "--runtime=900", "--output=/dev/null"]
-            load = subprocess.Popen(["sh", "-c", 'echo $$ > %s/cgroup.procs && exec "$@"' % cg.path, "sh"]
-                                    + fio + ["--iodepth=16", "--filename=" + os.path.join(mnt, "fio.dat")])
-            procs.append(load)
+            # fio forks a process per job: each load in a session of its own, ended as a group,
+            # its output not on ctest's pipe (which ctest waits on until every holder is gone)
+            quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+            procs.append(subprocess.Popen(["sh", "-c", 'echo $$ > %s/cgroup.procs && exec "$@"' % cg.path, "sh"]
+                                          + fio + ["--iodepth=16", "--filename=" + os.path.join(mnt, "fio.dat")],
+                                          **quiet))
             # the peer writes too, at a rate it serves at once
             procs.append(subprocess.Popen(fio + ["--iodepth=1", "--rate_iops=20",
-                                                 "--filename=" + os.path.join(peer_mnt, "fio.dat")]))
+                                                 "--filename=" + os.path.join(peer_mnt, "fio.dat")], **quiet))
             with dp.Daemon(binary, "--canary.path=" + canary, "--canary.interval=1s", "--canary.burst=2",
                            "--canary.timeout=20s", "--no-collector.smart", "--path.udev.data=" + udev,
                            "--state.directory=" + state,
@@ -166,7 +185,10 @@ def main():
                     sections(d, alerts, cg, dev, peer, canary)
     finally:
         for p in procs:
-            p.kill()
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             p.wait()
         for m in mounts:
             situation.run(["umount", "-l", m])
@@ -206,7 +228,12 @@ def sections(d, alerts, cg, dev, peer, canary):
         return chk
 
     def quiet_kernel(rc, out):
-        bad = [l for l in out.splitlines() if re.search(r"\b%s\b" % dev, l)
+        """No error of DEV since the test made it (a loop device's number is used again: the
+        kernel log keeps what earlier ones said)."""
+        def since(line):
+            m = re.match(r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]", line)
+            return not m or time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")) >= BEGAN - 5
+        bad = [l for l in out.splitlines() if re.search(r"\b%s\b" % dev, l) and since(l)
                and re.search(r"error|reset|retry|timeout|abort", l, re.I)]
         return (not bad, "no error, reset, retry or timeout of %s in the kernel log (the slowness is "
                 "below it, not a failing path)%s" % (dev, (": %s" % bad) if bad else ""))

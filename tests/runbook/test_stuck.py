@@ -10,6 +10,7 @@ filesystem, not a dead device); then the first step, fsfreeze -u, thaws it, noth
 any more and the alert goes quiet.
 Usage: test_stuck.py BINARY"""
 import os
+import signal
 import re
 import subprocess
 import sys
@@ -59,7 +60,9 @@ def iostat_last(out, dev):
 
 
 def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # ctest's timeout: unwind, clean up
     binary = dp.loop_test_binary(__file__, "a loop device with ext4")
+    situation.not_sanitized(binary)
     dp.need_loop_fs("fsfreeze", "iostat", "ps", "curl")
     t0 = time.monotonic()
     with dp.LoopFs(size_mb=64, prefix="diskpulse-rbstuck-") as fs:
