@@ -90,6 +90,18 @@ class Alerts:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def kernel_lines_since(out, began, margin=5):
+    """The lines of a `dmesg -T` output stamped at began (a time.time()) or later: a loop
+    device's number is used again and again, and the kernel log keeps what earlier ones said."""
+    import re
+    keep = []
+    for line in out.splitlines():
+        m = re.match(r"\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]", line)
+        if not m or time.mktime(time.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")) >= began - margin:
+            keep.append(line)
+    return keep
+
+
 def diskstats_line(dev):
     """The fields of dev's /proc/diskstats line after its name (0: reads completed ... 14: flushes
     completed)."""

@@ -33,6 +33,7 @@ import sys
 import time
 
 import host
+import situation
 from host import pkg, dp
 from runbook import Expect, has, run_section
 
@@ -58,6 +59,7 @@ RUNBOOK_SECTIONS = {
 DB = "/srv/db"
 DIR = DB + "/diskpulse-canary"
 SERIAL = "DPRB-DB-0001"
+BEGAN = time.time()
 
 
 def ioping_median(out):
@@ -228,8 +230,9 @@ def canary_errors(h, dev):
                                 "the failed preparation of the work file, with EROFS")),
         Expect(r"^findmnt -T DIR -o TARGET,SOURCE,FSTYPE,OPTIONS$", has(r"^/\s+\S+\s+\S+\s+rw\b")),
         Expect(r"^df -h DIR; df -i DIR$", has(r"Use%", r"IUse%")),
-        Expect(r"^dmesg -T \| grep -i -E 'I/O error", lambda rc, out: ("EXT4-fs error" not in out,
-                                                                        "no filesystem error: the cause is elsewhere"), rc=None),
+        Expect(r"^dmesg -T \| grep -i -E 'I/O error", lambda rc, out: (
+            not [l for l in situation.kernel_lines_since(out, BEGAN) if "EXT4-fs error" in l],
+            "no filesystem error: the cause is elsewhere"), rc=None),
         Expect(r"^systemctl cat diskpulse \| grep -E 'ReadWritePaths\|ProtectSystem\|ProtectHome'$", unit_paths),
         Expect(r"^stat -c '%U:%G %a %n' DIR$", has(r"^postgres:postgres 755 %s$" % pg)),
         Expect(r"^setpriv --reuid=diskpulse", has(r"Permission denied"), rc=1),
@@ -342,7 +345,8 @@ def helper_and_zygote(h):
             "the service runs, its process tree without zygote or helper"), rc=None),
         Expect(r"^journalctl -u diskpulse \| grep -E 'privsep\|helper'$", has(r"zygote is gone")),
         Expect(r"^dmesg -T \| grep -i -E 'diskpulse\|oom\|segfault'$",
-               lambda rc, out: ("oom-kill" not in out and "segfault" not in out,
+               lambda rc, out: (not [l for l in situation.kernel_lines_since(out, BEGAN)
+                                     if "oom-kill" in l or "segfault" in l],
                                 "no OOM kill or crash: something else killed them"), rc=None),
     ], check, runner=h.runner)
     run_section("DiskpulseZygoteLost", {}, [
@@ -375,7 +379,8 @@ def helper_and_zygote(h):
                lambda rc, out: (len(lines_with(out, "exiting")) >= 4 and "status=75" in out,
                                 "a lost zygote and an exit with status 75 each time (%d)" % len(lines_with(out, "exiting")))),
         Expect(r"^dmesg -T \| grep -i -E 'diskpulse\|oom\|segfault'$",
-               lambda rc, out: ("oom-kill" not in out, "no OOM kill"), rc=None),
+               lambda rc, out: (not [l for l in situation.kernel_lines_since(out, BEGAN) if "oom-kill" in l],
+                                "no OOM kill"), rc=None),
     ], check, runner=h.runner)
     conf_set(h, "helper.zygote-grace")
     h.sh("systemctl reset-failed diskpulse; systemctl restart diskpulse")
