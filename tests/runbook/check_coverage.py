@@ -66,6 +66,32 @@ def python_claims(path):
     return dict(claims), regexes
 
 
+GUEST_PY = os.path.join(HERE, "guest.py")
+GUEST_CALLS_RE = re.compile(r"^\s*runbook\s+\S+", re.M)
+
+
+def python_claims_regexes(path):
+    """The string-literal first arguments of every Expect(...) call in a Python file."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    # Module-level string constants, for Expect(NAME, ...) with a regex kept in one.
+    consts = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+              and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+              for t in node.targets if isinstance(t, ast.Name)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            if name != "Expect" or not node.args:
+                continue
+            a = node.args[0]
+            if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                out.append(a.value)
+            elif isinstance(a, ast.Name) and a.id in consts:
+                out.append(consts[a.id])
+    return out
+
+
 def shell_claims(path):
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
@@ -75,6 +101,15 @@ def shell_claims(path):
     if not names:
         return None
     regexes = re.findall(r"^# runbook-expect: (.+?)\s*$", text, re.M)
+    # A guest scenario runs a section with lib.sh's `runbook SECTION SITUATION ...`, and the host
+    # checks it with the expectations of tests/runbook/guest.py: those count for the sections
+    # the scenario really calls it for, and a claimed section it never calls fails.
+    called = set(re.findall(r"^\s*runbook\s+(\S+)", text, re.M))
+    for n in names:
+        check(n in called or not GUEST_CALLS_RE.search(text),
+              "%s claims %s and runs it (runbook %s ...)" % (os.path.relpath(path, ROOT), n, n))
+    if called:
+        regexes += python_claims_regexes(GUEST_PY)
     return {n: "" for n in names}, regexes
 
 
@@ -120,8 +155,13 @@ def main():
 
     for path, (names, _) in sorted(claims.items()):
         rel = os.path.relpath(path, ROOT)
-        check(os.path.realpath(path) in run_by_ctest, "%s (claims %d sections) is run by ctest"
-              % (rel, len(names)))
+        # Run by ctest: named on a test's command line, or named by a file that is (the package's
+        # guest scenario, tests/package/vm_systemd.sh, is started by check_vm.py).
+        base = os.path.basename(path)
+        runner = os.path.realpath(path) in run_by_ctest or any(
+            f.endswith(".py") and os.path.isfile(f) and ('"%s"' % base) in open(f, encoding="utf-8").read()
+            for f in run_by_ctest)
+        check(runner, "%s (claims %d sections) is run by ctest" % (rel, len(names)))
         for n in names:
             check(n in secs, "%s claims %r, a section of the runbook" % (rel, n or "(preamble)"))
 
