@@ -138,6 +138,9 @@ def check_url_knob(rules):
                     v = r["annotations"][k]
                     for lab, val in (("path", "/srv"), ("device", "sda"),
                                      ("instance", "db2:9477" if "Down" in name else "db1:9477")):
+                        # {{ with $labels.X }}A{{ . }}B{{ else }}C{{ end }}: X is set here
+                        v = re.sub(r"\{\{ with \$labels\.%s \}\}(.*?)\{\{ else \}\}.*?\{\{ end \}\}" % lab,
+                                   lambda m, val=val: m.group(1).replace("{{ . }}", val), v)
                         v = v.replace("{{ $labels.%s }}" % lab, val)
                     ann[k] = v
                 test = test.replace(key, yaml.safe_dump(ann, default_flow_style=True, width=10**6).strip())
