@@ -1,5 +1,6 @@
 /* Unit tests of exporters/webconfig/auth.c: the Authorization header parser, bcrypt through
- * crypt_r, the cache keys, the worker and its queue bound, and the cache's separate tables. */
+ * crypt_r, the cache keys, the worker and its queue bound, the cache's separate tables, and a
+ * cancel that never waits for a running bcrypt. */
 #include <crypt.h>
 #include <errno.h>
 #include <pthread.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -315,12 +317,85 @@ static void test_queue_bound(void **state)
         auth_checker_free(a);
 }
 
+/* Seconds on CLOCK_MONOTONIC. */
+static double now_s(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A stop never waits for a bcrypt, whose time the configured cost decides: a check cancelled
+ * while its hash runs is forgotten at once (auth_cancel_all returns before the hash ends, and
+ * its done() is never called, not even when the hash ends), and freeing the checker then does
+ * not wait either (the worker frees it when the hash ends). */
+static void test_cancel_running(void **state)
+{
+        struct auth_checker *a = auth_checker_new();
+        char hash[128];
+        struct auth_key k;
+        double t0, sync, took;
+        (void)state;
+
+        wt.done = wt.matches = 0;
+        /* cost 14: 0.8 s of CPU here, more than a stop may take */
+        t0 = now_s();
+        make_hash(14, "x", hash, sizeof hash);
+        sync = now_s() - t0;
+        auth_key_of(a, "a", hash, "x", &k);
+        assert_int_equal(auth_submit(a, &k, hash, "x", on_done, NULL), 0);
+        while (auth_queued(a) > 0) /* the worker has taken it: its bcrypt runs */
+                usleep(1000);
+        t0 = now_s();
+        auth_cancel_all(a);
+        took = now_s() - t0;
+        printf("# cancel with a cost-14 bcrypt running (%.3f s alone): returned in %.6f s\n", sync,
+               took);
+        /* the hash had not ended when the cancel returned */
+        assert_int_equal(auth_bcrypt_runs(a), 0);
+        assert_int_equal(auth_workers(a), 1);
+        /* the cancelled worker ends by itself when its hash does, with no done() */
+        while (auth_workers(a) > 0)
+                usleep(1000);
+        assert_int_equal(auth_bcrypt_runs(a), 1);
+        pthread_mutex_lock(&wt.lock);
+        assert_int_equal(wt.done, 0);
+        pthread_mutex_unlock(&wt.lock);
+
+        /* a new check starts a new worker and is answered */
+        auth_key_of(a, "a", hash, "y", &k);
+        assert_int_equal(auth_submit(a, &k, hash, "y", on_done, NULL), 0);
+        wait_done(1);
+        assert_int_equal(wt.matches, 0);
+        assert_int_equal(auth_bcrypt_runs(a), 2);
+
+        /* freed while a hash runs: the worker holds the checker until the hash ends (the
+         * sanitizers see any use after the free) */
+        auth_key_of(a, "a", hash, "z", &k);
+        assert_int_equal(auth_submit(a, &k, hash, "z", on_done, NULL), 0);
+        while (auth_queued(a) > 0)
+                usleep(1000);
+        assert_int_equal(auth_bcrypt_runs(a), 2);
+        t0 = now_s();
+        auth_checker_free(a);
+        took = now_s() - t0;
+        printf("# freed with a bcrypt running: returned in %.6f s\n", took);
+        /* the detached worker ends a hash later; give it the time (the process may exit
+         * before, which is no failure) */
+        usleep((useconds_t)(sync * 3e6));
+        pthread_mutex_lock(&wt.lock);
+        assert_int_equal(wt.done, 1);
+        pthread_mutex_unlock(&wt.lock);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_parse_basic),      cmocka_unit_test(test_parse_lengths),
             cmocka_unit_test(test_bcrypt),           cmocka_unit_test(test_keys),
             cmocka_unit_test(test_worker_and_cache), cmocka_unit_test(test_queue_bound),
+            cmocka_unit_test(test_cancel_running),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
