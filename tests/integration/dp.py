@@ -137,6 +137,37 @@ def end_process(proc, sig=signal.SIGTERM, timeout=10):
         return proc.wait()
 
 
+def signal_exit_time(proc, sig=signal.SIGTERM, timeout=10):
+    """Sends sig to proc and returns (exit status, seconds from the signal to the exit), killing
+    it after timeout seconds. The exit is seen through a pidfd (poll(2) wakes at the exit), not
+    by Popen.wait's polling, whose sleeps (up to 50 ms) and the test's own threads competing for
+    the GIL would be counted as the daemon's time."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        fd = None
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    if fd is None:
+        try:
+            rc = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        return rc, time.monotonic() - t0
+    try:
+        import select
+        p = select.poll()
+        p.register(fd, select.POLLIN)
+        exited = p.poll(timeout * 1000)
+        took = time.monotonic() - t0
+    finally:
+        os.close(fd)
+    if not exited:
+        proc.kill()
+    return proc.wait(), took
+
+
 def ioping(path, interval, count):
     """Runs ioping -W (4 KiB writes) on path count times, interval apart (ioping's -i, a string);
     returns (the latencies in seconds, warm-up excluded; ioping's output)."""
