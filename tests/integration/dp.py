@@ -226,7 +226,9 @@ class Daemon:
     """The real binary on a random loopback port, with its own state directory unless args give
     one."""
 
-    def __init__(self, binary, *args, port=None, env=None):
+    def __init__(self, binary, *args, port=None, env=None, on_spawn=None):
+        """on_spawn, if given, is called with the Popen right after the spawn, before the daemon
+        is healthy (a test can act on the process while it starts)."""
         self.port = port or free_port()
         self.url = "http://127.0.0.1:%d" % self.port
         args, self.state_dir = with_state_dir(args)
@@ -235,12 +237,19 @@ class Daemon:
         e.update(env or {})
         self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "diskpulse-test-%d.log" % self.port), "w+")
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=e)
+        if on_spawn:
+            on_spawn(self.proc)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("daemon exited with %s:\n%s" % (self.proc.returncode, self.output()))
             try:
-                if http_get(self.url + "/-/healthy", timeout=1)[0] == 200:
+                # A probe waits as long as the start may take: the daemon listens before its
+                # first round and serves after it, and a probe given up (a start slower than its
+                # timeout, as on a loaded machine under the sanitizers) would leave its request
+                # in the backlog, to be counted (or refused at a limit of 1) like a client's.
+                # If the daemon exits meanwhile, the probe gets a reset.
+                if http_get(self.url + "/-/healthy", timeout=max(1.0, deadline - time.monotonic()))[0] == 200:
                     return
             except OSError:
                 pass
