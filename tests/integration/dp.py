@@ -273,10 +273,8 @@ class Daemon:
         self.proc.send_signal(sig)
 
     def stop(self, timeout=10):
-        """Sends SIGTERM; returns (exit status, seconds it took)."""
-        t = time.monotonic()
-        rc = end_process(self.proc, timeout=timeout)
-        return rc, time.monotonic() - t
+        """Sends SIGTERM; returns (exit status, seconds to the exit: signal_exit_time)."""
+        return signal_exit_time(self.proc, timeout=timeout)
 
     def __enter__(self):
         return self
