@@ -102,10 +102,16 @@ class Host:
             pw = open(os.path.join(self.root, "etc", "passwd")).read()
             m = re.search(r"^diskpulse:[^:]*:(\d+):(\d+):", pw, re.M)
             self.uid, self.gid = int(m.group(1)), int(m.group(2))
-            with open(os.path.join(self.root, CONF.lstrip("/")), "a") as f:
+            # a key given twice is refused: a key set here replaces the shipped file's line
+            if udev:
+                config = list(config) + ["path.udev.data = /etc/diskpulse/udev"]
+            keys = {l.split("=", 1)[0].strip() for l in config}
+            conf = os.path.join(self.root, CONF.lstrip("/"))
+            kept = [l for l in open(conf).read().splitlines()
+                    if l.split("=", 1)[0].strip() not in keys or l.lstrip().startswith("#")]
+            with open(conf, "w") as f:
+                f.write("".join(l + "\n" for l in kept))
                 f.write("\n# tests/runbook\n" + "".join(l + "\n" for l in config))
-                if udev:
-                    f.write("path.udev.data = /etc/diskpulse/udev\n")
             if udev:
                 ud = os.path.join(self.root, "etc", "diskpulse", "udev")
                 os.makedirs(ud)

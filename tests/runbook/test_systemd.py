@@ -277,7 +277,8 @@ def state_not_saved(h, state_mnt):
 
 
 def config_reload(h):
-    h.sh("echo 'diskstats.interval = banana' >> %s && systemctl reload diskpulse" % host.CONF)
+    conf_set(h, "diskstats.interval", "banana")  # a key given twice would be refused for that instead
+    h.sh("systemctl reload diskpulse")
     h.wait_firing("DiskpulseConfigReloadFailed", 60)
 
     def success(v):
@@ -293,7 +294,7 @@ def config_reload(h):
         Expect(check_cmd + "$", has(r"diskstats.interval", r"banana"), rc=2),
     ], check, runner=h.runner, only=lambda c: c.lineno < fix_line(h, "DiskpulseConfigReloadFailed"))
     before = value_of(h.metrics(), "diskpulse_config_reload_success_timestamp_seconds")
-    h.sh("sed -i '/^diskstats.interval = banana$/d' " + host.CONF)
+    conf_set(h, "diskstats.interval", "1s")  # the shipped file's value
     time.sleep(1)
     run_section("DiskpulseConfigReloadFailed", {}, [
         Expect(check_cmd + r" && systemctl reload diskpulse$", None),
@@ -324,7 +325,8 @@ def processes(h):
 def helper_and_zygote(h):
     """DiskpulseHelperDown and -ZygoteLost: the zygote and the helper killed, a grace of an hour;
     then DiskpulseRestarting: the zygote killed four times with a grace of 2 s."""
-    h.sh("echo 'helper.zygote-grace = 1h' >> %s && systemctl reload diskpulse" % host.CONF)
+    conf_set(h, "helper.zygote-grace", "1h")
+    h.sh("systemctl reload diskpulse")
     time.sleep(1)
     main_pid = h.c.show("diskpulse.service", "MainPID").get("MainPID")
     procs = processes(h)
@@ -438,7 +440,8 @@ def biolatency(h):
 
 
 def exporter_down(h):
-    h.sh("echo 'diskstats.interval = banana' >> %s && systemctl restart diskpulse" % host.CONF)
+    conf_set(h, "diskstats.interval", "banana")
+    h.sh("systemctl restart diskpulse")
     h.wait_firing("DiskpulseExporterDown", 90)
     fix = fix_line(h, "DiskpulseExporterDown")
     run_section("DiskpulseExporterDown", {}, [
@@ -454,7 +457,7 @@ def exporter_down(h):
         Expect(r"^diskpulse --check-config --config.file=/etc/diskpulse/diskpulse.conf", has(r"\A(?!.*banana)")),
         Expect(r"^systemctl reset-failed diskpulse; systemctl restart diskpulse.socket diskpulse$", has(r"\A\Z")),
     ], check, runner=h.runner, only=lambda c: c.lineno < fix)
-    h.sh("sed -i '/^diskstats.interval = banana$/d' " + host.CONF)
+    conf_set(h, "diskstats.interval", "1s")  # the shipped file's value
     run_section("DiskpulseExporterDown", {}, [
         Expect(r"^diskpulse --check-config --config.file=/etc/diskpulse/diskpulse.conf", has(r"diskstats.interval")),
         Expect(r"^systemctl reset-failed diskpulse; systemctl restart diskpulse.socket diskpulse$", has(r"\A\Z")),
