@@ -13,6 +13,7 @@ import os
 import signal
 import statistics
 import sys
+import threading
 import time
 
 import dp
@@ -31,12 +32,15 @@ def read_chars(pid):
     raise RuntimeError("no rchar in /proc/%d/io" % pid)
 
 
-def rounds(pid, least, seconds):
-    """The monotonic times of the daemon's rounds over the next seconds (polled every ms)."""
+def rounds(pid, least, seconds, until=lambda: True):
+    """The monotonic times of the daemon's rounds (polled every ms) until seconds have gone by
+    since until() first held."""
     out = []
     last = read_chars(pid)
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    end = None
+    while end is None or time.monotonic() < end:
+        if end is None and until():
+            end = time.monotonic() + seconds
         time.sleep(0.001)
         now = read_chars(pid)
         if now - last >= least:
@@ -82,9 +86,14 @@ def disturbed(label, pid, least, origin, base, act, settle=0.3, attempts=3):
     the grid's next round that this round served it)."""
     for attempt in range(1, attempts + 1):
         next_round(pid, least)
-        act()
-        t_act = time.monotonic()
-        seen = rounds(pid, least, settle + WATCH)
+        # act runs beside the watch: an act that takes a while (a loop device's removal retried
+        # while the device is briefly busy, 50 ms a try) would otherwise hide the round it made
+        done = []
+        worker = threading.Thread(target=lambda: (act(), done.append(time.monotonic())))
+        worker.start()
+        seen = rounds(pid, least, settle + WATCH, until=lambda: done)
+        worker.join()
+        t_act = done[0]
         off = [t for t in seen if t < t_act + settle and apart(phase([t], origin), base) > 0.02]
         seen = [t for t in seen if t >= t_act + settle]
         if off:
