@@ -13,9 +13,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* The code point of the valid UTF-8 sequence at p and its length, or 0. */
 static size_t decode(const unsigned char *p, const unsigned char *end, uint32_t *cp)
 {
-        size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3
-                                     : (p[0] & 0xf8) == 0xf0 ? 4
-                                                             : 0;
+        size_t len = p[0] < 0x80             ? 1
+                     : (p[0] & 0xe0) == 0xc0 ? 2
+                     : (p[0] & 0xf0) == 0xe0 ? 3
+                     : (p[0] & 0xf8) == 0xf0 ? 4
+                                             : 0;
 
         if (!len || (size_t)(end - p) < len)
                 return 0;
