@@ -31,12 +31,8 @@ static bool same_record(const struct canary_record *a, const struct canary_recor
             a->regime != b->regime)
                 return false;
         if (memcmp(&a->st.value, &b->st.value, sizeof(double)) != 0 ||
-            a->st.updates != b->st.updates || a->st.updated != b->st.updated ||
-            a->st.n_warmup != b->st.n_warmup)
+            a->st.updates != b->st.updates || a->st.updated != b->st.updated)
                 return false;
-        for (unsigned i = 0; i < a->st.n_warmup; i++)
-                if (memcmp(&a->st.warmup[i], &b->st.warmup[i], sizeof(double)) != 0)
-                        return false;
         if (memcmp(&a->st.reference, &b->st.reference, sizeof(double)) != 0 ||
             a->st.ref_final != b->st.ref_final || a->st.n_refdays != b->st.n_refdays ||
             a->st.n_dayobs != b->st.n_dayobs || a->st.n_days != b->st.n_days)
