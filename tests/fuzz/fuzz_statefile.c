@@ -67,7 +67,8 @@ static void clock_check(const struct canary_baseline_state *in)
                 abort();
 }
 
-/* The restored baseline takes observations and stays valid and finite. */
+/* The restored baseline takes observations and stays valid and finite; a warm-up ends when its
+ * day does (CANARY_BASELINE_WARMUP observations in all, those restored included). */
 static void exercise(const struct canary_baseline_state *st)
 {
         static struct canary_baseline b;
@@ -77,6 +78,9 @@ static void exercise(const struct canary_baseline_state *st)
         if (canary_baseline_restore(&b, st) != 0)
                 abort();
         for (int i = 0; i < 2 * CANARY_DAY_OBS; i++) { /* a day closes whatever was restored */
+                if (st->value == 0 && canary_baseline_get(&b, &v) !=
+                                          (i >= CANARY_BASELINE_WARMUP - (int)st->n_dayobs))
+                        abort();
                 double m = i % 2 ? st->value * 3 + 1e-6 : st->value / 3 + 1e-3;
                 if (m > CANARY_MAX_SECONDS)
                         m = CANARY_MAX_SECONDS;
