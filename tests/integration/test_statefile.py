@@ -88,7 +88,7 @@ def main():
             # 2. a warm baseline of this disk, another disk's record, a bad line; mode 0644
             warm = re.sub(r"baseline=\S+", "baseline=0.0042", mine[0])
             warm = re.sub(r"updates=\S+", "updates=40", warm)
-            warm = re.sub(r"warmup=\S+", "warmup=-", warm)
+            warm = re.sub(r"dayobs=\S+", "dayobs=-", warm)  # past the warm-up, no hour of a day yet
             planted = ("diskpulse-canary-baselines 1\n%s\n%s\n"
                        "disk=serial:broken mode=fdatasync path=/x baseline=banana\n" % (warm, OTHER))
             with open(path, "w") as f:
