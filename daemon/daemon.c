@@ -44,6 +44,13 @@ static void rounds_export(const struct daemon *d, struct mset *out)
 
         for (size_t i = 0; i < _SAMPLE_KIND_MAX; i++)
                 mfamily_add_u64(out, f, "", d->rounds[i], "reason", sample_kind_names[i], NULL);
+        f = mset_family(
+            out, "diskpulse_collection_rounds_missed_total",
+            "Times of the fixed cadence (--diskstats.sampling=fixed) that went by with no "
+            "round: the main loop was busy or stopped past them. The cadence keeps its "
+            "times and goes on at the next.",
+            MT_COUNTER);
+        mfamily_add_u64(out, f, "", d->rounds_missed, NULL);
 }
 
 /* The other parts' own metrics, after the round's: the process, the helper, HTTP, the web
@@ -127,11 +134,20 @@ static void schedule(struct daemon *d)
                 /* A page for a scraper expected before the next round is made now. */
                 (void)publisher_prepare(
                     d->pub, now, next < now + 4 * SAMPLER_LEAD ? next : now + 4 * SAMPLER_LEAD);
+                d->grid = 0;
         } else {
-                /* Keep the cadence (no drift); after a stall, start again from now. */
-                next = d->next_tick + d->opts.round_interval;
-                if (next <= now)
-                        next = now + d->opts.round_interval;
+                /* Keep the cadence's times: a round in between (hotplug, a reload) does not move
+                 * them, nor does a stall (the times that went by are skipped and counted). It
+                 * starts at the round just run, and again when the interval changed. */
+                uint64_t missed;
+
+                if (!d->grid || d->grid_period != d->opts.round_interval) {
+                        d->grid = d->last_round;
+                        d->grid_period = d->opts.round_interval;
+                }
+                next = sampler_fixed_next(d->grid, d->grid_period, now, &missed);
+                d->grid = next;
+                d->rounds_missed += missed;
                 d->next_kind = SAMPLE_FIXED;
                 /* A scraper due before the next round finds its page made. */
                 (void)publisher_prepare(d->pub, now, next);

@@ -59,9 +59,13 @@ struct daemon {
         usec_t start_time;
         usec_t next_tick;
         enum sample_kind next_kind; /* why the tick at next_tick runs */
-        struct sampler sampler;     /* --diskstats.sampling=scrape: when rounds are wanted */
-        sd_event_source *want;      /* a request waits for a new page or a heartbeat */
-        usec_t last_round;          /* monotonic */
+        /* --diskstats.sampling=fixed: the time of the next round on the cadence (0: none yet, or
+         * sampling follows the scrapers), of period grid_period; the rounds the cadence missed */
+        usec_t grid, grid_period;
+        uint64_t rounds_missed;
+        struct sampler sampler; /* --diskstats.sampling=scrape: when rounds are wanted */
+        sd_event_source *want;  /* a request waits for a new page or a heartbeat */
+        usec_t last_round;      /* monotonic */
         uint64_t rounds[_SAMPLE_KIND_MAX];
         /* what the helper was given at start: device commands, collector i's privileged
          * function; nothing can add to it later */

@@ -160,3 +160,18 @@ usec_t sampler_next(struct sampler *s, usec_t now, usec_t last, enum sample_kind
                 *kind = why;
         return next > (int64_t)now ? (usec_t)next : now;
 }
+
+usec_t sampler_fixed_next(usec_t grid, usec_t p, usec_t now, uint64_t *ret_missed)
+{
+        usec_t k;
+
+        if (grid > now) {
+                if (ret_missed)
+                        *ret_missed = 0;
+                return grid;
+        }
+        k = (now - grid) / p + 1; /* grid + k * p is the first after now */
+        if (ret_missed)
+                *ret_missed = k - 1;
+        return grid + k * p;
+}

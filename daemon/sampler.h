@@ -74,3 +74,11 @@ void sampler_arrival(struct sampler *s, usec_t t);
 usec_t sampler_next(struct sampler *s, usec_t now, usec_t last, enum sample_kind *kind);
 /* Scrapers followed. */
 size_t sampler_tracks(const struct sampler *s);
+
+/* --diskstats.sampling=fixed: the first time after now of the cadence of period p (> 0) through
+ * grid (the time of its round to come, or of the last one run), so that every round keeps to one
+ * grid: a round run in between (a device that came or went, a reload) does not move it, and after
+ * a stall the times that went by are skipped rather than the grid moved onto the late round.
+ * *ret_missed (may be NULL): the times before the one returned that went by with no round (the
+ * round run at or after grid served it). */
+usec_t sampler_fixed_next(usec_t grid, usec_t p, usec_t now, uint64_t *ret_missed);

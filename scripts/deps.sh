@@ -10,7 +10,8 @@ set -euo pipefail
 # clang, libbpf-dev and bpftool build the biolatency collector's BPF program (without them it is
 # built without it: collectors/biolatency/bpf.cmake).
 # python3 turns docs/runbook.md into the HTML page the daemon serves at /runbook
-# (docs/runbook_html.py, run by the build).
+# (docs/runbook_html.py, run by the build). xfsprogs (xfs_db) and libbpf-tools (biolatency) are
+# the runbook's own commands, which tests/runbook runs.
 build_pkgs=(gcc make cmake pkg-config python3 libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev
             libyaml-dev libgnutls28-dev libcrypt-dev libpcre2-dev scdoc clang libbpf-dev bpftool
             protobuf-c-compiler libprotobuf-c-dev)
@@ -19,7 +20,8 @@ test_pkgs=(libcmocka-dev libprotobuf-c-dev python3 clang-format valgrind sysstat
            procps qemu-system-x86 linux-image-amd64 busybox-static smartmontools nvme-cli dmsetup sdparm
            kmod cpio udev ioping python3-prometheus-client python3-yaml
            prometheus prometheus-alertmanager openssl curl apache2-utils whois wrk
-           prometheus-node-exporter lintian man-db debootstrap systemd-container "${package_pkgs[@]}")
+           prometheus-node-exporter lintian man-db debootstrap systemd-container xfsprogs libbpf-tools
+           "${package_pkgs[@]}")
 
 want=("${build_pkgs[@]}")
 [ "${1:-build}" = package ] && want+=("${package_pkgs[@]}")

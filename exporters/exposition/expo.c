@@ -699,20 +699,20 @@ int expo_render(struct mset *const *sets, size_t n, enum expo_format fmt, char *
                 expo_stream_free(st);
                 return 0;
         }
-        /* Room for what the page is likely to take: pages not written are not resident, and a
-         * big buffer grows in place (mremap) if the guess was short. */
+        /* Room for what the page is likely to take and a chunk more: pages not written are not
+         * resident. The stream fills whatever room is left, and the buffer doubles only when it
+         * is full, so a page that fits is never copied (asking for a whole chunk of room before
+         * each read, the last one too, doubled every page longer than its estimate: a copy and,
+         * past the heap's mmap threshold, a mapping made, shrunk and torn down every render). */
         size_t cap = expo_estimate(sets, n) + EXPO_CHUNK, len = 0, k;
         char *buf = xmalloc(cap);
 
-        for (;;) {
-                if (cap - len < EXPO_CHUNK) {
+        while ((k = expo_stream_read(st, buf + len, cap - len - 1)) > 0) {
+                len += k;
+                if (cap - len == 1) {
                         cap *= 2;
                         buf = xrealloc(buf, cap);
                 }
-                k = expo_stream_read(st, buf + len, cap - len - 1);
-                if (k == 0)
-                        break;
-                len += k;
         }
         expo_stream_free(st);
         buf = xrealloc(buf, len + 1);

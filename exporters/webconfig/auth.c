@@ -15,6 +15,7 @@
 
 #include "dynlib.h"
 #include "log.h"
+#include "refcount.h"
 #include "util.h"
 
 /* libxcrypt, loaded when a web config names users (auth_load): the one function used. A
@@ -114,6 +115,9 @@ struct job {
 };
 
 struct auth_checker {
+        /* its owner's, and one of each worker thread still running (a worker cancelled in the
+         * middle of a bcrypt holds one until the hash ends, so stopping never waits for it) */
+        struct refcount refs;
         unsigned char hmac_key[32];
 
         pthread_mutex_t cache_lock;
@@ -125,8 +129,11 @@ struct auth_checker {
         pthread_cond_t wake, idle;
         struct job *head, *tail;
         size_t queued;
-        bool busy, started, quit;
-        pthread_t thread;
+        bool started;
+        size_t workers;  /* worker threads running: the current one and cancelled ones */
+        bool in_done;    /* the worker is in a job's done(): a cancel waits for that */
+        uint64_t worker; /* the current worker's number; a cancel moves it on, which tells a
+                            worker still running that it is not the current one any more */
         uint64_t bcrypt_runs;
 };
 
@@ -135,6 +142,7 @@ struct auth_checker *auth_checker_new(void)
         struct auth_checker *a = xcalloc(1, sizeof(*a));
         size_t got = 0;
 
+        refcount_init(&a->refs);
         while (got < sizeof a->hmac_key) {
                 ssize_t r = getrandom(a->hmac_key + got, sizeof a->hmac_key - got, 0);
                 if (r < 0 && errno != EINTR)
@@ -149,18 +157,27 @@ struct auth_checker *auth_checker_new(void)
         return a;
 }
 
-struct auth_checker *auth_checker_free(struct auth_checker *a)
+static void checker_destroy(struct auth_checker *a)
 {
-        if (!a)
-                return NULL;
-        auth_cancel_all(a);
         explicit_bzero(a->hmac_key, sizeof a->hmac_key);
+        explicit_bzero(a->cache_ok, sizeof a->cache_ok);
+        explicit_bzero(a->cache_bad, sizeof a->cache_bad);
         pthread_mutex_destroy(&a->cache_lock);
         pthread_mutex_destroy(&a->lock);
         pthread_cond_destroy(&a->wake);
         pthread_cond_destroy(&a->idle);
         free(a);
-        return NULL;
+}
+
+REFCOUNT_DEFINE(static, struct auth_checker, checker, refs, checker_destroy)
+
+struct auth_checker *auth_checker_free(struct auth_checker *a)
+{
+        if (!a)
+                return NULL;
+        auth_cancel_all(a);
+        /* a worker still in a bcrypt frees a when the hash ends */
+        return checker_unref(a);
 }
 
 void auth_key_of(const struct auth_checker *a, const char *user, const char *hash, const char *pass,
@@ -285,31 +302,36 @@ static void job_free(struct job *j)
         free(j);
 }
 
+/* The worker thread: takes the queue's checks one by one. It holds a reference to a (taken by
+ * auth_submit) and is detached: auth_cancel_all() never joins it. A worker whose number is no
+ * longer a->worker was cancelled: it calls no done() any more (its requests are gone) and ends,
+ * at the latest when its bcrypt does, then drops its reference. */
 static void *worker(void *arg)
 {
         struct auth_checker *a = arg;
         struct crypt_data *cd = xmalloc(sizeof(*cd));
+        uint64_t me;
 
         /* Started from libmicrohttpd's thread, which may be kept on one CPU while the load is
          * light (connguard_cpu.c), and the thread would keep that: the checks may run on every
          * CPU the process may use (the main thread's). */
         (void)cpus_of_main_thread(0);
         pthread_mutex_lock(&a->lock);
+        me = a->worker;
         for (;;) {
                 struct job *j;
                 int cached;
                 bool match;
 
-                while (!a->head && !a->quit)
+                while (!a->head && a->worker == me)
                         pthread_cond_wait(&a->wake, &a->lock);
-                if (a->quit)
+                if (a->worker != me)
                         break;
                 j = a->head;
                 a->head = j->next;
                 if (!a->head)
                         a->tail = NULL;
                 a->queued--;
-                a->busy = true;
                 pthread_mutex_unlock(&a->lock);
 
                 /* another request may have brought the same credentials meanwhile */
@@ -319,15 +341,28 @@ static void *worker(void *arg)
                         cache_put(a, &j->key, match);
                         __atomic_add_fetch(&a->bcrypt_runs, 1, __ATOMIC_RELAXED);
                 }
-                j->done(j->ud, match);
-                job_free(j);
 
                 pthread_mutex_lock(&a->lock);
-                a->busy = false;
+                if (a->worker != me) {
+                        /* cancelled while the hash ran: nobody waits for the answer */
+                        job_free(j);
+                        break;
+                }
+                /* done() runs without the lock (it takes its caller's, which is held around
+                 * auth_submit), and a cancel waits for it to return */
+                a->in_done = true;
+                pthread_mutex_unlock(&a->lock);
+                j->done(j->ud, match);
+                job_free(j);
+                pthread_mutex_lock(&a->lock);
+                a->in_done = false;
                 pthread_cond_broadcast(&a->idle);
         }
+        a->workers--;
         pthread_mutex_unlock(&a->lock);
+        explicit_bzero(cd, sizeof(*cd));
         free(cd);
+        checker_unref(a);
         return NULL;
 }
 
@@ -345,18 +380,26 @@ int auth_submit(struct auth_checker *a, const struct auth_key *k, const char *ha
         }
         if (!a->started) {
                 sigset_t all, old;
+                pthread_attr_t attr;
+                pthread_t t;
                 int r;
 
                 /* the worker takes no signal: they belong to the main loop */
                 sigfillset(&all);
                 pthread_sigmask(SIG_BLOCK, &all, &old);
-                r = pthread_create(&a->thread, NULL, worker, a);
+                pthread_attr_init(&attr);
+                pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+                checker_ref(a); /* the worker's */
+                r = pthread_create(&t, &attr, worker, a);
+                pthread_attr_destroy(&attr);
                 pthread_sigmask(SIG_SETMASK, &old, NULL);
                 if (r != 0) {
+                        (void)checker_unref(a); /* not the last: the caller holds one */
                         pthread_mutex_unlock(&a->lock);
                         return -r;
                 }
                 a->started = true;
+                a->workers++;
         }
         j = xcalloc(1, sizeof(*j));
         j->key = *k;
@@ -385,6 +428,16 @@ size_t auth_queued(struct auth_checker *a)
         return n;
 }
 
+size_t auth_workers(struct auth_checker *a)
+{
+        size_t n;
+
+        pthread_mutex_lock(&a->lock);
+        n = a->workers;
+        pthread_mutex_unlock(&a->lock);
+        return n;
+}
+
 void auth_cancel_all(struct auth_checker *a)
 {
         pthread_mutex_lock(&a->lock);
@@ -395,16 +448,16 @@ void auth_cancel_all(struct auth_checker *a)
         }
         a->tail = NULL;
         a->queued = 0;
-        while (a->busy)
+        /* A done() under way is let finish (it only hands a result over); a bcrypt under way
+         * is not waited for: its worker learns here that it is no longer the current one, and
+         * ends by itself when the hash does, without a done(). The next auth_submit starts
+         * another worker. */
+        while (a->in_done)
                 pthread_cond_wait(&a->idle, &a->lock);
         if (a->started) {
-                /* the worker ends; the next auth_submit starts another */
-                a->quit = true;
-                pthread_cond_signal(&a->wake);
-                pthread_mutex_unlock(&a->lock);
-                pthread_join(a->thread, NULL);
-                pthread_mutex_lock(&a->lock);
-                a->started = a->quit = false;
+                a->worker++;
+                a->started = false;
+                pthread_cond_broadcast(&a->wake);
         }
         pthread_mutex_unlock(&a->lock);
 }

@@ -30,7 +30,9 @@ struct auth_checker;
 
 /* A checker with a key drawn now, its cache empty, no thread yet. Any thread. */
 struct auth_checker *auth_checker_new(void);
-/* auth_cancel_all(), then frees a; accepts NULL; returns NULL. Any thread but the worker. */
+/* auth_cancel_all(), then drops the caller's reference: a is freed at once, or by a cancelled
+ * worker when its bcrypt ends (so this never waits for a hash either). Accepts NULL; returns
+ * NULL. Any thread but the worker. */
 struct auth_checker *auth_checker_free(struct auth_checker *a);
 
 /* The cache key of a check, under a's key. Any thread. */
@@ -52,8 +54,9 @@ int auth_load(char *err, size_t errsz);
 bool auth_bcrypt(const char *hash, const char *pass);
 
 /* Queues the check of pass against hash, cached under k afterwards; a's worker thread calls
- * done(ud, match) when it is finished. Copies pass. Returns 0, or -EBUSY when AUTH_QUEUE_MAX
- * checks wait already. Any thread. */
+ * done(ud, match) when it is finished, unless auth_cancel_all() came first. Copies pass.
+ * Returns 0, or -EBUSY when AUTH_QUEUE_MAX checks wait already, or a negative errno when no
+ * worker thread can be started. Any thread. */
 int auth_submit(struct auth_checker *a, const struct auth_key *k, const char *hash,
                 const char *pass, void (*done)(void *ud, bool match), void *ud);
 
@@ -63,6 +66,13 @@ uint64_t auth_bcrypt_runs(const struct auth_checker *a);
 /* How many checks wait in a's queue (not counting the running one). Any thread. */
 size_t auth_queued(struct auth_checker *a);
 
-/* Forgets a's queued checks (their done is never called), waits for the running one, if any,
- * to finish (at most one bcrypt), and ends the worker thread. Any thread but the worker. */
+/* How many worker threads of a run: the current one and cancelled ones whose bcrypt has not
+ * ended yet. Any thread. */
+size_t auth_workers(struct auth_checker *a);
+
+/* Forgets every check of a: the queued ones and the one whose bcrypt is running; no done() is
+ * called for them after this returns. Waits only for a done() already under way, never for a
+ * bcrypt (whose time the hash's cost decides: a cost of 14 takes most of a second): the worker
+ * is told to end and does when its hash does, without calling done(). The next auth_submit
+ * starts a new worker. Any thread but the worker. */
 void auth_cancel_all(struct auth_checker *a);

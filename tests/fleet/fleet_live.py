@@ -12,7 +12,11 @@ Checked on the central tier: it holds each drive's two series and nothing of the
 (no diskpulse_* or device:* series), with the identity joined at the edge; it computes a peer
 ratio for the drives that write, near each fail-slow drive's slowdown and near 1 for the
 others; the slow host's drives are slow against the fleet but not against each other. The
-series each tier holds per drive and per host are printed.
+series each tier holds per drive and per host are printed. The edges' runbook address
+(diskpulse:runbook:info, its url set as the README says for hardened hosts: a wiki) reaches the
+central tier, and the link of DiskpulseDriveSlowerThanPeers made there (its runbook_url as
+shipped, on a copy of the alert that fires on a ratio at once) is that wiki's section, not the
+default http://{instance}/runbook of a host a browser cannot reach.
 Exit 77 (skip) without prometheus. Usage: fleet_live.py [--hosts N] [--timeout S]"""
 import argparse
 import http.server
@@ -35,6 +39,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "rules"))
 import promtime  # noqa: E402
 
 SPEEDUP = 60  # 5m rule groups every 5 s
+# The edges' diskpulse:runbook:info url: a wiki, as the README gives it for hardened hosts.
+RUNBOOK_URL = "https://wiki.example.net/diskpulse/runbook"
 
 
 def pages(fleet, began):
@@ -88,11 +94,25 @@ def serve(fleet, render):
     return srv
 
 
-def edge_config(site, hosts, port):
+def host_rules(work):
+    """diskpulse.rules.yml as shipped but for the runbook url (RUNBOOK_URL)."""
+    rules = yaml.safe_load(open(os.path.join(ETC, "diskpulse.rules.yml")))
+    for g in rules["groups"]:
+        for r in g["rules"]:
+            if r.get("record") == "diskpulse:runbook:info":
+                r["labels"]["url"] = RUNBOOK_URL
+    path = os.path.join(work, "diskpulse.rules.yml")
+    with open(path, "w") as f:
+        yaml.safe_dump(rules, f)
+    return path
+
+
+def edge_config(site, hosts, port, work):
     conf = yaml.safe_load(open(os.path.join(ETC, "fleet-edge.yml")))
     conf["global"].update(scrape_interval="5s", evaluation_interval="5s",
                           external_labels={"edge": "site-%d" % site})
-    conf["rule_files"] = [os.path.join(ETC, f) for f in conf["rule_files"]]
+    conf["rule_files"] = [host_rules(work) if f == "diskpulse.rules.yml" else os.path.join(ETC, f)
+                          for f in conf["rule_files"]]
     del conf["remote_write"]  # the federation variant
     job = conf["scrape_configs"][0]
     job.update(scrape_interval="5s", scrape_timeout="4s")
@@ -107,12 +127,19 @@ def central_config(work, edges):
     conf = yaml.safe_load(open(os.path.join(ETC, "fleet-central-federate.yml")))
     conf["global"]["evaluation_interval"] = "5s"
     rules = yaml.safe_load(open(os.path.join(ETC, conf["rule_files"][0])))
+    link = None
     for g in rules["groups"]:
         g["interval"] = promtime.scale_durations(g.get("interval", "1m"), SPEEDUP)
         for r in g["rules"]:
             if "alert" in r:
+                link = dict(r, alert=r["alert"] + "Link", annotations=dict(r["annotations"]))
                 r["expr"] = promtime.scale_durations(r["expr"], SPEEDUP)
                 r["for"] = promtime.scale_durations(r["for"], SPEEDUP)
+    # The shipped alert's runbook_url on an alert that fires at once for a drive whose ratio is
+    # high: the link a person gets from the central tier, made of what it received.
+    link["expr"] = "drive:diskpulse_disk_write_await_seconds:peer_ratio > 1.5"
+    link.pop("for", None)
+    rules["groups"].append({"name": "runbook-link", "interval": "5s", "rules": [link]})
     path = os.path.join(work, "fleet-central.rules.yml")
     with open(path, "w") as f:
         yaml.safe_dump(rules, f)
@@ -130,6 +157,39 @@ def value(prom, expr):
 
 def num_series(prom):
     return prom.api("status/tsdb")["headStats"]["numSeries"]
+
+
+def check_links(central, failures):
+    """The edges' runbook address reached the central tier, and its alert links there; the
+    remote-write variant (fleet-edge.yml's write_relabel_configs, not run live here) keeps it
+    too."""
+    import re
+    edge = yaml.safe_load(open(os.path.join(ETC, "fleet-edge.yml")))
+    keep = [c["regex"] for w in edge["remote_write"] for c in w["write_relabel_configs"]
+            if c.get("action") == "keep"]
+    for name in ("diskpulse:runbook:info", "drive:diskpulse_disk_write_await_seconds:rate5m",
+                 "drive:diskpulse_disk_write_iops:rate5m"):
+        if not keep or not re.fullmatch(keep[0], name):
+            failures.append("fleet-edge.yml's remote_write does not keep %s (%s)" % (name, keep))
+    info = central.query("diskpulse:runbook:info")
+    urls = sorted({(r["metric"].get("edge"), r["metric"].get("url")) for r in info})
+    print("central tier: diskpulse:runbook:info %s" % urls)
+    if urls != [("site-0", RUNBOOK_URL), ("site-1", RUNBOOK_URL)]:
+        failures.append("the central tier has diskpulse:runbook:info %s, not each edge's %s"
+                        % (urls, RUNBOOK_URL))
+    want = RUNBOOK_URL + "#diskpulsedriveslowerthanpeers"
+    deadline = time.monotonic() + 60
+    while True:
+        alerts = [a for a in central.api("alerts")["alerts"]
+                  if a["labels"]["alertname"] == "DiskpulseDriveSlowerThanPeersLink"]
+        if alerts or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    links = sorted({a["annotations"].get("runbook_url") for a in alerts})
+    print("central tier: DiskpulseDriveSlowerThanPeers' runbook_url for %d drives: %s"
+          % (len(alerts), links))
+    if not alerts or links != [want]:
+        failures.append("the central alert links to %s, not %s" % (links, want))
 
 
 def main():
@@ -152,7 +212,7 @@ def main():
         for site in (0, 1):
             hosts = [h for h in fleet.hosts if h.site == site]
             edges.append(Prometheus(work, "edge%d" % site,
-                                    edge_config(site, hosts, srv.server_address[1])))
+                                    edge_config(site, hosts, srv.server_address[1], work)))
         central = Prometheus(work, "central", central_config(work, edges))
         proms = edges + [central]
         for p in proms:
@@ -194,6 +254,7 @@ def main():
             if got_r is None or not 0.8 * factor <= got_r <= 1.25 * factor or got_r < 1.1:
                 failures.append("%s %s: peer ratio %s for a %.1fx slowdown"
                                 % (d.host.instance, d.device, got_r, factor))
+        check_links(central, failures)
         slow_host = {(h.instance, d.device) for h in [fleet.slow_host] for d in h.drives}
         faulty = {(d.host.instance, d.device) for d in fleet.faulty}
         healthy = sorted(v for k, v in by.items() if k not in faulty and k not in slow_host)

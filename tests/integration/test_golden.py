@@ -15,7 +15,7 @@ import dp
 
 BIN = sys.argv[1]
 VOLATILE = re.compile(r"^(# (HELP|TYPE) )?(process_|diskpulse_collector_duration_seconds|diskpulse_build_info|"
-                      r"diskpulse_collection_rounds_total|diskpulse_config_reload_success)")
+                      r"diskpulse_collection_rounds_|diskpulse_config_reload_success)")
 DEFAULT_EXCLUDE = re.compile(r"^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$")
 
 CASES = [

@@ -17,9 +17,11 @@ Both load the shipped recording rules: the canary's median, mean and share of sl
 out the same from native histograms as from classic buckets (the rules read either), and where
 the block-latency programs are attached (root, kernel BTF) the device-time histograms are native
 and the rule's median of each agrees with the classic one within the classic bucket.
-A fourth, with native histograms and the rules, scrapes a small exporter of one native histogram
-whose probes all lie in the native bucket that holds 100 ms: the shipped share of slow probes is
-interpolated there (neither 0 nor 1, as classic buckets would count), as the README and the
+A fourth, with native histograms and the rules, scrapes a small exporter of two native histograms,
+one whose probes all lie in the native bucket that holds 100 ms (88.4 to 105.1 ms) and one whose
+probes all lie in the bucket above it: the shipped share of slow probes is an exact count there,
+0 and 1 (histogram_fraction read up to the bucket's edge at 105.1 ms, where nothing is
+interpolated: up to 0.1 it read 0.31 for the first, over the alert's 0.25), as the README and the
 runbook say. A third Prometheus stores native histograms and loads no rules: the Grafana dashboard's queries
 run on it and on the native one with rules (each heatmap gives one native histogram there and
 the classic buckets on the classic one; each panel that reads a recording rule gives, without
@@ -333,20 +335,28 @@ def zigzag(v):
     return (v << 1) ^ (v >> 63)
 
 
+# The targets of the small exporter: (path, native bucket index every probe lies in, a latency
+# inside it). /srv/edge: the bucket that holds 100 ms, probes of about 95 ms; /srv/slow: the
+# bucket above it (105.1 to 125 ms), probes of about 115 ms.
+SLOW_SHARE_TARGETS = (("/srv/edge", SLOW_BUCKET, 0.095), ("/srv/slow", SLOW_BUCKET + 1, 0.115))
+
+
 def slow_share_page(count):
-    """A protobuf page with one native diskpulse_sync_latency_seconds of count probes, every
-    one in the native bucket that holds 100 ms: between 88.4 and 105.1 ms, so that classic
-    buckets would count each exactly on one side of 100 ms."""
-    labels = b"".join(pb_field(1, 2, pb_field(1, 2, k.encode()) + pb_field(2, 2, v.encode()))
-                      for k, v in (("device", "sdz"), ("mode", "fdatasync"),
-                                   ("path", "/srv/slow"), ("regime", "idle")))
-    hist = (pb_field(1, 0, count) + pb_field(2, 1, struct.pack("<d", count * 0.095))
-            + pb_field(5, 0, zigzag(2)) + pb_field(6, 1, struct.pack("<d", 1e-128))
-            + pb_field(7, 0, 0)
-            + pb_field(12, 2, pb_field(1, 0, zigzag(SLOW_BUCKET)) + pb_field(2, 0, 1))
-            + pb_field(13, 2, pb_varint(zigzag(count))))
+    """A protobuf page with one native diskpulse_sync_latency_seconds of count probes per target
+    of SLOW_SHARE_TARGETS, every probe of a target in its one native bucket."""
+    metrics = b""
+    for path, bucket, latency in SLOW_SHARE_TARGETS:
+        labels = b"".join(pb_field(1, 2, pb_field(1, 2, k.encode()) + pb_field(2, 2, v.encode()))
+                          for k, v in (("device", "sdz"), ("mode", "fdatasync"),
+                                       ("path", path), ("regime", "idle")))
+        hist = (pb_field(1, 0, count) + pb_field(2, 1, struct.pack("<d", count * latency))
+                + pb_field(5, 0, zigzag(2)) + pb_field(6, 1, struct.pack("<d", 1e-128))
+                + pb_field(7, 0, 0)
+                + pb_field(12, 2, pb_field(1, 0, zigzag(bucket)) + pb_field(2, 0, 1))
+                + pb_field(13, 2, pb_varint(zigzag(count))))
+        metrics += pb_field(4, 2, labels + pb_field(7, 2, hist))
     fam = (pb_field(1, 2, b"diskpulse_sync_latency_seconds") + pb_field(2, 2, b"probe latency")
-           + pb_field(3, 0, 4) + pb_field(4, 2, labels + pb_field(7, 2, hist)))
+           + pb_field(3, 0, 4) + metrics)
     return pb_varint(len(fam)) + fam
 
 
@@ -368,18 +378,18 @@ class SlowShareExporter(http.server.BaseHTTPRequestHandler):
 
 
 def check_slow_share(prom):
-    """On a Prometheus that stores native histograms, the shipped slow-probe share is
-    histogram_fraction(0, 0.1, ...), interpolated inside the native bucket that holds 100 ms: a
-    histogram whose every probe lies in (88.4, 105.1] ms gives a share strictly between 0 and 1
-    (classic buckets count each probe on its side of 100 ms: 0 or 1, exactly). The README and
-    the runbook say so where they describe the share."""
-    res = query(prom.url, 'target:diskpulse_sync_slow_ratio:rate1h{path="/srv/slow"}')
-    got = float(res[0]["value"][1]) if res else None
-    linear = 1 - (0.1 - SLOW_LO) / (SLOW_HI - SLOW_LO)
-    dp.check(got is not None and 0.05 < got < 0.95,
-             "the slow share of probes all within (%.1f, %.1f] ms, from a native histogram: %s "
-             "(interpolated; linear inside the bucket would give %.3f)"
-             % (SLOW_LO * 1000, SLOW_HI * 1000, got, linear))
+    """On a Prometheus that stores native histograms, the shipped slow-probe share is an exact
+    count: probes all inside the native bucket that holds 100 ms (88.4 to 105.1 ms) give 0, probes
+    all in the bucket above it give 1 (histogram_fraction read up to 105.1 ms, a bucket's edge;
+    up to 0.1 it interpolated, and the first read 0.31). The README and the runbook say so where
+    they describe the share."""
+    for path, want in (("/srv/edge", 0.0), ("/srv/slow", 1.0)):
+        res = query(prom.url, 'target:diskpulse_sync_slow_ratio:rate1h{path="%s"}' % path)
+        got = float(res[0]["value"][1]) if res else None
+        dp.check(got is not None and abs(got - want) < 1e-9,
+                 "the slow share of probes all in (%.1f, %.1f] ms, from a native histogram: %s "
+                 "(exactly %g)" % (SLOW_LO * 1000 * (2 ** 0.25 if want else 1),
+                                   SLOW_HI * 1000 * (2 ** 0.25 if want else 1), got, want))
     rules = yaml.safe_load(open(RULES))
     expr = next(r["expr"] for g in rules["groups"] for r in g["rules"]
                 if r.get("record") == "target:diskpulse_sync_slow_ratio:rate1h")
@@ -393,10 +403,9 @@ def check_slow_share(prom):
                  and p.startswith("**What it means.**")), "")
     for where, text in (("README's recording rules table", row), ("runbook", para)):
         flat = " ".join(text.split())
-        dp.check("histogram_fraction" in flat and "interpolat" in flat
-                 and "exact counts, not" not in flat,
-                 "the %s says the native share is histogram_fraction, interpolated: %r"
-                 % (where, flat[:300]))
+        dp.check("histogram_fraction" in flat and "105.1 ms" in flat and "exact" in flat,
+                 "the %s says the native share is histogram_fraction up to the bucket edge at "
+                 "105.1 ms, an exact count: %r" % (where, flat[:300]))
 
 
 def main():

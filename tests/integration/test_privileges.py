@@ -7,8 +7,8 @@ within seconds with the same capabilities, which shows on /metrics (diskpulse_he
 diskpulse_helper_restarts_total). Helper and zygote die with the daemon (SIGTERM, within a second,
 and SIGKILL); started as nobody, the daemon still serves. In every way of starting it as root
 (from a shell, socket activation by systemd-socket-activate, --once, --check-config, a bad config
-file) the config file is a FIFO, so that each process that opens it to parse it is caught in the
-act: it holds no capability at all (effective, permitted, bounding, ambient, inheritable 0,
+file) every open of the config file is held (fanotify), so that each process that opens it to
+parse it is caught in the act: it holds no capability at all (effective, permitted, bounding, ambient, inheritable 0,
 NoNewPrivs 1), while the helper and its zygote hold theirs.
 
 The daemon starts its zygote and helper whoever starts it (with capabilities or as nobody, then
@@ -17,12 +17,17 @@ starting its helper still serves (without SMART, saying so in its log), and only
 see it. The checks as root need root with CAP_SYS_ADMIN, CAP_SYS_RAWIO and CAP_SETPCAP (CI has
 them); without them those checks are left out and said so, and the run as an ordinary user still
 requires the helper and its zygote. The only skip (77): processes cannot be looked at here (no /proc)."""
+import ctypes
 import os
+import queue
+import select
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import dp
@@ -397,29 +402,90 @@ def tree(pid):
     return out
 
 
-def wchan(pid):
-    try:
-        with open("/proc/%d/wchan" % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
+class OpenGate:
+    """Holds every open(2) of one regular file in the kernel until the test lets it go
+    (fanotify(7) FAN_OPEN_PERM, a permission event: the opener waits for this process's answer),
+    so that the test sees which process opens the file and what it holds meanwhile. (A FIFO did
+    this until the daemon refused every file it reads that is not a regular file.) This
+    process's own opens, to write the file, are let through by the gate's thread."""
 
+    FAN_CLOEXEC, FAN_NONBLOCK, FAN_CLASS_CONTENT = 0x01, 0x02, 0x04
+    FAN_MARK_ADD, FAN_OPEN_PERM, FAN_ALLOW = 0x01, 0x00010000, 0x01
+    EVENT = struct.Struct("<IBBHQii")  # struct fanotify_event_metadata
+    RESPONSE = struct.Struct("<iI")    # struct fanotify_response
 
-def fifo_reader(root, within=10.0):
-    """The process below root (root included) blocked opening a FIFO for reading (the kernel's
-    wait_for_partner), or None."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        for p in tree(root):
-            if wchan(p) == "wait_for_partner":
-                return p
-        time.sleep(0.02)
-    return None
+    def __init__(self, path, text):
+        self.path = path
+        self.write(text)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.fanotify_init.argtypes = [ctypes.c_uint, ctypes.c_uint]
+        libc.fanotify_mark.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_uint64, ctypes.c_int,
+                                       ctypes.c_char_p]
+        self.fd = libc.fanotify_init(self.FAN_CLASS_CONTENT | self.FAN_CLOEXEC | self.FAN_NONBLOCK,
+                                     os.O_RDONLY | os.O_CLOEXEC)
+        if self.fd < 0 or libc.fanotify_mark(self.fd, self.FAN_MARK_ADD, self.FAN_OPEN_PERM, -100,
+                                             path.encode()) < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "fanotify: " + os.strerror(e))
+        self.held = queue.Queue()
+        self.quit = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
 
+    def _run(self):
+        poll = select.poll()
+        poll.register(self.fd, select.POLLIN)
+        while not self.quit:
+            if not poll.poll(50):
+                continue
+            try:
+                buf = os.read(self.fd, 4096)
+            except BlockingIOError:
+                continue
+            off = 0
+            while off + self.EVENT.size <= len(buf):
+                length, _, _, _, _, fd, pid = self.EVENT.unpack_from(buf, off)
+                off += length
+                if pid == os.getpid():
+                    self._answer(fd)
+                else:
+                    self.held.put((pid, fd))
 
-def feed(fifo, text):
-    with open(fifo, "w") as f:
-        f.write(text)
+    def _answer(self, fd):
+        os.write(self.fd, self.RESPONSE.pack(fd, self.FAN_ALLOW))
+        os.close(fd)
+
+    def write(self, text):
+        with open(self.path, "w") as f:
+            f.write(text)
+
+    def opener(self, root, within=10.0):
+        """The process below root (root included) held opening the file, or None. Held opens
+        of other processes are let go."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                pid, fd = self.held.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            if pid in tree(root):
+                self.pending = fd
+                return pid
+            self._answer(fd)
+        return None
+
+    def release(self, text):
+        """Writes text into the file and lets the held open go on."""
+        self.write(text)
+        fd, self.pending = self.pending, None
+        self._answer(fd)
+
+    def close(self):
+        self.quit = True
+        self.thread.join()
+        while not self.held.empty():
+            self._answer(self.held.get()[1])
+        os.close(self.fd)
 
 
 def holds_nothing(pid, what):
@@ -444,13 +510,13 @@ def diskpulse_root(root):
     return None
 
 
-def caught_parsing(proc_pid, fifo, mode, text, expect_reparse=True):
+def caught_parsing(proc_pid, gate, mode, text, expect_reparse=True):
     """Follows one start: the first reader of the config must be a child without capabilities
     while the daemon itself waits with them (and has no helper yet); with expect_reparse, the
     daemon then reads it again itself, by then without capabilities and with a helper and a
     zygote that hold theirs. Returns the daemon's pid."""
-    reader = fifo_reader(proc_pid)
-    if not dp.check(reader is not None, "%s: a process opens the config file (a FIFO) to parse it" % mode):
+    reader = gate.opener(proc_pid)
+    if not dp.check(reader is not None, "%s: a process opens the config file to parse it" % mode):
         return None
     daemon = diskpulse_root(proc_pid)
     dp.check(reader != daemon and stat(reader)[2] == daemon,
@@ -461,10 +527,10 @@ def caught_parsing(proc_pid, fifo, mode, text, expect_reparse=True):
              "%s: meanwhile the daemon still holds its capabilities and parses nothing (%s)"
              % (mode, st and st["CapEff"]))
     dp.check(find_helper(daemon, 0.1) is None, "%s: no helper before the configuration is known" % mode)
-    feed(fifo, text)
+    gate.release(text)
     if not expect_reparse:
         return daemon
-    reader = fifo_reader(proc_pid)
+    reader = gate.opener(proc_pid)
     if not dp.check(reader == daemon, "%s: then the daemon itself reads the config file (%s)" % (mode, reader)):
         return daemon
     holds_nothing(daemon, "%s: the daemon parsing the config file" % mode)
@@ -474,33 +540,33 @@ def caught_parsing(proc_pid, fifo, mode, text, expect_reparse=True):
             c = caps(status("/proc/%d/status" % pid))
             dp.check(c["CapEff"] == HELPER_CAPS and c["CapPrm"] == HELPER_CAPS,
                      "%s: the %s holds CAP_SYS_ADMIN and CAP_SYS_RAWIO (%x)" % (mode, name, c["CapEff"]))
-    feed(fifo, text)
+    gate.release(text)
     return daemon
 
 
 def start_modes(flags):
     """Every way of starting as root, caught while parsing."""
     tmp = tempfile.mkdtemp(prefix="diskpulse-priv-modes-")
-    fifo = os.path.join(tmp, "diskpulse.conf")
-    os.mkfifo(fifo)
+    path = os.path.join(tmp, "diskpulse.conf")
     conf = "canary.interval = 1s\n"
+    gate = OpenGate(path, conf)
     try:
         # from a shell
         port = dp.free_port()
-        proc = subprocess.Popen([BIN, "--config.file=" + fifo, "--web.listen-address=127.0.0.1:%d" % port] + flags,
+        proc = subprocess.Popen([BIN, "--config.file=" + path, "--web.listen-address=127.0.0.1:%d" % port] + flags,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            daemon = caught_parsing(proc.pid, fifo, "shell", conf)
+            daemon = caught_parsing(proc.pid, gate, "shell", conf)
             ok = dp.wait_until(lambda: dp.http_get("http://127.0.0.1:%d/-/healthy" % port, timeout=1)[0] == 200, 20)
             dp.check(ok, "shell: serves")
             if daemon and ok:
                 check_main(daemon, expect_bounding_empty=True)
             proc.send_signal(signal.SIGHUP)  # a reload reads the file: the daemon, unprivileged
-            reader = fifo_reader(proc.pid)
+            reader = gate.opener(proc.pid)
             dp.check(reader == daemon, "shell: SIGHUP: the daemon reads the config again (%s)" % reader)
             if reader:
                 holds_nothing(reader, "shell: the daemon parsing the config on SIGHUP")
-                feed(fifo, conf)
+                gate.release(conf)
         finally:
             proc.terminate()
             proc.wait(10)
@@ -510,11 +576,11 @@ def start_modes(flags):
         if activate:
             port = dp.free_port()
             proc = subprocess.Popen([activate, "-l", "127.0.0.1:%d" % port, BIN, "--web.systemd-socket",
-                                     "--config.file=" + fifo] + flags,
+                                     "--config.file=" + path] + flags,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             try:
                 first = socket_connect(port)
-                daemon = caught_parsing(proc.pid, fifo, "socket activation", conf)
+                daemon = caught_parsing(proc.pid, gate, "socket activation", conf)
                 ok = dp.wait_until(lambda: dp.http_get("http://127.0.0.1:%d/-/healthy" % port, timeout=2)[0] == 200, 20)
                 dp.check(ok, "socket activation: serves on the passed socket")
                 if daemon and ok:
@@ -531,10 +597,10 @@ def start_modes(flags):
             print("note: no systemd-socket-activate: socket activation not checked")
 
         # --once
-        proc = subprocess.Popen([BIN, "--once", "--no-collector.canary", "--config.file=" + fifo] + flags,
+        proc = subprocess.Popen([BIN, "--once", "--no-collector.canary", "--config.file=" + path] + flags,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
-            caught_parsing(proc.pid, fifo, "--once", conf)
+            caught_parsing(proc.pid, gate, "--once", conf)
             out, _ = proc.communicate(timeout=60)
             dp.check(proc.returncode == 0 and "diskpulse_build_info" in out and not dp.expocheck.check(out),
                      "--once: exit 0 with a valid page (%s)" % proc.returncode)
@@ -544,10 +610,10 @@ def start_modes(flags):
                 proc.wait()
 
         # --check-config: only the child parses; nothing reads the file a second time
-        proc = subprocess.Popen([BIN, "--check-config", "--config.file=" + fifo] + flags,
+        proc = subprocess.Popen([BIN, "--check-config", "--config.file=" + path] + flags,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         try:
-            caught_parsing(proc.pid, fifo, "--check-config", conf, expect_reparse=False)
+            caught_parsing(proc.pid, gate, "--check-config", conf, expect_reparse=False)
             out, _ = proc.communicate(timeout=20)
             dp.check(proc.returncode == 0 and "# configuration OK" in out and "canary.interval = 1s" in out,
                      "--check-config: exit 0, the effective configuration printed (%s)" % proc.returncode)
@@ -557,19 +623,20 @@ def start_modes(flags):
                 proc.wait()
 
         # a bad line: the child says so and the daemon exits 2 without reading anything itself
-        proc = subprocess.Popen([BIN, "--config.file=" + fifo] + flags,
+        proc = subprocess.Popen([BIN, "--config.file=" + path] + flags,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            caught_parsing(proc.pid, fifo, "bad config", "canary.interval = 1s\nno equals sign\n",
+            caught_parsing(proc.pid, gate, "bad config", "canary.interval = 1s\nno equals sign\n",
                            expect_reparse=False)
             _, err = proc.communicate(timeout=20)
-            dp.check(proc.returncode == 2 and "%s:2:" % fifo in err,
+            dp.check(proc.returncode == 2 and "%s:2:" % path in err,
                      "bad config: exit 2 naming file:line (%s: %s)" % (proc.returncode, err.strip()))
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
     finally:
+        gate.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -4,8 +4,9 @@ passed by systemd-socket-activate (IPv4 and IPv6) both serve, and the config fil
 address is not bound. The notify protocol on a test NOTIFY_SOCKET: READY=1 and STATUS= once
 serving, WATCHDOG=1 at most half of WATCHDOG_USEC apart (also when the loop has nothing else to
 do), none for a WATCHDOG_PID that is another process, and none while the main loop is stalled
-(blocked opening a diskstats FIFO that nobody writes), resuming when it runs again.
+(its thread alone stopped), resuming when it runs again.
 (One passed socket, --web.systemd-socket and STOPPING=1 are in test_http.py.)"""
+import ctypes
 import os
 import shutil
 import socket
@@ -123,72 +124,88 @@ def other_pid(tmp):
         n.close()
 
 
-class Feeder:
-    """Serves a FIFO as /proc/diskstats: each open for reading gets the fixture's contents, until
-    paused; while paused the daemon's open() blocks, and with it the main loop."""
+# ptrace(2) requests (<sys/ptrace.h>) and waitpid's __WALL (<linux/wait.h>)
+PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
+WALL = 0x40000000
 
-    def __init__(self, path, text):
-        self.path, self.text = path, text
-        self.paused = threading.Event()
-        self.quit = False
-        self.opens = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
 
-    def _run(self):
-        while not self.quit:
-            if self.paused.is_set():
-                time.sleep(0.01)
-                continue
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until a reader opens
-            except OSError:
-                time.sleep(0.005)
-                continue
-            os.set_blocking(fd, True)
-            try:
-                os.write(fd, self.text)
-            except OSError:
-                pass
-            os.close(fd)
-            self.opens += 1
-            time.sleep(0.05)  # the reader sees EOF before the next open
+def ptrace(request, tid):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    libc.ptrace.restype = ctypes.c_long
+    if libc.ptrace(request, tid, None, None) < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "ptrace: " + os.strerror(e))
 
-    def close(self):
-        self.quit = True
-        self.thread.join()
+
+def stop_thread(tid):
+    """Stops one thread of a child process (PTRACE_SEIZE, PTRACE_INTERRUPT), its other threads
+    running on, as a handler stuck in the kernel stops a main loop; returns once it has
+    stopped. resume_thread() undoes it, from the same thread of the test."""
+    ptrace(PTRACE_SEIZE, tid)
+    ptrace(PTRACE_INTERRUPT, tid)
+    os.waitpid(tid, WALL)
+
+
+def resume_thread(tid):
+    ptrace(PTRACE_DETACH, tid)
+
+
+def thread_states(pid):
+    """{thread name: [state letter, ...]} of a process, from /proc/PID/task/*/stat."""
+    states = {}
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        states.setdefault(name, []).append(stat[stat.rindex(")") + 2])
+    return states
 
 
 def stalled_loop(tmp):
-    proc = os.path.join(tmp, "proc")
-    os.mkdir(proc)
-    shutil.copy(os.path.join(FIXTURE, "proc", "uptime"), proc)
-    fifo = os.path.join(proc, "diskstats")
-    os.mkfifo(fifo)
-    with open(os.path.join(FIXTURE, "proc", "diskstats"), "rb") as f:
-        feeder = Feeder(fifo, f.read())
+    """The pings come from the main loop: while its thread alone is stopped (ptrace; the HTTP
+    thread answers meanwhile, so the process runs on), none is sent, and they resume when it
+    runs again. (The stall was a FIFO as /proc/diskstats, whose open() blocked the loop; the
+    daemon refuses a FIFO now, as every file it reads that is not a regular file.)"""
     n = Notify(tmp)
-    # fixed sampling: the loop reads the FIFO every 200 ms whether scraped or not
-    p, log = start(tmp, n, "--path.procfs=" + proc, "--diskstats.interval=200ms", "--diskstats.sampling=fixed")
+    p, log = start(tmp, n, "--path.procfs=" + os.path.join(FIXTURE, "proc"), "--diskstats.interval=200ms",
+                   "--diskstats.sampling=fixed")
+    url = "http://" + [a for a in p.args if a.startswith("--web.listen-address=")][0].split("=", 1)[1]
+    stopped = False
     try:
-        dp.check(n.wait_for("READY=1", 15), "stall: READY=1 with diskstats from a FIFO")
+        dp.check(n.wait_for("READY=1", 15), "stall: READY=1")
         time.sleep(3)
-        dp.check(feeder.opens >= 5, "stall: the daemon reads the FIFO every 200 ms (%d reads)" % feeder.opens)
         before = n.times("WATCHDOG=1")
         g = gaps(before)
         dp.check(len(before) >= 3 and max(g) <= HALF, "stall: pings %.2f s apart at most before the stall "
                  "(%d pings, longest gap %.3f s)" % (HALF, len(before), max(g or [0])))
 
-        feeder.paused.set()
+        try:
+            stop_thread(p.pid)  # the main thread's id is the process's
+            stopped = True
+        except OSError as e:
+            dp.check(False, "stall: the main thread can be stopped alone (%s)" % e)
+            return
         t_stall = time.monotonic()
+        states = thread_states(p.pid)
+        try:
+            st = dp.http_get(url + "/-/healthy", timeout=5)[0]
+        except OSError as e:
+            st = str(e)
+        dp.check(st in (200, 503) and len(sum(states.values(), [])) > 1,
+                 "stall: only the main thread stopped, the HTTP thread answers (%s; threads %s)" % (st, states))
         time.sleep(4)
-        # The loop blocks at its next sample (within 200 ms); allow one ping due right then.
-        during = [t for t in n.times("WATCHDOG=1") if t > t_stall + 0.2 + HALF]
-        dp.check(during == [], "stall: no WATCHDOG=1 while the main loop is blocked (%d pings in "
-                 "%.1f s)" % (len(during), time.monotonic() - t_stall - 0.2 - HALF))
-        dp.check(p.poll() is None, "stall: the daemon is still alive (blocked, not dead)")
+        # A ping sent just before the stop may be read a moment after it.
+        during = [t for t in n.times("WATCHDOG=1") if t > t_stall + 0.5]
+        dp.check(during == [], "stall: no WATCHDOG=1 while the main loop is stopped (%d pings in "
+                 "%.1f s)" % (len(during), time.monotonic() - t_stall - 0.5))
+        dp.check(p.poll() is None, "stall: the daemon is still alive (stopped, not dead)")
 
-        feeder.paused.clear()
+        resume_thread(p.pid)
+        stopped = False
         t_resume = time.monotonic()
         time.sleep(2.5)
         after = [t for t in n.times("WATCHDOG=1") if t > t_resume]
@@ -196,9 +213,9 @@ def stalled_loop(tmp):
                  "stall: pings resume when the loop runs again (%d in 2.5 s, first after %.3f s)"
                  % (len(after), (after[0] - t_resume) if after else -1))
     finally:
-        feeder.paused.clear()  # a daemon still blocked in open() gets through and sees SIGTERM
+        if stopped:
+            resume_thread(p.pid)  # a stopped main loop would not see SIGTERM
         out = stop(p, log)
-        feeder.close()
         n.close()
     dp.check(p.returncode == 0, "stall: exit status 0 after SIGTERM (%s)" % out.strip()[-200:])
 

@@ -70,9 +70,10 @@ class Container:
     """systemd-nspawn --boot of root. On a host run by systemd the container gets a delegated
     scope of its own (systemd-run --scope -p Delegate=yes). Elsewhere (a container, a sandbox)
     it runs in a cgroup2 directory made for it below this process's, with the unified hierarchy
-    forced, so that systemd in it has BPF device and IP filters as on a Debian 12 host."""
+    forced, so that systemd in it has BPF device and IP filters as on a Debian 12 host. extra:
+    more systemd-nspawn arguments (--bind=..., another --capability=...)."""
 
-    def __init__(self, root, log):
+    def __init__(self, root, log, extra=()):
         self.root = root
         self.name = "diskpulse-test-%d" % os.getpid()
         self.log = open(log, "w+")
@@ -83,7 +84,7 @@ class Container:
         # and IP filters.
         nspawn = ["systemd-nspawn", "--boot", "--directory=" + root, "--machine=" + self.name, "--register=no",
                   "--keep-unit", "--private-network", "--capability=CAP_SYS_RAWIO,CAP_BPF",
-                  "--system-call-filter=bpf", "--console=read-only"]
+                  "--system-call-filter=bpf", "--console=read-only"] + list(extra)
         env = dict(os.environ)
         if os.path.isdir("/run/systemd/system") and shutil.which("systemd-run"):
             cmd = ["systemd-run", "--scope", "--quiet", "-p", "Delegate=yes", "--"] + nspawn
@@ -646,4 +647,5 @@ def main():
     pkg.finish()
 
 
-main()
+if __name__ == "__main__":  # tests/runbook boots its own container with Container
+    main()

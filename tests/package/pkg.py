@@ -211,8 +211,10 @@ def apt_proxy_env():
 
 
 # Installed in the fresh root besides the .deb's Depends: udev, so that the root booted in the VM
-# has a udev database like any Debian host.
-ROOT_EXTRA = ("udev",)
+# has a udev database like any Debian host; and the Debian packages the runbook's commands come
+# from (docs/runbook.md: curl, sysstat's iostat and pidstat, ioping, procps' ps, iproute2's ss,
+# bpftool), so that tests/runbook runs them on a host booted under systemd as an operator would.
+ROOT_EXTRA = ("udev", "curl", "sysstat", "ioping", "procps", "iproute2", "bpftool")
 
 
 def fresh_root(build, extra=ROOT_EXTRA):

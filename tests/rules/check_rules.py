@@ -50,9 +50,12 @@ RUNBOOK_URLS = {
 }
 RUNBOOK_URL = BASE + PUT % "$labels.instance"
 # A critical alert pages someone: its description begins with what to do first, one of these
-# imperatives, and so does its runbook section, after "**First:** ".
-FIRST_VERBS = ("Check", "Copy", "Fail", "Move", "Plan", "Remount", "Replace", "Restore", "Stop",
-               "Thaw")
+# imperatives, and so does its runbook section, after "**First:** ". Each is something to do now,
+# at night: "Plan" (a replacement this week) is not, and an alert whose first step it is is a
+# warning (the README's severity policy). A warning's section has no "**First:**": a ticket has
+# no first step before the rest.
+FIRST_VERBS = ("Check", "Copy", "Fail", "Move", "Remount", "Replace", "Restore", "Stop", "Thaw")
+README = os.path.join(ROOT, "README.md")
 
 failures = []
 
@@ -93,16 +96,28 @@ tests:
 """
 
 
+def documented_urls():
+    """The url: lines the README, the runbook and the rules' comments give as the one setting
+    for a reachable runbook (a wiki, a reverse proxy)."""
+    found = []
+    for path in (README, RUNBOOK, RULES):
+        text = open(path).read()
+        found += re.findall(r"`url: (\S+?)`", text) + re.findall(r"^\s*#\s+url: (\S+)$", text, re.M)
+    return sorted(set(found))
+
+
 def check_url_knob(rules):
     """A copy of the rules with diskpulse:runbook:info's url changed gives every link from it:
-    the scheme of an exporter that serves TLS, and a wiki's address (no {instance})."""
+    the scheme of an exporter that serves TLS, a wiki's address (no {instance}), and each url
+    line the documentation gives."""
     import copy
-    for url, stuck, down in (
-            ("https://{instance}/runbook", "https://db1:9477/runbook#diskpulsesyncprobestuck",
-             "https://db1:9477/runbook#diskpulseexporterdown"),
-            ("https://wiki.example.org/diskpulse/runbook",
-             "https://wiki.example.org/diskpulse/runbook#diskpulsesyncprobestuck",
-             "https://wiki.example.org/diskpulse/runbook#diskpulseexporterdown")):
+    urls = ["https://{instance}/runbook", "https://wiki.example.org/diskpulse/runbook"]
+    documented = documented_urls()
+    if len(documented) < 2:
+        fail(f"the documentation gives {documented} as reachable runbook urls (a wiki, a proxy)")
+    for url, stuck, down in [(u, u.replace("{instance}", "db1:9477") + "#diskpulsesyncprobestuck",
+                              u.replace("{instance}", "db1:9477") + "#diskpulseexporterdown")
+                             for u in urls + documented]:
         doc = copy.deepcopy(rules)
         by_name = {}
         for g in doc["groups"]:
@@ -123,6 +138,9 @@ def check_url_knob(rules):
                     v = r["annotations"][k]
                     for lab, val in (("path", "/srv"), ("device", "sda"),
                                      ("instance", "db2:9477" if "Down" in name else "db1:9477")):
+                        # {{ with $labels.X }}A{{ . }}B{{ else }}C{{ end }}: X is set here
+                        v = re.sub(r"\{\{ with \$labels\.%s \}\}(.*?)\{\{ else \}\}.*?\{\{ end \}\}" % lab,
+                                   lambda m, val=val: m.group(1).replace("{{ . }}", val), v)
                         v = v.replace("{{ $labels.%s }}" % lab, val)
                     ann[k] = v
                 test = test.replace(key, yaml.safe_dump(ann, default_flow_style=True, width=10**6).strip())
@@ -134,6 +152,23 @@ def check_url_knob(rules):
                      f"{down!r}:\n{out}")
             else:
                 print(f"url={url}: {stuck}, {down}")
+
+
+def check_readme_severities(alerts):
+    """The README's alert table gives each alert the rules' severity, and its severity policy
+    names exactly the critical ones (as `SyncProbeStuck` for DiskpulseSyncProbeStuck)."""
+    text = open(README).read()
+    table = dict(re.findall(r"^\| `(Diskpulse\w+)` \| (\w+) \|", text, re.M))
+    for name, r in sorted(alerts.items()):
+        sev = r.get("labels", {}).get("severity")
+        if table.get(name) != sev:
+            fail(f"{name}: the README's alert table says {table.get(name)!r}, the rules {sev!r}")
+    m = re.search(r"\*\*Severity policy\.\*\*(.*?)Everything else is `warning`", text, re.S)
+    named = {"Diskpulse" + n for n in re.findall(r"`([A-Z]\w+)`", m.group(1))} if m else set()
+    critical = {n for n, r in alerts.items() if r.get("labels", {}).get("severity") == "critical"}
+    if named != critical:
+        fail(f"the README's severity policy names {sorted(named)} as paging, the rules' critical "
+             f"alerts are {sorted(critical)}")
 
 
 def main():
@@ -207,10 +242,14 @@ def main():
             if not m or m.group(1) not in FIRST_VERBS:
                 fail(f"{name}: its runbook section does not begin with '**First:** ' and one of "
                      f"{', '.join(FIRST_VERBS)}")
+        elif "**First:**" in sections.get(name, ""):
+            fail(f"{name}: a {sev} alert, yet its runbook section has a '**First:**' step (only "
+                 "a page has one)")
     for h in sorted(headings - set(alerts)):
         if h.startswith("Diskpulse"):
             fail(f"docs/runbook.md has a section for {h}, which is no alert")
 
+    check_readme_severities(alerts)
     check_url_knob(rules)
 
     # promtool test rules, and which alerts and records the tests exercise.

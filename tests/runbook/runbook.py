@@ -10,7 +10,20 @@ PEER..., HOST, ...): substitute() replaces them as whole words.
 
 run_section() runs every command of a section with a test's expectations and fails any command the
 test did not give one for, so a command added to the runbook without a test is a failure, not a
-silent gap. Usage as a script: runbook.py [SECTION] lists the sections and their commands."""
+silent gap; a command listed in cannot_run.py (it needs hardware no test has) is skipped with its
+reason. A runner runs each command where the test set its situation up: run_local() on this host;
+a test may pass its own (a container's nsenter, a guest's channel): runner(text, timeout) ->
+(exit status or None on a timeout, output).
+
+Claims (tests/runbook/check_coverage.py holds them): a test that runs sections says so at the top
+level of its file, RUNBOOK_SECTIONS = {"SECTION": "the situation it sets up", ...} in Python or a
+comment line "# runbook: SECTION[, SECTION...]" in a shell scenario, and every command of a
+claimed section must match an expectation of a claiming file: Expect("REGEX", ...) in Python (a
+string literal, so that it can be read without running the test), a line
+"# runbook-expect: REGEX" in a shell scenario. Several files may claim one section and run a
+part of it each (run_section's `only`).
+
+Usage as a script: runbook.py [SECTION] lists the sections and their commands."""
 import os
 import re
 import shlex
@@ -25,11 +38,12 @@ PREAMBLE = ""  # the commands before the first "## " heading
 
 
 class Command:
-    """One logical command line of a section: its text (without the comment), its comment and the
-    line of docs/runbook.md it starts on."""
+    """One logical command line of a section: its text (without the comment), its comment, the
+    line of docs/runbook.md it starts on, and its kind: "sh" (a ```sh block, run in a shell on
+    the host) or "promql" (a ```promql block, an expression to query in Prometheus)."""
 
-    def __init__(self, text, note, lineno):
-        self.text, self.note, self.lineno = text, note, lineno
+    def __init__(self, text, note, lineno, kind="sh"):
+        self.text, self.note, self.lineno, self.kind = text, note, lineno, kind
 
     def __repr__(self):
         return "Command(%r, line %d)" % (self.text, self.lineno)
@@ -65,6 +79,7 @@ def sections(path=RUNBOOK):
     out = {PREAMBLE: []}
     current = PREAMBLE
     in_sh = False
+    kind = "sh"
     pending, pending_note, pending_line = None, "", 0
     with open(path, encoding="utf-8") as f:
         for lineno, raw in enumerate(f, 1):
@@ -73,15 +88,15 @@ def sections(path=RUNBOOK):
                 if line.startswith("## "):
                     current = line[3:].strip()
                     out.setdefault(current, [])
-                elif line.strip() == "```sh":
-                    in_sh = True
+                elif line.strip() in ("```sh", "```promql"):
+                    in_sh, kind = True, line.strip()[3:]
                 continue
             if line.strip() == "```":
                 if pending is not None:
                     raise ValueError("line %d: a continued command ends its block" % pending_line)
                 in_sh = False
                 continue
-            text, note = split_comment(line)
+            text, note = split_comment(line) if kind == "sh" else (line, "")
             if pending is not None:
                 text = pending + " " + text.strip()
                 note = (pending_note + " " + note).strip()
@@ -93,8 +108,32 @@ def sections(path=RUNBOOK):
                 continue
             pending = None
             if text.strip():
-                out[current].append(Command(text.strip(), note, start))
+                out[current].append(Command(text.strip(), note, start, kind))
     return out
+
+
+def first_steps(path=RUNBOOK):
+    """{heading: the text of its "**First:**" paragraph} for the sections that have one."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for part in re.split(r"^## ", text, flags=re.M)[1:]:
+        heading, _, body = part.partition("\n")
+        m = re.match(r"\s*\*\*First:\*\* (.*?)(?:\n\n|\Z)", body, re.S)
+        if m:
+            out[heading.strip()] = " ".join(m.group(1).split())
+    return out
+
+
+def code_commands(paragraph, secs=None):
+    """The code spans of a paragraph that are commands: a lower-case word and more, where the word
+    begins a command of some block of the runbook or an option (" -x") follows (`write through`
+    is no command, `fsfreeze -u DIR` is). A first step's commands must be in its section's blocks,
+    so that running the section runs its first step."""
+    secs = secs if secs is not None else sections()
+    words = {c.text.split()[0] for cmds in secs.values() for c in cmds}
+    return [c for c in re.findall(r"`([^`]+)`", paragraph)
+            if re.match(r"[a-z][\w.-]* \S", c) and (c.split()[0] in words or " -" in c)]
 
 
 def placeholders(text):
@@ -106,20 +145,39 @@ def placeholders(text):
 
 def substitute(text, values):
     """text with each placeholder NAME (and NAME...) of values replaced as a whole word; a list
-    value is joined with blanks (PEER... -> the peers)."""
+    value is joined with blanks (PEER... -> the peers); a key that is no placeholder
+    ("localhost:9477") is replaced wherever it occurs."""
     for name, val in sorted(values.items(), key=lambda kv: -len(kv[0])):
         if isinstance(val, (list, tuple)):
             val = " ".join(shlex.quote(v) for v in val)
+        if not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
+            text = text.replace(name, str(val))  # a literal, as "localhost:9477" for a test's port
+            continue
         text = re.sub(r"(?<![\w$-])%s(?:\.\.\.)?(?![\w-])" % re.escape(name),
                       lambda _m, v=str(val): v, text)
     return text
 
 
+def has(*patterns, absent=()):
+    """A check: every regular expression of patterns is found in the output (MULTILINE), none of
+    absent is."""
+    def check(rc, out):
+        missing = [p for p in patterns if not re.search(p, out, re.M)]
+        present = [p for p in absent if re.search(p, out, re.M)]
+        return (not missing and not present,
+                "shows %s%s" % (", ".join(repr(p) for p in patterns) or "its output",
+                                (" and not %s" % ", ".join(repr(p) for p in absent)) if absent else "")
+                + (" (missing %s)" % missing if missing else "")
+                + (" (yet shows %s)" % present if present else ""))
+    return check
+
+
 class Expect:
     """What a test expects of one command: `match`, a regular expression searched in the command's
     text as the runbook has it (before substitution); `check(rc, out)` returns (ok, what) or a
-    bool; `rc`, the exit status it must end with (None: any); `timeout` in seconds; `values`,
-    placeholder values for this command only."""
+    bool (a list: one check for each command it matches, in the section's order, for a command
+    that comes twice); `rc`, the exit status it must end with (None: any); `timeout` in seconds;
+    `values`, placeholder values for this command only."""
 
     def __init__(self, match, check=None, rc=0, timeout=120, values=None, why=""):
         self.match, self.check, self.rc, self.timeout = match, check, rc, timeout
@@ -148,17 +206,35 @@ def run_local(text, timeout, env=None):
         return None, out + "\n[timed out after %s s]" % timeout
 
 
-def run_section(name, values, expects, check, runner=run_local, only=None):
+def cannot_run(name, cmd):
+    """The reason cannot_run.py gives for not running cmd of section name, or None."""
+    sys.path.insert(0, HERE)
+    import cannot_run as cr  # noqa: E402  (beside this file)
+    for sec, rx, why in cr.CANNOT_RUN:
+        if sec == name and re.search(rx, cmd.text):
+            return why
+    return None
+
+
+def run_section(name, values, expects, check, runner=run_local, only=None, promql=None):
     """Runs each command of section `name` (placeholders replaced from values) with runner(text,
     timeout) -> (rc, output) and records through check(cond, what) that each ended with its
-    expected status and passed its check; a command without an expectation fails. `only`: a
-    regular expression choosing some of the section's commands (the rest are another test's).
-    Returns {command text as in the runbook: (rc, output)}."""
+    expected status and passed its check; a command without an expectation fails, one that
+    cannot_run.py lists is skipped with its reason. `only`: a regular expression choosing some
+    of the section's commands (the rest are another test's, or another moment's), or a function
+    of the Command (its .text, .note, .lineno). A ```promql expression goes to promql(text,
+    timeout) -> (rc, output) (a test's Prometheus); without one it fails. Returns {command text
+    as in the runbook: (rc, output)}."""
     cmds = sections()[name]
     check(cmds, "section %r has commands" % name)
     results = {}
+    seen = {}
     for cmd in cmds:
-        if only and not re.search(only, cmd.text):
+        if only and not (only(cmd) if callable(only) else re.search(only, cmd.text)):
+            continue
+        why = cannot_run(name, cmd)
+        if why:
+            print("# not run: %s (%s)" % (cmd.text, why))
             continue
         e = expectation(cmd, expects)
         if not check(e is not None, "%s: an expectation for line %d: %s" % (name, cmd.lineno, cmd.text)):
@@ -166,14 +242,19 @@ def run_section(name, values, expects, check, runner=run_local, only=None):
         vals = dict(values)
         vals.update(e.values)
         text = substitute(cmd.text, vals)
-        rc, out = runner(text, e.timeout)
+        if cmd.kind == "promql" and not check(promql is not None, "%s: a Prometheus to query line %d in"
+                                                  % (name, cmd.lineno)):
+            continue
+        rc, out = (promql if cmd.kind == "promql" else runner)(text, e.timeout)
         results[cmd.text] = (rc, out)
         shown = out if len(out) < 2000 else out[:1000] + "\n[...]\n" + out[-1000:]
         print("$ " + text + "\n" + shown.rstrip())
         if e.rc is not None:
             check(rc == e.rc, "%s: %s exits %s (expected %s)" % (name, text, rc, e.rc))
-        if e.check:
-            r = e.check(rc, out)
+        nth = seen[id(e)] = seen.get(id(e), -1) + 1
+        fn = e.check[nth] if isinstance(e.check, (list, tuple)) else e.check
+        if fn:
+            r = fn(rc, out)
             ok, what = r if isinstance(r, tuple) else (r, "shows what the runbook says")
             check(bool(ok), "%s: %s: %s" % (name, text, what))
     return results

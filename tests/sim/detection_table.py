@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The detection table: how soon the shipped rules page on an aging disk, and that they stay
+"""The detection table: how soon the shipped rules flag an aging disk (every alert of it is a warning), and that they stay
 quiet on a healthy one, with the spread a disk's noise gives.
 
 For each case, detection_sim drives the canary's real statistics and state file code through

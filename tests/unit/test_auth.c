@@ -1,6 +1,8 @@
 /* Unit tests of exporters/webconfig/auth.c: the Authorization header parser, bcrypt through
- * crypt_r, the cache keys, the worker and its queue bound, and the cache's separate tables. */
+ * crypt_r, the cache keys, the worker and its queue bound, the cache's separate tables, and a
+ * cancel that never waits for a running bcrypt. */
 #include <crypt.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -315,12 +318,116 @@ static void test_queue_bound(void **state)
         auth_checker_free(a);
 }
 
+/* Seconds on CLOCK_MONOTONIC. */
+static double now_s(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Threads of this process now (/proc/self/task). */
+static unsigned threads_now(void)
+{
+        DIR *d = opendir("/proc/self/task");
+        struct dirent *e;
+        unsigned n = 0;
+
+        assert_non_null(d);
+        while ((e = readdir(d)))
+                n += e->d_name[0] != '.';
+        closedir(d);
+        return n;
+}
+
+/* A stop never waits for a bcrypt, whose time the configured cost decides: a check cancelled
+ * while its hash runs is forgotten at once (auth_cancel_all returns before the hash ends, and
+ * its done() is never called, not even when the hash ends), and freeing the checker then does
+ * not wait either (the worker frees it when the hash ends). The hashes are of cost 13 (0.4 s
+ * of CPU here): the cancel comes as soon as the worker has taken the check; should this thread
+ * have been kept off the CPU for a whole hash meanwhile (the hash ended first), it tries
+ * again. Before the fix every try saw the cancel wait for the hash. */
+static void test_cancel_running(void **state)
+{
+        struct auth_checker *a = auth_checker_new();
+        char dear[128], cheap[128];
+        struct auth_key k;
+        unsigned done0, base;
+        uint64_t runs = 0;
+        double t0, took = 0;
+        bool caught = false;
+        (void)state;
+
+        wt.done = wt.matches = 0;
+        make_hash(13, "x", dear, sizeof dear);
+        make_hash(4, "x", cheap, sizeof cheap);
+        for (unsigned attempt = 0; attempt < 3 && !caught; attempt++) {
+                char p[16];
+
+                snprintf(p, sizeof p, "x%u", attempt);
+                pthread_mutex_lock(&wt.lock);
+                done0 = wt.done;
+                pthread_mutex_unlock(&wt.lock);
+                runs = auth_bcrypt_runs(a);
+                auth_key_of(a, "a", dear, p, &k);
+                assert_int_equal(auth_submit(a, &k, dear, p, on_done, NULL), 0);
+                while (auth_queued(a) > 0) /* the worker has taken it: its bcrypt runs */
+                        usleep(1000);
+                t0 = now_s();
+                auth_cancel_all(a);
+                took = now_s() - t0;
+                /* the hash had not ended when the cancel returned */
+                caught = auth_bcrypt_runs(a) == runs;
+                printf(
+                    "# try %u: cancel with a cost-13 bcrypt running returned in %.6f s, the hash "
+                    "%s\n",
+                    attempt + 1, took, caught ? "still running" : "over");
+                /* the cancelled worker ends by itself when its hash does */
+                while (auth_workers(a) > 0)
+                        usleep(1000);
+                assert_int_equal(auth_bcrypt_runs(a), runs + 1);
+        }
+        assert_true(caught);
+        /* ... and calls no done() for it */
+        pthread_mutex_lock(&wt.lock);
+        assert_int_equal(wt.done, done0);
+        pthread_mutex_unlock(&wt.lock);
+
+        /* a new check starts a new worker and is answered */
+        auth_key_of(a, "a", cheap, "y", &k);
+        assert_int_equal(auth_submit(a, &k, cheap, "y", on_done, NULL), 0);
+        wait_done(done0 + 1);
+        assert_int_equal(wt.matches, 0);
+
+        /* freed while a hash runs: the worker holds the checker until the hash ends, then frees
+         * it and ends (the sanitizers see any use after the free) */
+        assert_int_equal(auth_workers(a), 1); /* y's, waiting for the next check */
+        base = threads_now();
+        auth_key_of(a, "a", dear, "z", &k);
+        assert_int_equal(auth_submit(a, &k, dear, "z", on_done, NULL), 0);
+        while (auth_queued(a) > 0)
+                usleep(1000);
+        t0 = now_s();
+        auth_checker_free(a);
+        took = now_s() - t0;
+        printf("# freed with a bcrypt running: returned in %.6f s\n", took);
+        t0 = now_s();
+        while (threads_now() >= base && now_s() - t0 < 50)
+                usleep(1000);
+        assert_int_equal(threads_now(), base - 1);
+        pthread_mutex_lock(&wt.lock);
+        assert_int_equal(wt.done, done0 + 1);
+        pthread_mutex_unlock(&wt.lock);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_parse_basic),      cmocka_unit_test(test_parse_lengths),
             cmocka_unit_test(test_bcrypt),           cmocka_unit_test(test_keys),
             cmocka_unit_test(test_worker_and_cache), cmocka_unit_test(test_queue_bound),
+            cmocka_unit_test(test_cancel_running),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <malloc.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +14,22 @@
 
 #include "expo.h"
 #include "util.h"
-#include "scale.h"
+
+/* Every realloc of the linked code goes through this (the test is linked with -Wl,--wrap=realloc,
+ * tests/CMakeLists.txt): while watching, the calls that ask for more than the block holds are
+ * counted (a page's buffer grown). */
+void *__real_realloc(void *p, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+
+static bool watching;
+static int grown;
+
+void *__wrap_realloc(void *p, size_t n)
+{
+        if (watching && p && n > malloc_usable_size(p))
+                grown++;
+        return __real_realloc(p, n);
+}
 
 static uint64_t rng(uint64_t *x)
 {
@@ -138,6 +155,58 @@ static char *render(struct mset *const *sets, size_t n)
         assert_non_null(buf);
         assert_int_equal(strlen(buf), len);
         return buf;
+}
+
+/* A set of n samples of one family named "v", each value printed in 24 characters
+ * ("-1.2345678901234567e-300"): some 10 bytes a line more than expo_estimate() allows. */
+static struct mset *long_values(int n)
+{
+        struct mset *s = mset_new();
+        struct mfamily *f = mset_family(s, "v", "h", MT_GAUGE);
+
+        for (int i = 0; i < n; i++)
+                mfamily_add(s, f, "", -1.2345678901234567e-300 * (1 + i % 7), NULL);
+        return s;
+}
+
+/* The page rendered whole is the page streamed, and its buffer grows only when the page does not
+ * fit the estimate and a chunk more: a page a little longer than its estimate was copied into a
+ * buffer twice the size (past the heap's mmap threshold, a mapping made, shrunk and torn down at
+ * every render). */
+static void test_render_grows_only_when_full(void **state)
+{
+        static const struct {
+                int samples;
+                int most_grown;
+        } cases[] = {
+            {2, 0},    /* a few bytes past the estimate */
+            {3000, 0}, /* some 30 KiB past it: within the chunk */
+            {20000, 3},
+        };
+        (void)state;
+
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                struct mset *s = long_values(cases[i].samples);
+                char *text, *streamed = read_all(&s, 1, EXPO_FORMAT_TEXT, 4096);
+                size_t len;
+
+                watching = true;
+                grown = 0;
+                assert_int_equal(expo_render(&s, 1, EXPO_FORMAT_TEXT, &text, &len), 0);
+                watching = false;
+                assert_true(len > expo_estimate(&s, 1)); /* the case meant */
+                assert_int_equal(len, strlen(streamed));
+                assert_string_equal(text, streamed);
+                if (grown > cases[i].most_grown)
+                        fail_msg("%d samples (%zu bytes, estimate %zu): grown %d times, want <= %d",
+                                 cases[i].samples, len, expo_estimate(&s, 1), grown,
+                                 cases[i].most_grown);
+                if (cases[i].most_grown > 0)
+                        assert_true(grown > 0); /* and the growing path ran */
+                free(text);
+                free(streamed);
+                mset_free(s);
+        }
 }
 
 static void test_format_double(void **state)
@@ -560,7 +629,7 @@ static void test_doubles_as_printf(void **state)
         char want[64];
         (void)state;
 
-        for (int batch = 0; batch < test_scaled(400); batch++) {
+        for (int batch = 0; batch < 400; batch++) {
                 struct mrows *r = mrows_new(names, 1);
                 struct mtable *t;
                 struct mset *s = mset_new();
@@ -633,6 +702,7 @@ int main(void)
             cmocka_unit_test(test_stream_in_pieces),
             cmocka_unit_test(test_millis_and_integers_as_printf),
             cmocka_unit_test(test_doubles_as_printf),
+            cmocka_unit_test(test_render_grows_only_when_full),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -267,13 +267,67 @@ static void test_same_and_short(void **state)
         assert_true(rounds_between(&m, 100 * S, 120 * S) <= 2 * 20);
 }
 
+/* --diskstats.sampling=fixed: a simulated loop runs the planned rounds a little late, sometimes
+ * far too late (a stall, a round longer than the period), and extra rounds between them (a device
+ * that came, a reload). Every planned time stays on the grid of the first round, is the first of
+ * it after the round before, and the grid's times that went by with no round are all counted. */
+static void test_fixed_keeps_its_grid(void **state)
+{
+        const usec_t p = 100 * MS, t0 = 5 * S + 3 * MS;
+        usec_t now, grid, next;
+        uint64_t missed, missed_total = 0, served = 0, x = 0x9E3779B97F4A7C15ULL;
+        (void)state;
+
+        /* on time: the next time; at its exact time too */
+        assert_int_equal(sampler_fixed_next(t0, p, t0 + MS, &missed), t0 + p);
+        assert_int_equal(missed, 0);
+        assert_int_equal(sampler_fixed_next(t0, p, t0, &missed), t0 + p);
+        /* an extra round 37 ms after a round on time: the time planned stays */
+        assert_int_equal(sampler_fixed_next(t0 + p, p, t0 + 37 * MS, &missed), t0 + p);
+        assert_int_equal(missed, 0);
+        /* stopped 350 ms past the time planned (t0 + p): it ran late for it; t0 + 2p to 4p went
+         * by; the grid goes on at t0 + 5p (before: at the late round plus a period) */
+        assert_int_equal(sampler_fixed_next(t0 + p, p, t0 + p + 351 * MS, &missed), t0 + 5 * p);
+        assert_int_equal(missed, 3);
+        sampler_fixed_next(t0, p, t0 + MS, NULL); /* ret_missed may be NULL */
+
+        /* the grid starts at the start-up round, at t0: the first step plans after it */
+        now = t0;
+        grid = t0;
+        for (int i = 0; i < 100000; i++) {
+                unsigned r;
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                r = (unsigned)(x % 16);
+                if (r == 0 && grid > now + MS) /* an extra round before the time planned */
+                        now += 1 + (x >> 8) % (grid - now - MS);
+                else if (r == 1) /* a stall, or a round that took longer than the period */
+                        now = grid + (x >> 8) % (5 * p);
+                else /* the planned round, up to 2 ms late */
+                        now = grid + (x >> 8) % (2 * MS);
+                now += (x >> 40) % MS; /* the round's own time */
+                next = sampler_fixed_next(grid, p, now, &missed);
+                if ((next - t0) % p != 0 || next <= now || next - now > p)
+                        fail_msg("round %d at %llu, planned %llu: next %llu", i,
+                                 (unsigned long long)now, (unsigned long long)grid,
+                                 (unsigned long long)next);
+                served += now >= grid; /* the round ran at or after the time planned */
+                missed_total += missed;
+                grid = next;
+        }
+        /* every time of the grid before the one planned was served by a round or counted */
+        assert_int_equal(served + missed_total, (grid - t0) / p);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_steady_scraper),   cmocka_unit_test(test_window_over_period),
-            cmocka_unit_test(test_jitter_and_drift), cmocka_unit_test(test_two_scrapers),
-            cmocka_unit_test(test_scraper_leaves),   cmocka_unit_test(test_floor),
-            cmocka_unit_test(test_no_false_tracks),  cmocka_unit_test(test_same_and_short),
+            cmocka_unit_test(test_steady_scraper),       cmocka_unit_test(test_window_over_period),
+            cmocka_unit_test(test_jitter_and_drift),     cmocka_unit_test(test_two_scrapers),
+            cmocka_unit_test(test_scraper_leaves),       cmocka_unit_test(test_floor),
+            cmocka_unit_test(test_no_false_tracks),      cmocka_unit_test(test_same_and_short),
+            cmocka_unit_test(test_fixed_keeps_its_grid),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -352,10 +352,14 @@ static void test_canary_summarize(void **state)
         }
         d = summary_disk(s, "dm-0", false);
         assert_non_null(d);
-        /* the critical one first, then the warnings as found: idle's trend, busy's drift (busy's
-         * trend rests on too few days, its degradation is left out beside its drift) */
+        /* the warnings as found: idle's drift, its trend, busy's drift (busy's trend rests on
+         * too few days, its degradation is left out beside its drift) */
         assert_string_equal(verdict(d), "commit latency 2.30x its reference; commit latency grows "
                                         "1.31x a month; commit latency 1.80x its reference (busy)");
+        /* a drift of 2.30 is a warning, as DiskpulseSyncLatencyDoubled is: nothing pages */
+        assert_int_equal(d->nfacts, 3);
+        for (size_t i = 0; i < d->nfacts; i++)
+                assert_int_equal(d->facts[i].severity, SUMMARY_WARNING);
         /* no flush reached the backing disks: the one with a write-back cache says so */
         assert_string_equal(verdict(summary_disk(s, "sda", false)),
                             "write-back cache gets no flush from fdatasync");

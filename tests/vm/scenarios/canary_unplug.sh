@@ -22,8 +22,12 @@ check_metric 'diskpulse_sync_stuck{path="/mnt/hot",mode="fdatasync"}' == 0
 n=$(canary /mnt/stay probes_total)
 moved() { scrape && num_cmp "$(canary /mnt/stay probes_total)" '>=' $((n + 5)) && [ "$(canary /mnt/stay target_up)" = 1 ]; }
 check "the other target keeps probing" wait_for 10 moved
-gone() { scrape && [ "$(label_count "device=\"$hot\"")" = 0 ]; }
+# Only the canary's series of the gone target keep the disk it was on (one incident, one
+# series, the device named); every other series of that disk goes with it.
+others() { grep -v '^diskpulse_sync_' "$METRICS" | label_count "device=\"$hot\"" -; }
+gone() { scrape && [ "$(others)" = 0 ]; }
 check "the unplugged disk's diskstats series are gone" wait_for 10 gone
+check_metric "diskpulse_sync_target_up{path=\"/mnt/hot\",device=\"$hot\"}" == 0
 check "/-/healthy answers" http_get /-/healthy /tmp/healthy
 t0=$(now)
 daemon_stop
