@@ -1,6 +1,6 @@
 /* The canary's baseline: probes grouped in hours on a grid, an hour's median an observation, a
- * warm-up of six, then learnt slowly and never towards a degraded state; its persisted state
- * checked and made safe from a wrong clock (canary_stats.h, "Baseline"). */
+ * warm-up of the first day, then learnt slowly and never towards a degraded state; its persisted
+ * state checked and made safe from a wrong clock (canary_stats.h, "Baseline"). */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -42,11 +42,6 @@ int canary_baseline_state_check(const struct canary_baseline_state *st)
 {
         if (st->value != 0 && !canary_baseline_value_ok(st->value))
                 return -EINVAL;
-        if (st->value != 0 ? st->n_warmup != 0 : st->n_warmup >= CANARY_BASELINE_WARMUP)
-                return -EINVAL;
-        for (unsigned i = 0; i < st->n_warmup; i++)
-                if (!canary_baseline_value_ok(st->warmup[i]))
-                        return -EINVAL;
         if (st->reference != 0 && !canary_baseline_value_ok(st->reference))
                 return -EINVAL;
         if (st->n_refdays >= CANARY_REF_DAYS || (st->ref_final && st->n_refdays != 0) ||
@@ -147,31 +142,20 @@ int canary_baseline_observe(struct canary_baseline *b, double median, usec_t rea
 {
         struct canary_baseline_state *st = &b->st;
         int r = canary_seconds_check(median);
+        double day;
 
         if (r < 0)
                 return r;
         if (median < CANARY_BASELINE_FLOOR)
                 median = CANARY_BASELINE_FLOOR;
-        if (st->value > 0) {
+        if (st->value > 0)
                 st->value = canary_baseline_next(st->value, median);
-        } else {
-                if (st->n_warmup >= CANARY_BASELINE_WARMUP)
-                        st->n_warmup = CANARY_BASELINE_WARMUP - 1; /* never past the array */
-                st->warmup[st->n_warmup++] = median;
-                if (st->n_warmup == CANARY_BASELINE_WARMUP) {
-                        double v[CANARY_BASELINE_WARMUP];
-
-                        memcpy(v, st->warmup, sizeof v);
-                        st->value = canary_median(v, CANARY_BASELINE_WARMUP);
-                        st->n_warmup = 0;
-                        memset(st->warmup, 0, sizeof st->warmup);
-                }
-        }
         if (st->updates < UINT64_MAX)
                 st->updates++;
         st->updated = real;
-        if (st->value > 0)
-                canary_reference_observe(b, median, real);
+        /* the warm-up is the first day: its median, when it closes, is the first baseline */
+        if (canary_reference_observe(b, median, real, &day) && st->value <= 0)
+                st->value = day;
         return 0;
 }
 

@@ -179,7 +179,17 @@ static int parse_days(const char *s, struct canary_baseline_state *st)
         return 0;
 }
 
-static int parse_field(int f, const char *val, struct canary_record *rec)
+/* Up to 5 of the 6 observations of an older diskpulse's warm-up (6 hours, "warmup="): a full
+ * one had made its baseline. */
+#define CANARY_LEGACY_WARMUP 6
+
+struct legacy_warmup {
+        double warmup[CANARY_LEGACY_WARMUP];
+        unsigned n;
+};
+
+static int parse_field(int f, const char *val, struct canary_record *rec,
+                       struct legacy_warmup *legacy)
 {
         struct canary_baseline_state *st = &rec->st;
         uint64_t u;
@@ -209,8 +219,8 @@ static int parse_field(int f, const char *val, struct canary_record *rec)
                         st->updated = u;
                 return 0;
         case F_WARMUP:
-                /* a full warm-up would have made the baseline */
-                return parse_list(val, st->warmup, CANARY_BASELINE_WARMUP - 1, &st->n_warmup);
+                /* an older diskpulse's warm-up in progress: canary_record_parse_line() */
+                return parse_list(val, legacy->warmup, CANARY_LEGACY_WARMUP - 1, &legacy->n);
         case F_REGIME:
                 return canary_regime_from_string(val, &rec->regime);
         case F_REFERENCE:
@@ -240,6 +250,7 @@ static int parse_field(int f, const char *val, struct canary_record *rec)
 int canary_record_parse_line(const char *line, size_t len, struct canary_record *ret)
 {
         struct canary_record rec;
+        struct legacy_warmup legacy = {0};
         unsigned seen = 0;
         size_t i = 0;
         _cleanup_free_ char *val = NULL;
@@ -282,12 +293,20 @@ int canary_record_parse_line(const char *line, size_t len, struct canary_record 
                         return -ERANGE;
                 if (f == F_PATH && !strscpy(rec.path, val, sizeof rec.path))
                         return -ERANGE;
-                r = parse_field(f, val, &rec);
+                r = parse_field(f, val, &rec, &legacy);
                 if (r < 0)
                         return r;
         }
         if ((seen & 0x1f) != 0x1f) /* disk, mode, path, baseline, updates */
                 return -EINVAL;
+        if (legacy.n > 0) {
+                /* the first hours of the warm-up, now the first day: inconsistent beside a
+                 * baseline (made by a full warm-up) or a running day (one after it) */
+                if (rec.st.value != 0 || rec.st.n_dayobs != 0)
+                        return -EINVAL;
+                memcpy(rec.st.dayobs, legacy.warmup, legacy.n * sizeof(legacy.warmup[0]));
+                rec.st.n_dayobs = legacy.n;
+        }
         if (canary_baseline_state_check(&rec.st) < 0)
                 return -EINVAL;
         *ret = rec;
@@ -561,10 +580,8 @@ int canary_records_format(const struct canary_records *r, char **ret, size_t *re
                 sb_double(&b, rec->st.value);
                 snprintf(num, sizeof num, " updates=%" PRIu64, rec->st.updates);
                 sb_puts(&b, num);
-                snprintf(num, sizeof num,
-                         " updated=%" PRIu64 " warmup=", (uint64_t)rec->st.updated);
+                snprintf(num, sizeof num, " updated=%" PRIu64, (uint64_t)rec->st.updated);
                 sb_puts(&b, num);
-                sb_list(&b, rec->st.warmup, rec->st.n_warmup);
                 sb_puts(&b, " reference=");
                 sb_double(&b, rec->st.reference);
                 sb_puts(&b, " refdays=");

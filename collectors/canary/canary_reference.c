@@ -100,32 +100,37 @@ static void day_close(struct canary_baseline *b, double d, usec_t real)
         canary_trend_update(b);
 }
 
-/* One hourly observation m after the warm-up. */
-void canary_reference_observe(struct canary_baseline *b, double m, usec_t real)
+/* One hourly observation m, the warm-up's too. */
+bool canary_reference_observe(struct canary_baseline *b, double m, usec_t real, double *ret_day)
 {
         struct canary_baseline_state *st = &b->st;
+        double v[CANARY_DAY_OBS], d;
 
         if (st->reference <= 0)
-                st->reference = st->value; /* provisional: the first baseline */
+                st->reference = st->value; /* after a reset: the baseline, provisional */
         st->dayobs[st->n_dayobs++] = m;
-        if (st->n_dayobs == CANARY_DAY_OBS) {
-                double v[CANARY_DAY_OBS];
-
-                memcpy(v, st->dayobs, sizeof v);
-                st->n_dayobs = 0;
-                memset(st->dayobs, 0, sizeof st->dayobs);
-                day_close(b, canary_median(v, CANARY_DAY_OBS), real);
-        }
+        if (st->n_dayobs < CANARY_DAY_OBS)
+                return false;
+        memcpy(v, st->dayobs, sizeof v);
+        st->n_dayobs = 0;
+        memset(st->dayobs, 0, sizeof st->dayobs);
+        d = canary_median(v, CANARY_DAY_OBS);
+        day_close(b, d, real);
+        *ret_day = d;
+        return true;
 }
 
 void canary_reference_reset(struct canary_baseline_state *st)
 {
         st->reference = st->value;
         st->ref_final = false;
-        st->n_refdays = st->n_dayobs = st->n_days = 0;
+        st->n_refdays = st->n_days = 0;
         memset(st->refdays, 0, sizeof st->refdays);
-        memset(st->dayobs, 0, sizeof st->dayobs);
         memset(st->days, 0, sizeof st->days);
+        if (st->value <= 0)
+                return; /* warming up: the running day is the warm-up, kept */
+        st->n_dayobs = 0;
+        memset(st->dayobs, 0, sizeof st->dayobs);
 }
 
 void canary_reference_migrate(struct canary_baseline_state *st)

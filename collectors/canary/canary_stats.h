@@ -50,9 +50,16 @@
  *    evenly over the hour (8 KiB per target). Probes are floored at 1 us. The running period
  *    is not persisted: a restart loses at most its last hour (the first probe after it starts
  *    a new grid).
- *  - Warm-up: the first 6 observations (6 hours of probing) are collected; then the baseline is
- *    their median (mean of the 3rd and 4th), so up to 2 bad hours among them do not matter.
- *    Until then the baseline and the degradation ratio are absent from the exposition.
+ *  - Warm-up: the first day of probing, 24 observations (CANARY_BASELINE_WARMUP), collected as
+ *    any day's are (the running day's observations); when it closes, the baseline is its median
+ *    (mean of the 12th and 13th), so up to 11 bad hours among them do not matter, and it is the
+ *    reference's first daily median too (below). A whole day, because a daily load cycle is the
+ *    rule on a database host: a baseline of the first 6 hours was a figure of the hours the
+ *    daemon or the disk happened to start in (at night 0.8 to 0.9 of the day's level under a
+ *    +-20 % cycle), against which every afternoon peak read as degraded until the baseline had
+ *    followed the day, days later. Against the day's median a +-20 % cycle reads 0.8 to 1.2
+ *    whatever the hour probing started. Until then the baseline and the degradation ratio are
+ *    absent from the exposition.
  *  - Afterwards, per observation, in log space (ratios, not differences, matter for latency),
  *    with b the baseline and r = m / b:
  *      1/1.5 <= r <= 1.5 (normal):   b <- b * r^a, a = 1 - 2^(-1/168): half-life 7 days of
@@ -71,16 +78,20 @@
  *    partly learnt: a steady doubling per month shows as a ratio of about 1.26, a doubling per
  *    week exceeds 1.5 within days and is then held by the guard.
  *  - Persisted per key (disk WWN or serial, canary mode, path) in the state directory: a
- *    renamed disk (sdb became sdc) keeps its baseline, a replaced one starts a new warm-up.
+ *    renamed disk (sdb became sdc) keeps its baseline, a replaced one starts a new warm-up. A
+ *    warm-up in progress is persisted as the running day's observations; one an older diskpulse
+ *    wrote (up to 5 of its 6-hour warm-up's observations, "warmup=" in canary_records.h) goes on
+ *    as the first hours of that day.
  *
  * Reference (diskpulse_sync_reference_seconds), the as-new figure that never learns a creep:
- *  - When the warm-up ends, the first baseline is the provisional reference. Observations after
- *    it are grouped in days of 24 (days of probing, like the baseline's speeds); a day's median
- *    is its "daily median". The reference is the median of the daily medians so far until 7
- *    exist, then it is final: the median of the first week, so a disk's first days of heavy
- *    restore load or up to 3 bad days do not make it, and a daily load cycle is inside every
- *    daily median. Why not the baseline's first value alone: 6 hours of one time of day. Why not
- *    a low quantile: the best days of a noisy disk would page on its ordinary ones.
+ *  - Observations are grouped in days of 24 (days of probing, like the baseline's speeds) from
+ *    the first one on; a day's median is its "daily median". The first day is the baseline's
+ *    warm-up, and when it closes its median is both the first baseline and the provisional
+ *    reference. The reference is the median of the daily medians so far until 7 exist, then it
+ *    is final: the median of the first week of probing, so a disk's first days of heavy restore
+ *    load or up to 3 bad days do not make it, and a daily load cycle is inside every daily
+ *    median. Why not the first day alone: a disk's first day may be its restore. Why not a low
+ *    quantile: the best days of a noisy disk would page on its ordinary ones.
  *  - Final, it moves only down, and only a lot: when the median of the last 7 daily medians is
  *    more than 1.5x faster (a firmware fix, an emptied drive, a disk changed under the same
  *    identity), that median replaces it. Slower is never learnt, however long it lasts.
@@ -216,7 +227,7 @@ void canary_recent_export(const struct canary_recent *w, struct mset *set, const
 
 #define CANARY_BASELINE_PERIOD          (3600 * USEC_PER_SEC)
 #define CANARY_BASELINE_MIN_SAMPLES     6
-#define CANARY_BASELINE_WARMUP          6
+#define CANARY_BASELINE_WARMUP          CANARY_DAY_OBS /* observations: the first day */
 #define CANARY_BASELINE_GUARD           1.5
 #define CANARY_BASELINE_HALFLIFE        168 /* observations (hours), normal band */
 #define CANARY_BASELINE_HALFLIFE_BETTER 24  /* observations, improvements beyond the band */
@@ -240,16 +251,14 @@ struct canary_day {
 
 /* What is persisted of a baseline. */
 struct canary_baseline_state {
-        double value;     /* seconds; 0 while warming up */
-        uint64_t updates; /* observations applied, the warm-up ones included */
-        usec_t updated;   /* CLOCK_REALTIME of the last observation in us; 0 = never */
-        unsigned n_warmup;
-        double warmup[CANARY_BASELINE_WARMUP]; /* warm-up observations while value == 0 */
-        double reference;                      /* seconds; 0 until the warm-up ends */
+        double value;       /* seconds; 0 while warming up */
+        uint64_t updates;   /* observations applied, the warm-up ones included */
+        usec_t updated;     /* CLOCK_REALTIME of the last observation in us; 0 = never */
+        double reference;   /* seconds; 0 until the warm-up ends */
         bool ref_final;     /* made of CANARY_REF_DAYS days (or migrated): no longer refined */
         unsigned n_refdays; /* daily medians of the reference so far while not final */
         double refdays[CANARY_REF_DAYS];
-        unsigned n_dayobs; /* observations of the running day */
+        unsigned n_dayobs; /* observations of the running day (the warm-up's while value == 0) */
         double dayobs[CANARY_DAY_OBS];
         unsigned n_days; /* daily medians kept, oldest first */
         struct canary_day days[CANARY_DAYS_KEPT];

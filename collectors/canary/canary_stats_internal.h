@@ -17,7 +17,8 @@ int canary_seconds_check(double v);
 
 /* Recomputes b's trend from its daily medians (after a day closed, a restore, a new period). */
 void canary_trend_update(struct canary_baseline *b);
-/* Accounts one hourly observation m (seconds, at CLOCK_REALTIME real) after the warm-up: the
- * provisional reference, the running day, and at the day's end its median (the reference
- * refined or replaced, the trend). */
-void canary_reference_observe(struct canary_baseline *b, double m, usec_t real);
+/* Accounts one hourly observation m (seconds, at CLOCK_REALTIME real), the warm-up's too: the
+ * running day, and at the day's end its median (the reference refined or replaced, the trend).
+ * Returns true with that median in *ret_day when m closed a day (*ret_day untouched otherwise):
+ * the first day's is the first baseline. */
+bool canary_reference_observe(struct canary_baseline *b, double m, usec_t real, double *ret_day);

@@ -220,7 +220,7 @@ def check_rules(prom):
     for rec in [r["name"] for r in rules if r["type"] == "recording"]:
         res = query(prom.url, rec)
         if rec == "target:diskpulse_sync_degradation_ratio:avg15m":
-            # the degradation ratio appears after 6 hours of baseline warm-up
+            # the degradation ratio appears after the baseline's warm-up, a day of probing
             dp.check(query(prom.url, "diskpulse_sync_degradation_ratio") or not res,
                      "%s: empty while the baseline warms up" % rec)
             continue

@@ -22,8 +22,9 @@ STATE = "canary-baselines"
 SERIAL = "DPTEST-STATEFILE-0001"
 OTHER = ("disk=serial:some-other-disk mode=append path=/srv/other baseline=0.0125 updates=99 "
          "updated=1700000000000000 warmup=-")
-# the same record as the daemon writes it back (format version 2: with its regime)
-OTHER_V2 = OTHER.replace(" baseline=", " regime=idle baseline=")
+# the same record as the daemon writes it back (format version 2: with its regime; since the
+# warm-up became the first day, an ended warm-up is written as dayobs=-, not warmup=-)
+OTHER_V2 = OTHER.replace(" baseline=", " regime=idle baseline=").replace(" warmup=-", " ")
 
 
 def daemon(fs, tgt, udev, *extra):
@@ -88,7 +89,7 @@ def main():
             # 2. a warm baseline of this disk, another disk's record, a bad line; mode 0644
             warm = re.sub(r"baseline=\S+", "baseline=0.0042", mine[0])
             warm = re.sub(r"updates=\S+", "updates=40", warm)
-            warm = re.sub(r"warmup=\S+", "warmup=-", warm)
+            warm = re.sub(r"dayobs=\S+", "dayobs=-", warm)  # past the warm-up, no hour of a day yet
             planted = ("diskpulse-canary-baselines 1\n%s\n%s\n"
                        "disk=serial:broken mode=fdatasync path=/x baseline=banana\n" % (warm, OTHER))
             with open(path, "w") as f:
@@ -140,7 +141,9 @@ def main():
                 target_up(d, tgt.mnt)
                 d.stop()
             text = read(path).decode()
-            dp.check(OTHER_V2 in text and "baseline=0.0042" in text and "banana" not in text,
+            other = [l for l in text.splitlines() if l.startswith(OTHER_V2)]
+            dp.check(len(other) == 1 and " dayobs=- " in other[0] and "baseline=0.0042" in text
+                     and "banana" not in text,
                      "room again: this disk's and the other disk's records saved, the bad line not")
             dp.check(mode_of(path) == 0o600, "rewritten with mode 0600")
             for k in asides(fs, "corrupt"):

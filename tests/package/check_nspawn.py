@@ -309,7 +309,7 @@ RESET_PATH = "/srv/db"
 RESET_RECORD = ("disk=serial:DPTEST-RESET mode=fdatasync path=%s regime=idle baseline=0.004 updates=900 "
                 "updated=5 warmup=- reference=0.002 refdays=final dayobs=- "
                 "days=1717000000:0.0039,1717086400:0.004" % RESET_PATH)
-RESET_DONE = ("path=%s regime=idle baseline=0.004 updates=900 updated=5 warmup=- reference=0.004 "
+RESET_DONE = ("path=%s regime=idle baseline=0.004 updates=900 updated=5 reference=0.004 "
               "refdays=- dayobs=- days=-" % RESET_PATH)
 
 

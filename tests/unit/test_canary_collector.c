@@ -820,7 +820,7 @@ static void test_flush_ratio(void **state)
 }
 
 /* Runs cycles every 10 min (fake), spaced probes of 2 ms and bursts of 1 ms, until both
- * baselines are warm (6 hourly periods). */
+ * baselines are warm (the first day: 24 hourly periods). */
 static void warm_up(struct canary *c)
 {
         static const double lat[] = {2, 1, 1, 1};
@@ -828,14 +828,14 @@ static void warm_up(struct canary *c)
 
         fk.lat_ms = lat;
         fk.n_lat = 4;
-        fk.clk.limit = 80;
+        fk.clk.limit = 300;
         assert_int_equal(canary_start(c), 0);
-        WAIT_FOR(fk.clk.sleeps >= 80);
+        WAIT_FOR(fk.clk.sleeps >= 300);
         t = render(c);
         assert_line(t, "diskpulse_sync_baseline_seconds{" LI "} 0.002");
         assert_line(t, "diskpulse_sync_baseline_seconds{" LB "} 0.001");
         /* 10 min after the last probe the window (5 min) still holds the last 10 probes: the
-         * ratios rest on them; the reference is the first baseline (the first day not over) */
+         * ratios rest on them; the reference is the first baseline (the first day's median) */
         assert_line(t, "diskpulse_sync_degradation_ratio{" LI "} 1");
         assert_line(t, "diskpulse_sync_degradation_ratio{" LB "} 1");
         assert_line(t, "diskpulse_sync_reference_seconds{" LI "} 0.002");

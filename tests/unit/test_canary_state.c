@@ -725,11 +725,11 @@ static void test_reset_reference(void **state)
         back = get_file(d.fd, CANARY_STATE_FILE);
         /* the baseline is the provisional reference, days forgotten, 7 new days to come */
         assert_non_null(strstr(back, "path=/data regime=idle baseline=0.004 updates=900 updated=5 "
-                                     "warmup=- reference=0.004 refdays=- dayobs=- days=-\n"));
+                                     "reference=0.004 refdays=- dayobs=- days=-\n"));
         assert_non_null(strstr(back, "path=/data regime=busy baseline=0.001 updates=900 updated=5 "
-                                     "warmup=- reference=0.001 refdays=- dayobs=- days=-\n"));
+                                     "reference=0.001 refdays=- dayobs=- days=-\n"));
         assert_non_null(strstr(back, "path=/logs regime=idle baseline=0.003 updates=900 updated=5 "
-                                     "warmup=- reference=0.001 refdays=final dayobs=- days=-\n"));
+                                     "reference=0.001 refdays=final dayobs=- days=-\n"));
         free(back);
 
         /* resets without end keep at most STATEFILE_ASIDE_MAX copies: the first and the
@@ -869,7 +869,7 @@ static void test_export_import(void **state)
          * kept */
         assert_non_null(strstr(back, "path=/srv/pg regime=idle baseline=0.004 updates=900"));
         assert_non_null(strstr(back, "days=1717000000:0.0039,1717086400:0.004"));
-        assert_null(strstr(back, "warmup=0.009"));
+        assert_null(strstr(back, "0.009")); /* the warm-up's hours, gone with its record */
         assert_non_null(strstr(back, "disk=wwn:0x5000cccc"));
         free(back);
         free(out);
@@ -1224,9 +1224,9 @@ static void test_reset_paths(void **state)
         free(out);
         back = get_file(d.fd, CANARY_STATE_FILE);
         assert_non_null(strstr(back, "path=/srv/pg regime=idle baseline=0.003 updates=900 "
-                                     "updated=5 warmup=- reference=0.003 refdays=-"));
+                                     "updated=5 reference=0.003 refdays=-"));
         assert_non_null(strstr(back, "path=/srv/./old regime=idle baseline=0.004 updates=900 "
-                                     "updated=5 warmup=- reference=0.004 refdays=-"));
+                                     "updated=5 reference=0.004 refdays=-"));
         free(back);
         sdir_free(&d);
 }

@@ -513,26 +513,78 @@ static void test_baseline_warmup(void **state)
         assert_int_equal(c.applied, 0);
         probe(&s, &c, 0.001);
         assert_int_equal(c.applied, 1);
-        assert_int_equal(s.baseline.st.n_warmup, 1);
+        assert_int_equal(s.baseline.st.n_dayobs, 1);
         assert_true(s.baseline.st.updated == REAL0 + 360 * 10 * SEC);
         assert_false(canary_baseline_get(&s.baseline, &b));
 
-        /* hours of 1, 1, 9 (a bad hour), 2, 1.5 and 1.2 ms: absent until the 6th */
-        hours_of(&s, &c, 0.001, 1);
-        hours_of(&s, &c, 0.009, 1);
-        hours_of(&s, &c, 0.002, 1);
-        hours_of(&s, &c, 0.0015, 1);
-        assert_int_equal(s.baseline.st.n_warmup, 5);
+        /* the rest of the first day: 8 more hours of 1 ms, 11 bad ones (9 ms, a night's backup
+         * and more), 3 of 1.2 ms; absent until the day's 24th hour */
+        hours_of(&s, &c, 0.001, 8);
+        hours_of(&s, &c, 0.009, 11);
+        hours_of(&s, &c, 0.0012, 3);
+        assert_int_equal(s.baseline.st.n_dayobs, 23);
         assert_false(canary_baseline_get(&s.baseline, &b));
+        assert_false(canary_reference_get(&s.baseline, &b));
         hours_of(&s, &c, 0.0012, 1);
-        /* median of 1, 1, 9, 2, 1.5, 1.2 ms = (1.2 + 1.5) / 2 */
-        assert_close(baseline_of(&s), 0.00135, 1e-12);
-        assert_int_equal(s.baseline.st.n_warmup, 0);
-        assert_int_equal(s.baseline.st.updates, 6);
+        /* the day's median: 9 hours of 1 ms, 4 of 1.2, 11 of 9: (1.2 + 1.2) / 2, the 11 bad
+         * hours left out; the first daily median and the provisional reference as well */
+        assert_close(baseline_of(&s), 0.0012, 1e-12);
+        assert_int_equal(s.baseline.st.n_dayobs, 0);
+        assert_int_equal(s.baseline.st.updates, 24);
+        assert_int_equal(s.baseline.st.n_days, 1);
+        assert_true(s.baseline.st.days[0].v == baseline_of(&s));
+        assert_true(canary_reference_get(&s.baseline, &b) && b == baseline_of(&s));
         canary_stats_done(&s);
 }
 
-/* Warm-up at value v: 6 hours. */
+/* The degradation ratio at c->mono, false when there is none yet. */
+static bool ratio_of(const struct canary_stats *s, const struct clock *c, double *ret)
+{
+        double med, base;
+
+        return canary_baseline_get(&s->baseline, &base) &&
+               canary_recent_median(&s->recent, c->mono, &med) == 0 &&
+               canary_degradation_ratio(med, base, ret) == 0;
+}
+
+/* A healthy disk with a daily load cycle (1 ms, +-20 %, busiest at 14:00, the detection
+ * table's), probed every 3 minutes from a start at each hour of the day in turn: the baseline is
+ * the level of a whole day, never of the hours the probing happened to start in, so the
+ * degradation ratio stays within the cycle's own swing (0.8 to 1.2) on every day from the
+ * first baseline on. Learnt from the first 6 hours it was 0.82 ms after a start at midnight (a
+ * ratio of 1.46 on the first afternoon, 1.5 with a little noise) and 1.17 ms after a start at
+ * noon (0.68 at night). */
+static void test_baseline_daily_cycle(void **state)
+{
+        (void)state;
+
+        for (int start_hour = 0; start_hour < 24; start_hour += 3) {
+                struct canary_stats s;
+                struct clock c;
+                double lo = INFINITY, hi = 0, first = 0, r;
+
+                start(&s, &c, 180 * SEC);
+                while (c.mono < 10 * DAY) {
+                        double hour = fmod((double)c.mono / HOUR + start_hour, 24);
+
+                        probe(&s, &c, 0.001 * (1 + 0.2 * sin(2 * M_PI * (hour - 8) / 24)));
+                        if (first == 0)
+                                (void)canary_baseline_get(&s.baseline, &first);
+                        if (ratio_of(&s, &c, &r)) {
+                                lo = r < lo ? r : lo;
+                                hi = r > hi ? r : hi;
+                        }
+                }
+                if (!(first > 0.00098 && first < 0.00102 && hi < 1.22 && lo > 0.78))
+                        fail_msg("probing from %02d:00: first baseline %.3g ms (want the day's "
+                                 "1 ms within 2 %%), degradation ratio %.3f to %.3f (want "
+                                 "within the cycle's 0.8 to 1.2, +-0.02)",
+                                 start_hour, first * 1e3, lo, hi);
+                canary_stats_done(&s);
+        }
+}
+
+/* Warm-up at value v: the first day. */
 static void warm(struct canary_stats *s, struct clock *c, double v)
 {
         hours_of(s, c, v, CANARY_BASELINE_WARMUP);
@@ -557,7 +609,7 @@ static void test_baseline_converges(void **state)
         assert_close(log(0.0012 / baseline_of(&s)) / log(1.2), pow(2, -720.0 / 168), 1e-9);
         hours_of(&s, &c, 0.0012, 8);
         assert_true(log(0.0012 / baseline_of(&s)) / log(1.2) < 0.05);
-        assert_int_equal(s.baseline.st.updates, 6 + 30 * 24 + 8);
+        assert_int_equal(s.baseline.st.updates, CANARY_BASELINE_WARMUP + 30 * 24 + 8);
         canary_stats_done(&s);
 }
 
@@ -657,8 +709,8 @@ static void test_baseline_periods(void **state)
         for (int i = 0; i < 6; i++)
                 assert_int_equal(canary_baseline_add(&b, 0.002, (usec_t)i * 1200 * SEC, REAL0), 0);
         assert_int_equal(canary_baseline_add(&b, 0.002, 6 * 1200 * SEC, REAL0 + HOUR), 1);
-        assert_int_equal(b.st.n_warmup, 2);
-        assert_true(b.st.warmup[0] == 0.002 && b.st.warmup[1] == 0.002);
+        assert_int_equal(b.st.n_dayobs, 2);
+        assert_true(b.st.dayobs[0] == 0.002 && b.st.dayobs[1] == 0.002);
         assert_true(b.st.updates == 2 && b.st.updated == REAL0 + HOUR);
         assert_true(b.period_start == 2 * HOUR && b.period_end == 3 * HOUR);
 
@@ -674,14 +726,14 @@ static void test_baseline_periods(void **state)
                         assert_true(b.period_kept <= CANARY_PERIOD_KEEP);
         }
         assert_int_equal(applied, 1);
-        assert_close(b.st.warmup[0], 0.0015, 0.02);
+        assert_close(b.st.dayobs[0], 0.0015, 0.02);
 
         /* a value of 0 counts as 1 us; bad values leave b unchanged */
         canary_baseline_init(&b);
         assert_int_equal(canary_baseline_add(&b, NAN, 0, 0), -EINVAL);
         assert_false(b.period_open);
         assert_int_equal(canary_baseline_observe(&b, 0, REAL0), 0);
-        assert_true(b.st.warmup[0] == CANARY_BASELINE_FLOOR);
+        assert_true(b.st.dayobs[0] == CANARY_BASELINE_FLOOR);
         assert_int_equal(canary_baseline_observe(&b, -1, REAL0), -EINVAL);
         assert_int_equal(b.st.updates, 1);
 }
@@ -737,8 +789,8 @@ static void test_stats_export(void **state)
         assert_null(mset_find(set, CANARY_FAMILY_DEGRADATION));
         mset_free(set);
 
-        /* warming up: last and quantiles, no baseline, no ratio */
-        hours_of(&s, &c, 0.001, 5);
+        /* warming up: last and quantiles, no baseline, no ratio (23 hours into the day) */
+        hours_of(&s, &c, 0.001, CANARY_BASELINE_WARMUP - 1);
         probe(&s, &c, 0.004);
         set = mset_new();
         labels = target_labels(set);
@@ -837,12 +889,13 @@ static void test_record_roundtrip_restart(void **state)
         assert_non_null(r1);
         assert_non_null(r2);
         assert_true(r1->st.value == 0);
-        assert_int_equal(r1->st.n_warmup, 3);
+        assert_int_equal(r1->st.n_dayobs, 3);
         for (unsigned i = 0; i < 3; i++)
-                assert_true(r1->st.warmup[i] == s.baseline.st.warmup[i]);
+                assert_true(r1->st.dayobs[i] == s.baseline.st.dayobs[i]);
         assert_true(r1->st.updates == 3 && r1->st.updated == s.baseline.st.updated);
         assert_true(r2->st.value == s2.baseline.st.value); /* bit for bit */
-        assert_true(r2->st.updates == 11 && r2->st.updated == s2.baseline.st.updated);
+        assert_true(r2->st.updates == CANARY_BASELINE_WARMUP + 5 &&
+                    r2->st.updated == s2.baseline.st.updated);
 
         struct canary_stats restored;
         struct clock c3 = c2;
@@ -855,15 +908,15 @@ static void test_record_roundtrip_restart(void **state)
         c2.applied = 0;
         hours_of(&s2, &c2, 0.002, 3);
         assert_true(baseline_of(&restored) == baseline_of(&s2));
-        /* ... and so does a warm-up */
+        /* ... and so does a warm-up, to its end (3 hours of the day were restored) */
         struct canary_stats w;
         struct clock cw = c;
         assert_int_equal(canary_stats_init(&w, CANARY_RECENT_WINDOW, 64), 0);
         assert_int_equal(canary_baseline_restore(&w.baseline, &r1->st), 0);
         cw.applied = 0;
-        hours_of(&w, &cw, 0.0011, 3);
+        hours_of(&w, &cw, 0.0011, CANARY_BASELINE_WARMUP - 3);
         c.applied = 0;
-        hours_of(&s, &c, 0.0011, 3);
+        hours_of(&s, &c, 0.0011, CANARY_BASELINE_WARMUP - 3);
         assert_true(baseline_of(&w) == baseline_of(&s));
 
         /* a record formats to the same text again */
@@ -911,6 +964,8 @@ static void test_records_garbage(void **state)
             "warmup=0.0011,0.0012\n"
             "disk=wwn:17 mode=fdatasync path=/c baseline=0.003 updates=9 Bad=1\n" /* name */
             "=x disk=wwn:18 mode=fdatasync path=/c baseline=0.003 updates=9\n"
+            "disk=wwn:20 mode=fdatasync path=/a baseline=0 updates=3 warmup=0.001 "
+            "dayobs=0.001,0.001\n" /* an older warm-up beside a running day */
             "disk=wwn:19 mode=fdatasync path=/c baseline=0.003 updates=9"; /* no newline */
         struct canary_records recs;
         const struct canary_record *r;
@@ -918,15 +973,16 @@ static void test_records_garbage(void **state)
 
         assert_int_equal(canary_records_parse(file, sizeof file - 1, &recs), 0);
         assert_int_equal(recs.n, 3);
-        assert_int_equal(recs.bad, 18);
+        assert_int_equal(recs.bad, 19);
         r = canary_records_find(&recs, "wwn:1", "fdatasync", "/a", CANARY_REGIME_IDLE);
         assert_non_null(r);
         assert_true(r->st.value == 0.001 && r->st.updates == 7 && r->st.updated == 5);
         r = canary_records_find(&recs, "wwn:16", "fdatasync", "/b", CANARY_REGIME_IDLE);
         assert_non_null(r);
         assert_true(r->st.value == 0 && !signbit(r->st.value));
-        assert_int_equal(r->st.n_warmup, 2);
-        assert_true(r->st.warmup[1] == 0.0012 && r->st.updated == 0);
+        /* an older diskpulse's warm-up goes on as the first hours of the first day */
+        assert_int_equal(r->st.n_dayobs, 2);
+        assert_true(r->st.dayobs[1] == 0.0012 && r->st.updated == 0);
         assert_non_null(
             canary_records_find(&recs, "wwn:19", "fdatasync", "/c", CANARY_REGIME_IDLE));
         canary_records_free(&recs);
@@ -975,7 +1031,7 @@ static void test_records_regimes(void **state)
         assert_int_equal(canary_records_format(&recs, &text, &len), 0);
         assert_string_equal(text, "diskpulse-canary-baselines 3\n"
                                   "disk=wwn:1 mode=fdatasync path=/a regime=idle baseline=0.001 "
-                                  "updates=7 updated=5 warmup=- reference=0.001 refdays=final "
+                                  "updates=7 updated=5 reference=0.001 refdays=final "
                                   "dayobs=- days=-\n");
         free(text);
         canary_records_free(&recs);
@@ -1078,18 +1134,20 @@ static void test_reference(void **state)
         (void)state;
 
         canary_baseline_init(&b);
+        /* the first day is the warm-up: 12 hours of 1 ms, 11 of 3 ms, no reference yet */
         for (int h = 0; h < CANARY_BASELINE_WARMUP - 1; h++)
-                assert_int_equal(canary_baseline_observe(&b, 0.001, real += 3600 * SEC), 0);
+                assert_int_equal(
+                    canary_baseline_observe(&b, h < 12 ? 0.001 : 0.003, real += 3600 * SEC), 0);
         assert_false(canary_reference_get(&b, &r));
-        assert_int_equal(canary_baseline_observe(&b, 0.001, real += 3600 * SEC), 0);
-        assert_true(reference_of(&b) == 0.001); /* provisional: the first baseline */
-        assert_int_equal(b.st.n_dayobs, 1);
-        /* the first day closes after 24 observations past the warm-up: its median */
-        for (int h = 0; h < 23; h++)
-                assert_int_equal(canary_baseline_observe(&b, 0.002, real += 3600 * SEC), 0);
+        assert_int_equal(b.st.n_dayobs, CANARY_DAY_OBS - 1);
+        /* its 24th hour closes it: its median is the first baseline, the provisional reference
+         * and the first daily median */
+        assert_int_equal(canary_baseline_observe(&b, 0.003, real += 3600 * SEC), 0);
         assert_int_equal(b.st.n_days, 1);
-        assert_true(reference_of(&b) == 0.002);
-        assert_true(b.st.days[0].t == real);
+        assert_close(reference_of(&b), 0.002, 1e-15);
+        assert_true(canary_baseline_get(&b, &r) && r == reference_of(&b));
+        assert_true(b.st.days[0].t == real && b.st.days[0].v == r);
+        assert_int_equal(b.st.n_dayobs, 0);
         /* days of 2, 4, 1, 3, 10, 2, 2 ms: the median of the 7 is 2 ms, then final */
         days_of(&b, &real, 0.004, 1);
         assert_close(reference_of(&b), 0.003, 1e-15);
@@ -1128,12 +1186,17 @@ static void test_reference(void **state)
         assert_true(b.st.ref_final);
         assert_true(reference_of(&b) == 0.005);
 
-        /* a reset while warming up: no reference until the warm-up ends */
+        /* a reset while warming up: no reference until the warm-up ends, and the warm-up's
+         * hours so far kept */
         canary_baseline_init(&b);
         assert_int_equal(canary_baseline_observe(&b, 0.001, real), 0);
         canary_reference_reset(&b.st);
         assert_false(canary_reference_get(&b, &r));
         assert_int_equal(canary_baseline_state_check(&b.st), 0);
+        assert_int_equal(b.st.n_dayobs, 1);
+        days_of(&b, &real, 0.001, 1);
+        assert_true(canary_baseline_get(&b, &r) && reference_of(&b) == r && r == 0.001);
+        assert_int_equal(b.st.n_dayobs, 1); /* the day began an hour into the first */
 }
 
 /* Theil-Sen in log space: exact on a clean exponential, indifferent to spikes and to a week of
@@ -1172,17 +1235,18 @@ static void test_trend(void **state)
 
         /* through the baseline: none before 3 days, then per day; at most 30 days kept */
         canary_baseline_init(&b);
-        days_of(&b, &real, 0.001, 1); /* warm-up (6 h) and 18 h */
-        days_of(&b, &real, 0.001, 1);
+        days_of(&b, &real, 0.001, 1); /* the warm-up: the first day */
         assert_int_equal(b.st.n_days, 1);
+        days_of(&b, &real, 0.001, 1);
+        assert_int_equal(b.st.n_days, 2);
         assert_false(canary_trend_get(&b, &f, &days));
         for (int i = 1; i <= 40; i++)
                 days_of(&b, &real, 0.001 * pow(1.02, i), 1);
         assert_int_equal(b.st.n_days, CANARY_DAYS_KEPT);
         assert_true(canary_trend_get(&b, &f, &days));
         assert_int_equal(days, CANARY_DAYS_KEPT);
-        /* daily medians straddle two days of input: the fit still sees 2 % a day */
-        assert_close(f, pow(1.02, 30), 1e-6);
+        /* the days of probing are the days of input (the first is the warm-up): 2 % a day */
+        assert_close(f, pow(1.02, 30), 1e-9);
         /* restored from a state: the same trend */
         struct canary_baseline b2;
         double f2;
@@ -1223,8 +1287,7 @@ static void test_trend_clock(void **state)
         /* a clock set back by 10 days after 5 days: the next days come after the last one, a
          * day apart, and the trend goes on as before */
         canary_baseline_init(&b);
-        days_of(&b, &real, 0.001, 1); /* warm-up (6 h) and 18 h */
-        for (int i = 1; i <= 5; i++)
+        for (int i = 1; i <= 5; i++) /* the first is the warm-up */
                 days_of(&b, &real, 0.001 * pow(1.02, i), 1);
         back = real - 10 * DAY_US;
         for (int i = 6; i <= 10; i++)
@@ -1279,8 +1342,8 @@ static void test_short_period(void **state)
 
         assert_int_equal(canary_stats_init(&s, CANARY_RECENT_WINDOW, 64), 0);
         canary_baseline_set_period(&s.baseline, SEC);
-        /* 10 probes a second: warm-up (6 s) and 7 days of 24 s at 2 ms */
-        for (; t < (6 + 7 * 24 + 1) * SEC; t += SEC / 10)
+        /* 10 probes a second: 7 days of 24 s at 2 ms, the first the warm-up */
+        for (; t < (7 * 24 + 1) * SEC; t += SEC / 10)
                 assert_true(canary_stats_add(&s, 0.002, t, REAL0 + t) >= 0);
         assert_true(s.baseline.st.ref_final);
         assert_true(canary_reference_get(&s.baseline, &ref) && ref == 0.002);
@@ -1388,9 +1451,9 @@ static void test_period_stamps(void **state)
 
 /* What --help says of --canary.baseline-period: no hour is shorter than the time between two
  * probes. At 1 s hours and the default 3-minute cycle, each probe is an hour of its own: the
- * first day closes after the warm-up's 6 hours and 24 more, with the 31st probe (the one that
- * applies the 5th period of 6), and the next 24 probes, 72 minutes, later, not 24 seconds; at a
- * probe every DUR/6 a day takes its 24 scaled hours. */
+ * first day (the warm-up) closes after 24 of them, with the 25th probe (the one that applies
+ * the 4th period of 6), and the next 24 probes, 72 minutes, later, not 24 seconds; at a probe
+ * every DUR/6 a day takes its 24 scaled hours. */
 static void test_period_no_shorter_than_spacing(void **state)
 {
         struct canary_baseline b;
@@ -1402,12 +1465,12 @@ static void test_period_no_shorter_than_spacing(void **state)
         canary_baseline_set_period(&b, SEC);
         for (; b.st.n_days == 0; t += 180 * SEC, probes++)
                 assert_true(canary_baseline_add(&b, 0.002, t, REAL0 + t) >= 0);
-        assert_int_equal(probes, 31);
-        assert_int_equal(b.st.updates, 30);
+        assert_int_equal(probes, 25);
+        assert_int_equal(b.st.updates, 24);
         for (probes = 0; b.st.n_days == 1; t += 180 * SEC, probes++)
                 assert_true(canary_baseline_add(&b, 0.002, t, REAL0 + t) >= 0);
         assert_int_equal(probes, 24); /* 72 minutes */
-        assert_int_equal(b.st.updates, 54);
+        assert_int_equal(b.st.updates, 48);
         canary_baseline_init(&b);
         canary_baseline_set_period(&b, SEC);
         for (t = 0; b.st.n_days == 0; t += SEC / 6)
@@ -1466,7 +1529,8 @@ static void test_records_reference(void **state)
         r = canary_records_find(&recs, "wwn:1", "fdatasync", "/a", CANARY_REGIME_IDLE);
         assert_true(r->st.reference == 0.003 && r->st.ref_final);
         r = canary_records_find(&recs, "wwn:1", "fdatasync", "/b", CANARY_REGIME_IDLE);
-        assert_true(r->st.reference == 0 && !r->st.ref_final && r->st.n_warmup == 2);
+        assert_true(r->st.reference == 0 && !r->st.ref_final && r->st.n_dayobs == 2);
+        assert_true(r->st.dayobs[0] == 0.001 && r->st.dayobs[1] == 0.002);
         canary_records_free(&recs);
 
         /* every field through format and parse */
@@ -1597,7 +1661,7 @@ static void test_records_header_and_limits(void **state)
         /* an invalid record is refused */
         rec.st.value = NAN;
         assert_int_equal(canary_records_put(&recs, &rec), -EINVAL);
-        recs.v[0].st.n_warmup = 3; /* with a baseline: inconsistent */
+        recs.v[0].st.n_dayobs = CANARY_DAY_OBS; /* a whole day not closed: inconsistent */
         assert_int_equal(canary_records_format(&recs, &text, &len), -EINVAL);
         canary_records_free(&recs);
 
@@ -1686,22 +1750,22 @@ static void test_baseline_restore_checks(void **state)
 
         canary_baseline_init(&b);
         st.value = 0.001;
-        st.n_warmup = 2;
-        st.warmup[0] = st.warmup[1] = 0.001;
+        st.n_dayobs = CANARY_DAY_OBS; /* a whole day would have closed */
         assert_int_equal(canary_baseline_restore(&b, &st), -EINVAL);
         assert_false(canary_baseline_get(&b, &v));
         st.value = 0;
-        st.n_warmup = CANARY_BASELINE_WARMUP;
         assert_int_equal(canary_baseline_restore(&b, &st), -EINVAL);
-        st.n_warmup = 2;
-        st.warmup[1] = NAN;
+        st.n_dayobs = 2;
+        st.dayobs[0] = 0.001;
+        st.dayobs[1] = NAN;
         assert_int_equal(canary_baseline_restore(&b, &st), -EINVAL);
-        st.warmup[1] = 0.002;
+        st.dayobs[1] = 0.002;
         st.updates = 2;
         assert_int_equal(canary_baseline_restore(&b, &st), 0);
-        assert_int_equal(b.st.n_warmup, 2);
+        assert_false(canary_baseline_get(&b, &v)); /* in warm-up, two hours into it */
+        assert_int_equal(b.st.n_dayobs, 2);
         st.value = 1e-7;
-        st.n_warmup = 0;
+        st.n_dayobs = 0;
         assert_int_equal(canary_baseline_restore(&b, &st), -EINVAL);
         st.value = 0.5;
         assert_int_equal(canary_baseline_restore(&b, &st), 0);
@@ -1722,6 +1786,7 @@ int main(void)
             cmocka_unit_test(test_recent_bounded_memory),
             cmocka_unit_test(test_recent_export_empty_and_full),
             cmocka_unit_test(test_baseline_warmup),
+            cmocka_unit_test(test_baseline_daily_cycle),
             cmocka_unit_test(test_baseline_converges),
             cmocka_unit_test(test_baseline_refuses_degradation),
             cmocka_unit_test(test_baseline_learns_improvement),

@@ -17,7 +17,7 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 run_daemon() { daemon_start $FLAGS && check "$1 probes" wait_for 30 canary_probes_at_least /mnt/db "$1"; }
 has_baseline() { scrape && [ "$(canary /mnt/db baseline_seconds 'regime="idle"')" = "$1" ]; }
 
-# 1. The first run learns nothing yet (warm-up takes hours) but records the disk's identity.
+# 1. The first run learns nothing yet (the warm-up is a day of probing) but records the disk's identity.
 run_daemon 3
 check_metric 'diskpulse_sync_baseline_seconds{path="/mnt/db"}' absent
 check "daemon exits 0" daemon_stop
