@@ -418,24 +418,25 @@ int auth_submit(struct auth_checker *a, const struct auth_key *k, const char *ha
         return 0;
 }
 
-size_t auth_queued(struct auth_checker *a)
+/* One of the checker's counts, read under its lock. */
+static size_t count_locked(struct auth_checker *a, const size_t *count)
 {
         size_t n;
 
         pthread_mutex_lock(&a->lock);
-        n = a->queued;
+        n = *count;
         pthread_mutex_unlock(&a->lock);
         return n;
 }
 
+size_t auth_queued(struct auth_checker *a)
+{
+        return count_locked(a, &a->queued);
+}
+
 size_t auth_workers(struct auth_checker *a)
 {
-        size_t n;
-
-        pthread_mutex_lock(&a->lock);
-        n = a->workers;
-        pthread_mutex_unlock(&a->lock);
-        return n;
+        return count_locked(a, &a->workers);
 }
 
 void auth_cancel_all(struct auth_checker *a)

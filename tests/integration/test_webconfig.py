@@ -402,6 +402,21 @@ def no_starvation(d, ctx):
     dp.check(codes.get(401, 0) > 0 and not codes.get(200), "the attackers get 401 (or 503), never a page")
 
 
+def stopped_under(d, stop, attacker, n, before_stop):
+    """Starts n attacker threads (attacker(k) loops until stop is set), runs before_stop(), then
+    sets stop and stops d, timed; returns (exit status, seconds) once the threads are done."""
+    threads = [threading.Thread(target=attacker, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    before_stop()
+    with d:
+        stop.set()
+        rc, took = d.stop_timed()
+    for t in threads:
+        t.join()
+    return rc, took
+
+
 def stop_during_checks():
     """SIGTERM while requests wait for their bcrypt check: they are let go, the daemon exits at
     once and cleanly (libmicrohttpd refuses to stop with suspended connections). The attackers
@@ -422,15 +437,7 @@ def stop_during_checks():
                 pass
             i += 1
 
-    threads = [threading.Thread(target=attacker, args=(k,)) for k in range(12)]
-    for t in threads:
-        t.start()
-    time.sleep(1.0)
-    with d:
-        stop.set()
-        rc, took = d.stop_timed()
-    for t in threads:
-        t.join()
+    rc, took = stopped_under(d, stop, attacker, 12, lambda: time.sleep(1.0))
     dp.check(rc == 0 and took < 1.0, "SIGTERM with bcrypt checks waiting: exit %s in %.2f s" % (rc, took))
 
 
@@ -464,16 +471,8 @@ def stop_during_dear_check():
             codes[st] = codes.get(st, 0) + 1
             i += 1
 
-    threads = [threading.Thread(target=attacker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    dp.check(sent.wait(20), "a request with a wrong password was sent")
-    time.sleep(0.2)
-    with d:
-        stop.set()
-        rc, took = d.stop_timed()
-    for t in threads:
-        t.join()
+    rc, took = stopped_under(d, stop, attacker, 4, lambda: (
+        dp.check(sent.wait(20), "a request with a wrong password was sent"), time.sleep(0.2)))
     dp.check(rc == 0 and took < 1.0, "SIGTERM while a bcrypt of cost 15 runs: exit %s in %.2f s" % (rc, took))
     dp.check(set(codes) == {"error"},
              "the requests waiting for the check are closed unanswered (%s)" % codes)
