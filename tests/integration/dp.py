@@ -337,23 +337,43 @@ class LoopFs:
 
     def __init__(self, size_mb=256, mkfs_args=(), mount_opts="", prefix="diskpulse-fs-"):
         self.tmp = tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("TMPDIR", "/var/tmp"))
-        self.img = os.path.join(self.tmp, "img")
         self.mnt = os.path.join(self.tmp, "mnt")
         self.mount_opts = mount_opts
-        os.mkdir(self.mnt)
-        with open(self.img, "wb") as f:
-            f.truncate(size_mb * 1024 * 1024)
+        self.size_mb, self.mkfs_args = size_mb, list(mkfs_args)
+        self.images = 0
         self.loop = None
+        self.old_loops = []
+        os.mkdir(self.mnt)
         try:
-            self.loop = subprocess.run(["losetup", "-f", "--show", self.img], check=True, capture_output=True,
-                                       text=True).stdout.strip()
-            self.dev = os.path.basename(self.loop)
-            subprocess.run(["mkfs.ext4", "-q", "-F"] + list(mkfs_args) + [self.loop], check=True,
-                           capture_output=True, text=True)
+            self.make()
             self.mount()
         except BaseException:
             self.close()
             raise
+
+    def make(self):
+        """A new sparse image on a new loop device, with a new ext4 filesystem (not mounted)."""
+        self.images += 1
+        self.img = os.path.join(self.tmp, "img" if self.images == 1 else "img.%d" % self.images)
+        with open(self.img, "wb") as f:
+            f.truncate(self.size_mb * 1024 * 1024)
+        self.loop = subprocess.run(["losetup", "-f", "--show", self.img], check=True, capture_output=True,
+                                   text=True).stdout.strip()
+        self.dev = os.path.basename(self.loop)
+        subprocess.run(["mkfs.ext4", "-q", "-F"] + self.mkfs_args + [self.loop], check=True,
+                       capture_output=True, text=True)
+
+    def replace(self):
+        """After umount(): a new, empty filesystem on a new image and loop device mounted at the
+        same place, as a replaced disk would be. For a filesystem that cannot be mounted afresh:
+        a process in a mount namespace made while it was mounted (another test's unshare or
+        systemd-nspawn) holds its superblock, and mounting the same device gets that one back
+        (shut down, say). The old device is detached when its last user lets go."""
+        subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+        self.old_loops.append(self.loop)
+        self.loop = None
+        self.make()
+        self.mount()
 
     def mount(self):
         opts = ["-o", self.mount_opts] if self.mount_opts else []
@@ -372,8 +392,8 @@ class LoopFs:
 
     def close(self):
         subprocess.run(["umount", "-l", self.mnt], capture_output=True)
-        if self.loop:
-            subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+        for loop in self.old_loops + ([self.loop] if self.loop else []):
+            subprocess.run(["losetup", "-d", loop], capture_output=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self):

@@ -346,23 +346,34 @@ class Soak:
         return ok
 
     def remount(self):
-        """Unmounts and mounts the shut-down filesystem again. A process in another mount
-        namespace made while it was mounted (a test's unshare(CLONE_NEWNS)) keeps the shut-down
-        superblock alive, and a new mount would get that one back: then try again."""
-        for attempt in range(30):
-            self.fs.umount(timeout=30)
-            self.fs.mount()
-            try:
-                probe = os.path.join(self.fs.mnt, ".soak-probe")
-                with open(probe, "w") as f:
-                    f.write("x")
-                os.unlink(probe)
-                return
-            except OSError as e:
-                log("remount %d: the filesystem is still shut down (%s): another mount namespace holds it"
-                    % (attempt + 1, e))
-                time.sleep(1)
-        raise RuntimeError("the filesystem stays shut down after 30 mounts")
+        """Unmounts the shut-down filesystem and mounts it again. A process in another mount
+        namespace made while it was mounted (another test's unshare or systemd-nspawn, running
+        beside this one) keeps the shut-down superblock alive, and a new mount of the same
+        device gets that one back: then a new filesystem on a new loop device is mounted in its
+        place (a replaced disk), with the targets' directories made again."""
+        self.fs.umount(timeout=30)
+        self.fs.mount()
+        if self.writable():
+            return
+        log("remount: the filesystem is still shut down (another mount namespace holds its "
+            "superblock): a new one on a new loop device is mounted in its place")
+        self.fs.umount(timeout=30)
+        self.fs.replace()
+        for d in (self.c, self.gone):
+            os.makedirs(d, exist_ok=True)
+        if not self.writable():
+            raise RuntimeError("a new filesystem on %s is not writable" % self.fs.dev)
+
+    def writable(self):
+        probe = os.path.join(self.fs.mnt, ".soak-probe")
+        try:
+            with open(probe, "w") as f:
+                f.write("x")
+            os.unlink(probe)
+            return True
+        except OSError as e:
+            log("remount: %s" % e)
+            return False
 
     def close(self):
         try:
