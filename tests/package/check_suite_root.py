@@ -3,11 +3,17 @@
 built with AddressSanitizer + UndefinedBehaviorSanitizer, in the fresh Debian 12 root the other
 package tests use, twice:
   chroot     entered with chroot as root, /proc, /sys and /dev of the host mounted (/ is not a
-             mount point there, so no private mount namespace can be made);
+             mount point there, so no private mount namespace can be made). Everything else is
+             as on the host, where the suite runs anyway: this pass installs the packages
+             (scripts/deps.sh), builds, and runs the tests a chroot changes (label mountns:
+             those that make a private mount namespace).
   container  as a container runtime starts a process: its own PID namespace, a read-only /sys,
              a /dev with only the basic nodes (no loop devices, no disks), and only the
              capabilities a container gets by default (Docker's list: no CAP_SYS_ADMIN, no
-             CAP_SYS_RAWIO, no CAP_DAC_READ_SEARCH, no CAP_SYS_PTRACE).
+             CAP_SYS_RAWIO, no CAP_DAC_READ_SEARCH, no CAP_SYS_PTRACE): every unit and
+             integration test, and each test it skips whole must say why by a limit of the
+             container (no loop devices, no mounts, the sanitizer build), never a missing
+             package that scripts/deps.sh should have installed.
 Both must pass: every test passes or skips with its reason. The packages come from
 scripts/deps.sh inside the root (as the README's command installs them), the source is this
 tree's files (tracked and untracked, not ignored ones), so uncommitted edits are tested too.
@@ -28,10 +34,13 @@ CONTAINER_CAPS = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid",
 # The device nodes a container's /dev has: (name, major, minor)
 CONTAINER_DEVS = (("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8),
                   ("urandom", 1, 9), ("tty", 5, 0))
-LABELS = "^(unit|integration)$"
+# The labels each pass runs (ctest -L)
+PASS_LABELS = {"chroot": "^mountns$", "container": "^(unit|integration)$"}
+# Why a test may skip whole in the container: its limits, or this being the sanitizer build.
+CONTAINER_SKIPS = re.compile(r"loop|mount|CAP_|capabilit|sanitizer|valgrind runs on the plain")
 
 SUITE = r"""#!/bin/bash
-# the README's test command, for the unit and integration labels of the sanitizer build
+# the README's test command for one label set of the sanitizer build: suite.sh PASS LABELS
 set -euo pipefail
 cd /root/diskpulse
 echo "== $1: scripts/deps.sh test"
@@ -39,12 +48,12 @@ bash scripts/deps.sh test > /root/deps-$1.log 2>&1 || { tail -30 /root/deps-$1.l
 echo "== $1: configure and build (asan)"
 cmake --preset asan > /dev/null
 cmake --build --preset asan -j"$(nproc)" > /root/build-$1.log 2>&1 || { tail -40 /root/build-$1.log; exit 1; }
-echo "== $1: ctest -L '%s'"
+echo "== $1: ctest -L '$2'"
 status=0
-ctest --preset asan -j"$(nproc)" -L '%s' || status=$?
+ctest --preset asan -j"$(nproc)" -L "$2" || status=$?
 python3 scripts/skips.py build-asan
 exit $status
-""" % (LABELS, LABELS)
+"""
 
 
 def source_files(source):
@@ -71,7 +80,8 @@ def copy_source(source, dest):
 
 def chroot_setup(root):
     return ("mount -t proc proc {r}/proc && mount --rbind /sys {r}/sys && "
-            "mount --rbind /dev {r}/dev && exec chroot {r} /bin/bash /root/suite.sh chroot").format(r=root)
+            "mount --rbind /dev {r}/dev && exec chroot {r} /bin/bash /root/suite.sh chroot '{l}'").format(
+                r=root, l=PASS_LABELS["chroot"])
 
 
 def container_setup(root):
@@ -84,7 +94,7 @@ def container_setup(root):
              "ln -s /proc/self/fd/1 {r}/dev/stdout", "ln -s /proc/self/fd/2 {r}/dev/stderr"]
     caps = ",".join("+" + c for c in CONTAINER_CAPS)
     cmds.append("exec setpriv --bounding-set=-all,%s --inh-caps=-all -- chroot {r} /bin/bash "
-                "/root/suite.sh container" % caps)
+                "/root/suite.sh container '%s'" % (caps, PASS_LABELS["container"]))
     return " && ".join(cmds).format(r=root)
 
 
@@ -108,6 +118,11 @@ def run_pass(name, root, setup, timeout, env):
         print("%s: skipped there:\n%s" % (name, reasons.group(1).rstrip()), flush=True)
     elif skipped:
         print("%s: skipped there: %s" % (name, ", ".join(skipped)), flush=True)
+    if name == "container":
+        lines = reasons.group(1).splitlines() if reasons else ["  %s: (no reason printed)" % t for t in skipped]
+        odd = [x.strip() for x in lines if not CONTAINER_SKIPS.search(x)]
+        pkg.check(not odd, "container: every test skipped whole says why by a limit of the container "
+                  "(not by a package deps.sh did not install)%s" % ("; not: " + "; ".join(odd) if odd else ""))
     failed = re.findall(r"^\s*\d+ - (\S+) \(Failed|Timeout\)", out, re.M)
     if p.returncode != 0:
         print(out[-6000:], flush=True)
