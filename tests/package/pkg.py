@@ -172,6 +172,39 @@ def sanitized(build):
     return (cache_value(build, "DISKPULSE_SANITIZE") or "").upper() in ("ON", "1", "TRUE", "YES")
 
 
+# --- the source tree ----------------------------------------------------------------------------
+
+def source_files(source):
+    """The tree's files as a user's clone has them (tracked and untracked, ignored ones left
+    out); every file but build directories where it is not a git work tree."""
+    p = subprocess.run(["git", "-C", source, "ls-files", "-z", "--cached", "--others",
+                        "--exclude-standard"], capture_output=True)
+    if p.returncode == 0:
+        return [f for f in p.stdout.decode().split("\0") if f and os.path.lexists(os.path.join(source, f))]
+    out = []
+    for d, dirs, files in os.walk(source):
+        rel = os.path.relpath(d, source)
+        dirs[:] = [x for x in dirs if not (rel == "." and (x.startswith("build") or x == ".git"))]
+        out += [os.path.normpath(os.path.join(rel, f)) for f in files]
+    return out
+
+
+def copy_source(source, dest, same_commit=False):
+    """Copies source_files() of source below dest (uncommitted edits included). With same_commit,
+    dest/.git names the source's git directory ("gitdir:"), so that git in the copy reports the
+    same commit, whose revision and date the build takes (nothing when source is no git tree)."""
+    for f in source_files(source):
+        src, dst = os.path.join(source, f), os.path.join(dest, f)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst, follow_symlinks=False)
+    if same_commit:
+        p = subprocess.run(["git", "-C", source, "rev-parse", "--absolute-git-dir"], capture_output=True, text=True)
+        if p.returncode == 0 and os.path.lexists(os.path.join(source, ".git")):
+            with open(os.path.join(dest, ".git"), "w") as f:
+                f.write("gitdir: %s\n" % p.stdout.strip())
+    return dest
+
+
 # --- the fresh root -----------------------------------------------------------------------------
 
 def apt_mirror():
@@ -310,3 +343,4 @@ def tree_diff(before, after):
     removed = sorted(set(before) - set(after))
     changed = sorted(p for p in set(before) & set(after) if before[p] != after[p])
     return added, removed, changed
+
