@@ -1,5 +1,10 @@
-# Read by cpack before it makes a package (CPACK_PROJECT_CONFIG_FILE, set in install.cmake): a
-# Debian package installs under /usr, so a build directory configured with another
+# Read by cpack before it makes a package (CPACK_PROJECT_CONFIG_FILE, set in install.cmake).
+# The package's time stamps: SOURCE_DATE_EPOCH, the commit's date unless cpack's environment gives
+# one, so that the .deb is reproducible (install.cmake).
+if(CPACK_DISKPULSE_SOURCE_DATE_EPOCH AND NOT DEFINED ENV{SOURCE_DATE_EPOCH})
+  set(ENV{SOURCE_DATE_EPOCH} "${CPACK_DISKPULSE_SOURCE_DATE_EPOCH}")
+endif()
+# The prefix: a Debian package installs under /usr, so a build directory configured with another
 # CMAKE_INSTALL_PREFIX makes none. Its install rules put the conffile, the units and the
 # documentation below that prefix (/usr/local/etc/diskpulse, ...), where dpkg's conffiles list,
 # systemd and the runbook links do not look.

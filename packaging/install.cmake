@@ -53,18 +53,23 @@ add_custom_command(OUTPUT "${_changelog_gz}"
 add_custom_target(changelog ALL DEPENDS "${_changelog_gz}")
 install(FILES "${_changelog_gz}" DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
+# The time of every file in the package and of the manual page (SOURCE_DATE_EPOCH, as
+# reproducible-builds.org defines it): the environment's when set, else the commit's date, so that
+# two builds of one commit make the same bytes.
+set(DISKPULSE_SOURCE_DATE_EPOCH "$ENV{SOURCE_DATE_EPOCH}")
+if(NOT DISKPULSE_SOURCE_DATE_EPOCH AND GIT_FOUND AND EXISTS "${CMAKE_SOURCE_DIR}/.git")
+  execute_process(COMMAND ${GIT_EXECUTABLE} log -1 --format=%ct
+    WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE DISKPULSE_SOURCE_DATE_EPOCH
+    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+endif()
+
 # diskpulse(8) from docs/diskpulse.8.scd. Hyphenation is turned off (after .TH, which turns it
 # back on) so that metric and flag names are never broken across lines.
 find_program(SCDOC_PROGRAM scdoc)
 if(SCDOC_PROGRAM)
   set(_man "${CMAKE_BINARY_DIR}/diskpulse.8")
-  # scdoc takes the page's date from SOURCE_DATE_EPOCH: the commit's, for a reproducible page.
-  set(_epoch "")
-  if(GIT_FOUND AND EXISTS "${CMAKE_SOURCE_DIR}/.git")
-    execute_process(COMMAND ${GIT_EXECUTABLE} log -1 --format=%ct
-      WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE _epoch
-      OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
-  endif()
+  # scdoc takes the page's date from SOURCE_DATE_EPOCH.
+  set(_epoch "${DISKPULSE_SOURCE_DATE_EPOCH}")
   if(_epoch)
     set(_env env SOURCE_DATE_EPOCH=${_epoch})
   else()
@@ -119,6 +124,10 @@ set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
 # package target) stop with this error before installing anything (packaging/check_prefix.cmake).
 set(CPACK_DISKPULSE_BUILD_PREFIX "${CMAKE_INSTALL_PREFIX}") # CPACK_*: copied into CPackConfig.cmake
 set(CPACK_PROJECT_CONFIG_FILE "${CMAKE_SOURCE_DIR}/packaging/check_prefix.cmake")
+# The DEB generator (CMake 3.13 and later) stamps the package's files and archives with the
+# environment's SOURCE_DATE_EPOCH (cpack_gen/deb.rst, "Reproducible packages"), else with the
+# current time: check_prefix.cmake sets it to this one when cpack's environment has none.
+set(CPACK_DISKPULSE_SOURCE_DATE_EPOCH "${DISKPULSE_SOURCE_DATE_EPOCH}")
 if(NOT CMAKE_INSTALL_PREFIX STREQUAL "/usr")
   message(WARNING "CMAKE_INSTALL_PREFIX is ${CMAKE_INSTALL_PREFIX}: `cmake --install` works, but "
     "cpack will refuse to make the .deb, which installs under /usr only (configure without "

@@ -85,11 +85,12 @@ function(diskpulse_bpf_skeleton target)
   foreach(d IN LISTS LIBBPF_INCLUDE_DIRS)
     list(APPEND incs -I${d})
   endforeach()
-  # -mcpu=v3: the 32-bit atomics and compare-and-swap (kernel 5.12+); -g: the BTF CO-RE needs.
+  # -mcpu=v3: the 32-bit atomics and compare-and-swap (kernel 5.12+); -g: the BTF CO-RE needs; the
+  # prefix maps: no path of this build in the object, which the skeleton embeds in the binary.
   add_custom_command(OUTPUT ${obj}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${gen}
     COMMAND ${DISKPULSE_BPF_CLANG} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_${DISKPULSE_BPF_ARCH}
-      -Wall -Werror ${incs} -c ${src} -o ${obj}
+      -Wall -Werror ${DISKPULSE_PREFIX_MAPS} ${incs} -c ${src} -o ${obj}
     DEPENDS ${src} ${DISKPULSE_BPF_DIR}/biolatency_kernel.h ${DISKPULSE_BPF_DIR}/biolatency_shared.h
     COMMENT "Compiling the BPF program biolatency.bpf.c" VERBATIM)
   add_custom_command(OUTPUT ${skel}

@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""The .deb cannot be made wrong: a build directory configured the plain way, without a preset
-or any -D (`cmake -S . -B DIR && cmake --build DIR && cpack -G DEB`), installs under /usr and
-makes the same package as the presets' build: nothing under /usr/local, exactly the paths the
-package/deb test expects, the conffiles of the control archive present in the data archive, no
-lintian error (and no tag packaging/lintian.md does not explain). A control: a build directory
-configured with CMAKE_INSTALL_PREFIX=/usr/local makes no package at all; cpack stops with an
-error that names the prefix and the fix, before anything is installed.
-The build directory (BUILD/package-noprefix, tests off) is configured afresh on every run.
+"""The .deb cannot be made wrong, and is reproducible: a build directory configured the plain way,
+without a preset or any -D (`cmake -S . -B DIR && cmake --build DIR && cpack -G DEB`), from a copy
+of the source tree at another path, installs under /usr and makes the same package as the
+presets' build, byte for byte (package/deb's .deb in BUILD_DIR: another source path, another
+build path, -Werror or not, the same bytes). On a difference it names each
+archive member that differs and how (order, time, owner, mode, bytes). And on its own: nothing
+under /usr/local, exactly the paths the package/deb test expects, the conffiles of the control
+archive present in the data archive, no lintian error (and no tag packaging/lintian.md does not
+explain). A control: a build directory configured with CMAKE_INSTALL_PREFIX=/usr/local makes no
+package at all; cpack stops with an error that names the prefix and the fix, before anything is
+installed.
+The source copy (BUILD/package-noprefix-src: tracked and untracked files, not ignored ones, and
+the commit of the tree) and the build directory (BUILD/package-noprefix, tests off) are made
+afresh on every run, and kept when a check fails.
 Usage: check_noprefix.py BUILD_DIR"""
 import glob
 import os
@@ -44,11 +50,14 @@ def main():
               "... before making or staging anything")
     shutil.rmtree(local, ignore_errors=True)
 
-    # The plain way, afresh.
+    # The plain way, afresh, from a copy of the tree.
     plain = os.path.join(build, "package-noprefix")
+    src = os.path.join(build, "package-noprefix-src")
     shutil.rmtree(plain, ignore_errors=True)
+    shutil.rmtree(src, ignore_errors=True)
     t0 = time.monotonic()
-    pkg.run(["cmake", "-S", pkg.SOURCE, "-B", plain, "-DDISKPULSE_TESTS=OFF"], timeout=300, check_rc=True)
+    pkg.copy_source(pkg.SOURCE, src, same_commit=True)
+    pkg.run(["cmake", "-S", src, "-B", plain, "-DDISKPULSE_TESTS=OFF"], timeout=300, check_rc=True)
     pkg.check(pkg.cache_value(plain, "CMAKE_INSTALL_PREFIX") == "/usr",
               "configured without a preset: CMAKE_INSTALL_PREFIX is %s" % pkg.cache_value(plain, "CMAKE_INSTALL_PREFIX"))
     t1 = time.monotonic()
@@ -57,12 +66,31 @@ def main():
     p = pkg.run([cpack, "-G", "DEB"], cwd=plain, timeout=600)
     t3 = time.monotonic()
     debs = glob.glob(os.path.join(plain, "diskpulse_*.deb"))
-    pkg.note("configure %.0f s, build (-j2, tests off) %.0f s, cpack %.0f s" % (t1 - t0, t2 - t1, t3 - t2))
+    pkg.note("copy and configure %.0f s, build (-j2, tests off) %.0f s, cpack %.0f s" % (t1 - t0, t2 - t1, t3 - t2))
     if not pkg.check(p.returncode == 0 and len(debs) == 1, "cpack -G DEB made %s" % [os.path.basename(d) for d in debs]):
         print(p.stdout[-1500:] + p.stderr[-1500:])
         pkg.finish()
     deb = debs[0]
     print(pkg.run(["dpkg-deb", "-c", deb], check_rc=True).stdout)
+
+    # Reproducible: the presets' .deb (package/deb), built from another path, has the same bytes.
+    presets = pkg.deb_path(build)
+    epochs = (pkg.package_epoch(build), pkg.package_epoch(plain))
+    if not presets:
+        pkg.check(False, "the presets' .deb is in %s (package/deb makes it)" % build)
+    elif not epochs[0] and not os.environ.get("SOURCE_DATE_EPOCH"):
+        pkg.note("not compared with the presets' .deb: the tree is no git work tree and no "
+                 "SOURCE_DATE_EPOCH is set, so cpack stamps the files with the current time")
+    else:
+        diffs = pkg.deb_differences(presets, deb)
+        if diffs and epochs[0] != epochs[1]:
+            diffs.insert(0, "SOURCE_DATE_EPOCH %s in %s, %s here (configured at another commit? "
+                         "or SOURCE_DATE_EPOCH in the environment?)" % (epochs[0] or "unset", build,
+                                                                         epochs[1] or "unset"))
+        pkg.check(not diffs, "reproducible: built from a copy of the tree (%s), the same bytes as the presets' "
+                  "%s in %s (sha256 %s)%s" % (src, os.path.basename(presets), build, pkg.sha256_file(presets)[:16],
+            "" if not diffs else ": differences:\n  " + "\n  ".join(diffs[:60])
+            + ("\n  ... %d more" % (len(diffs) - 60) if len(diffs) > 60 else "")))
     got = pkg.member_modes(pkg.data_members(deb))
     local_paths = sorted(n for n in got if n.startswith("usr/local"))
     pkg.check(not local_paths, "nothing under /usr/local%s" % (": " + " ".join(local_paths) if local_paths else ""))
@@ -101,6 +129,7 @@ def main():
               % (": not " + " ".join(undocumented) if undocumented else ""))
     if not pkg.failures():
         shutil.rmtree(plain, ignore_errors=True)
+        shutil.rmtree(src, ignore_errors=True)
     pkg.finish()
 
 

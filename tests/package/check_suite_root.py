@@ -21,7 +21,6 @@ Usage: check_suite_root.py BUILD_DIR SOURCE_DIR"""
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 
@@ -54,28 +53,6 @@ ctest --preset asan -j"$(nproc)" -L "$2" || status=$?
 python3 scripts/skips.py build-asan
 exit $status
 """
-
-
-def source_files(source):
-    """The tree's files as a user's clone has them (tracked and untracked, ignored ones left
-    out); every file but build directories where it is not a git work tree."""
-    p = subprocess.run(["git", "-C", source, "ls-files", "-z", "--cached", "--others",
-                        "--exclude-standard"], capture_output=True)
-    if p.returncode == 0:
-        return [f for f in p.stdout.decode().split("\0") if f and os.path.lexists(os.path.join(source, f))]
-    out = []
-    for d, dirs, files in os.walk(source):
-        rel = os.path.relpath(d, source)
-        dirs[:] = [x for x in dirs if not (rel == "." and (x.startswith("build") or x == ".git"))]
-        out += [os.path.normpath(os.path.join(rel, f)) for f in files]
-    return out
-
-
-def copy_source(source, dest):
-    for f in source_files(source):
-        src, dst = os.path.join(source, f), os.path.join(dest, f)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(src, dst, follow_symlinks=False)
 
 
 def chroot_setup(root):
@@ -155,7 +132,7 @@ def main():
     os.makedirs(work)
     root = pkg.copy_root(base, os.path.join(work, "root"))
     try:
-        copy_source(source, os.path.join(root, "root", "diskpulse"))
+        pkg.copy_source(source, os.path.join(root, "root", "diskpulse"))
         with open(os.path.join(root, "root", "suite.sh"), "w") as f:
             f.write(SUITE)
         shutil.copy("/etc/resolv.conf", os.path.join(root, "etc", "resolv.conf"))

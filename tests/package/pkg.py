@@ -172,6 +172,39 @@ def sanitized(build):
     return (cache_value(build, "DISKPULSE_SANITIZE") or "").upper() in ("ON", "1", "TRUE", "YES")
 
 
+# --- the source tree ----------------------------------------------------------------------------
+
+def source_files(source):
+    """The tree's files as a user's clone has them (tracked and untracked, ignored ones left
+    out); every file but build directories where it is not a git work tree."""
+    p = subprocess.run(["git", "-C", source, "ls-files", "-z", "--cached", "--others",
+                        "--exclude-standard"], capture_output=True)
+    if p.returncode == 0:
+        return [f for f in p.stdout.decode().split("\0") if f and os.path.lexists(os.path.join(source, f))]
+    out = []
+    for d, dirs, files in os.walk(source):
+        rel = os.path.relpath(d, source)
+        dirs[:] = [x for x in dirs if not (rel == "." and (x.startswith("build") or x == ".git"))]
+        out += [os.path.normpath(os.path.join(rel, f)) for f in files]
+    return out
+
+
+def copy_source(source, dest, same_commit=False):
+    """Copies source_files() of source below dest (uncommitted edits included). With same_commit,
+    dest/.git names the source's git directory ("gitdir:"), so that git in the copy reports the
+    same commit, whose revision and date the build takes (nothing when source is no git tree)."""
+    for f in source_files(source):
+        src, dst = os.path.join(source, f), os.path.join(dest, f)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst, follow_symlinks=False)
+    if same_commit:
+        p = subprocess.run(["git", "-C", source, "rev-parse", "--absolute-git-dir"], capture_output=True, text=True)
+        if p.returncode == 0 and os.path.lexists(os.path.join(source, ".git")):
+            with open(os.path.join(dest, ".git"), "w") as f:
+                f.write("gitdir: %s\n" % p.stdout.strip())
+    return dest
+
+
 # --- the fresh root -----------------------------------------------------------------------------
 
 def apt_mirror():
@@ -310,3 +343,94 @@ def tree_diff(before, after):
     removed = sorted(set(before) - set(after))
     changed = sorted(p for p in set(before) & set(after) if before[p] != after[p])
     return added, removed, changed
+
+
+# --- reproducibility ----------------------------------------------------------------------------
+
+def package_epoch(build):
+    """The SOURCE_DATE_EPOCH the build directory's cpack stamps the package with (its
+    CPackConfig.cmake, packaging/install.cmake), or "" (then cpack takes the environment's or
+    the current time)."""
+    try:
+        with open(os.path.join(build, "CPackConfig.cmake")) as f:
+            m = re.search(r'^set\(CPACK_DISKPULSE_SOURCE_DATE_EPOCH "([^"]*)"\)', f.read(), re.M)
+    except OSError:
+        return ""
+    return m.group(1) if m else ""
+
+
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def ar_members(path):
+    """[(name, mtime, uid, gid, mode, bytes)] of an ar archive (a .deb: deb(5), ar(5)'s common
+    format: "!<arch>\\n", then per member a 60-byte header and the data, padded to even)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.startswith(b"!<arch>\n"):
+        raise ValueError("%s: not an ar archive" % path)
+    out, pos = [], 8
+    while pos + 60 <= len(data):
+        h = data[pos:pos + 60]
+        name = h[0:16].decode().rstrip().rstrip("/")
+        size = int(h[48:58].decode().strip())
+        out.append((name, h[16:28].decode().strip(), h[28:34].decode().strip(), h[34:40].decode().strip(),
+                    h[40:48].decode().strip(), data[pos + 60:pos + 60 + size]))
+        pos += 60 + size + (size & 1)
+    return out
+
+
+def _tar_entries(raw):
+    """[(name, {attribute: value})] of a compressed tar archive's bytes, in archive order."""
+    out = []
+    with tarfile.open(fileobj=io.BytesIO(raw)) as t:
+        for m in t.getmembers():
+            body = t.extractfile(m).read() if m.isfile() else None
+            out.append((m.name, {"type": m.type.decode(), "mode": "%o" % m.mode, "mtime": m.mtime,
+                                 "owner": "%d:%d (%s:%s)" % (m.uid, m.gid, m.uname, m.gname),
+                                 "link": m.linkname, "size": m.size,
+                                 "content": hashlib.sha256(body).hexdigest()[:16] if body is not None else ""}))
+    return out
+
+
+def deb_differences(a, b):
+    """What differs between two .debs, as readable lines naming the ar member and, inside the
+    control and data archives, the tar member and attribute (order, mtime, owner, mode, bytes);
+    [] when the files are identical byte for byte."""
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        if fa.read() == fb.read():
+            return []
+    diffs = []
+    ma, mb = ar_members(a), ar_members(b)
+    if [m[0] for m in ma] != [m[0] for m in mb]:
+        return ["ar members: %s vs %s" % ([m[0] for m in ma], [m[0] for m in mb])]
+    for (name, *ha, da), (_, *hb, db) in zip(ma, mb):
+        for what, x, y in zip(("mtime", "uid", "gid", "mode"), ha, hb):
+            if x != y:
+                diffs.append("%s: ar header %s %s vs %s" % (name, what, x, y))
+        if da == db:
+            continue
+        if ".tar" not in name:
+            diffs.append("%s: bytes differ" % name)
+            continue
+        ta, tb = _tar_entries(da), _tar_entries(db)
+        na, nb = [n for n, _ in ta], [n for n, _ in tb]
+        if sorted(na) != sorted(nb):
+            diffs.append("%s: members only in the first: %s; only in the second: %s" % (
+                name, sorted(set(na) - set(nb)), sorted(set(nb) - set(na))))
+        elif na != nb:
+            diffs.append("%s: the same members in another order" % name)
+        attrs_b = dict(tb)
+        inner = 0
+        for n, attrs in ta:
+            other = attrs_b.get(n)
+            for k in sorted(attrs) if other else ():
+                if attrs[k] != other[k]:
+                    inner += 1
+                    diffs.append("%s: %s: %s %s vs %s" % (name, n, k, attrs[k], other[k]))
+        if not inner and sorted(na) == sorted(nb) and na == nb:
+            diffs.append("%s: same members, but the compressed bytes differ (the compressor's "
+                         "header or settings)" % name)
+    return diffs or ["the files differ, but no member or header does"]
