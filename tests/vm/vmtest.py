@@ -423,8 +423,10 @@ def follow(path, stop):
 
 
 def run(args):
-    # With a prebuilt initramfs the kernel is the one its .json names, checked in run_in.
-    reason = missing_prerequisite(kernel_root=None if args.initramfs else args.kernel_root)
+    # With a prebuilt initramfs the kernel is the one its .json names (checked in run_in); a
+    # --kernel-root given beside it is checked first, so that a matrix kernel that could not be
+    # fetched (and hence no initramfs built) skips the scenario rather than failing it.
+    reason = missing_prerequisite(kernel_root=args.kernel_root or (None if args.initramfs else "/"))
     if reason:
         skip(reason)
     name = os.path.splitext(os.path.basename(args.scenario))[0]
@@ -453,7 +455,7 @@ def run_in(args, name, spec, timeout, work):
     initramfs = args.initramfs
     if not initramfs:
         initramfs = os.path.join(work, "base.cpio")
-        build(initramfs, args.daemon, args.kernel_root)
+        build(initramfs, args.daemon, args.kernel_root or "/")
     elif not os.path.isfile(initramfs + ".json"):
         say(f"FAIL: {initramfs} was not built by vmtest.py build (no .json next to it)")
         return 1
@@ -671,7 +673,7 @@ def main():
     r.add_argument("scenario")
     r.add_argument("--initramfs", help="prebuilt by `build` (else built into the temp dir)")
     r.add_argument("--daemon", help="diskpulse binary, when no --initramfs is given")
-    r.add_argument("--kernel-root", default="/", help="with --daemon: the kernel as for build (default /)")
+    r.add_argument("--kernel-root", help="the kernel as for build (default /); with --initramfs only checked to be there")
     r.add_argument("--root-image", help="raw ext4 image of a root with systemd to boot (virtio disk vda)")
     r.add_argument("--timeout", type=int, help="seconds (default: scenario header or %d)" % DEFAULT_TIMEOUT)
     r.add_argument("--tail", type=int, default=80, help="console lines shown on failure")
