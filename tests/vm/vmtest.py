@@ -455,7 +455,11 @@ def run_in(args, name, spec, timeout, work):
     initramfs = args.initramfs
     if not initramfs:
         initramfs = os.path.join(work, "base.cpio")
-        build(initramfs, args.daemon, args.kernel_root or "/")
+        try:
+            build(initramfs, args.daemon, args.kernel_root or "/")
+        except RuntimeError as e:
+            say(f"FAIL: {e}")
+            return 1
     elif not os.path.isfile(initramfs + ".json"):
         say(f"FAIL: {initramfs} was not built by vmtest.py build (no .json next to it)")
         return 1
