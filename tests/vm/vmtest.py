@@ -677,7 +677,8 @@ def main():
     r.add_argument("scenario")
     r.add_argument("--initramfs", help="prebuilt by `build` (else built into the temp dir)")
     r.add_argument("--daemon", help="diskpulse binary, when no --initramfs is given")
-    r.add_argument("--kernel-root", help="the kernel as for build (default /); with --initramfs only checked to be there")
+    r.add_argument("--kernel-root",
+                   help="the kernel as for build (default /); with --initramfs only checked to be there")
     r.add_argument("--root-image", help="raw ext4 image of a root with systemd to boot (virtio disk vda)")
     r.add_argument("--timeout", type=int, help="seconds (default: scenario header or %d)" % DEFAULT_TIMEOUT)
     r.add_argument("--tail", type=int, default=80, help="console lines shown on failure")
