@@ -101,13 +101,14 @@ def fetch(cache, series):
     tmp = root + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     subprocess.run(["dpkg-deb", "-x", deb, tmp], check=True)
-    # Only the image and the modules are used: the firmware-free rest (docs, hooks) is dropped.
-    for extra in glob.glob(f"{tmp}/usr/share") + glob.glob(f"{tmp}/etc"):
-        shutil.rmtree(extra, ignore_errors=True)
-    # Debian 12's linux-image puts the modules under /lib, merged-/usr ones under /usr/lib.
+    # bullseye's and bookworm's (and bookworm-backports') images ship their modules in
+    # /lib/modules; a package of a release whose files all moved to /usr would ship them in
+    # /usr/lib/modules (not met so far): moved to lib/modules, where vmtest.py looks.
     if not os.path.isdir(f"{tmp}/lib/modules") and os.path.isdir(f"{tmp}/usr/lib/modules"):
         os.makedirs(f"{tmp}/lib", exist_ok=True)
         os.rename(f"{tmp}/usr/lib/modules", f"{tmp}/lib/modules")
+    # Only boot/ and lib/modules/ are used: the package's documentation goes.
+    shutil.rmtree(f"{tmp}/usr", ignore_errors=True)
     ver = next((v for v in os.listdir(f"{tmp}/lib/modules")
                 if os.path.isfile(f"{tmp}/boot/vmlinuz-{v}")), None)
     if not ver:
