@@ -9,7 +9,9 @@ jobs=$(nproc)
 status=0
 for preset in ci asan; do
         echo "== $preset: configure and build"
-        cmake --preset "$preset" >/dev/null
+        # The guest kernel matrix (tests/vm, label matrix) downloads Debian kernels: off here even
+        # in a build directory where it was once turned on, since the option stays in the cache.
+        cmake --preset "$preset" -DDISKPULSE_MATRIX=OFF >/dev/null
         cmake --build --preset "$preset" -j"$jobs"
         echo "== $preset: tests"
         ctest --preset "$preset" -j"$jobs" || status=1

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 # Host side of the diskpulse VM tests: builds the guest initramfs and runs one scenario under QEMU/TCG.
 """Usage:
-  vmtest.py build --out DIR/initramfs.cpio [--daemon BIN]
-  vmtest.py run [--initramfs FILE | --daemon BIN] [--root-image IMG] [-v] scenarios/NAME.sh
+  vmtest.py build --out DIR/initramfs.cpio [--daemon BIN] [--kernel-root DIR]
+  vmtest.py run [--initramfs FILE | --daemon BIN [--kernel-root DIR]] [--root-image IMG] [-v] scenarios/NAME.sh
+
+The guest boots the host's newest /boot/vmlinuz-VER with the modules of /lib/modules/VER, or with
+--kernel-root DIR the same below DIR (a Debian kernel unpacked by kernels.py): `build` records the
+kernel in the initramfs's .json and `run` boots that one.
 
 With --root-image, the guest boots IMG (a raw ext4 image of a Debian root, as a virtio disk,
 never written) with its own systemd as PID 1, and the scenario runs as a service there.
@@ -32,6 +36,10 @@ SBIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # Loaded at guest boot in this order; crypto first because busybox modprobe ignores softdeps.
 BASE_MODULES = ["crc32c_generic", "crct10dif_generic", "crc64_rocksoft_generic",
                 "nvme", "ahci", "sd_mod", "ext4"]
+# Modules some kernels of the matrix do not have at all, neither as a module nor built in: their
+# absence is noted and the initramfs built without them. Any other absent module fails the build.
+# crc64-rocksoft came with NVMe's 64-bit protection information in 5.19 (5.10's nvme needs no CRC64).
+OPTIONAL_MODULES = {"crc64_rocksoft_generic"}
 # Shipped for scenarios to modprobe.
 EXTRA_MODULES = ["scsi_debug", "null_blk", "dm-mod", "dm-delay", "dm-flakey", "dm-log-writes", "loop", "sg",
                  "virtio_pci", "virtio_blk", "virtio_net", "md-mod", "raid1"]
@@ -61,22 +69,25 @@ def version_key(ver):
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", ver)]
 
 
-def find_kernel():
-    """Newest /boot/vmlinuz-VER that has /lib/modules/VER: (image path, VER) or (None, None)."""
-    found = [p[len("/boot/vmlinuz-"):] for p in glob.glob("/boot/vmlinuz-*")]
-    found = [v for v in found if os.path.isfile(f"/lib/modules/{v}/modules.dep")]
+def find_kernel(root="/"):
+    """Newest ROOT/boot/vmlinuz-VER that has ROOT/lib/modules/VER: (image path, VER) or (None, None)."""
+    root = os.path.abspath(root).rstrip("/")
+    found = [p[len(f"{root}/boot/vmlinuz-"):] for p in glob.glob(f"{root}/boot/vmlinuz-*")]
+    found = [v for v in found if os.path.isfile(f"{root}/lib/modules/{v}/modules.dep")]
     if not found:
         return None, None
     ver = max(found, key=version_key)
-    return f"/boot/vmlinuz-{ver}", ver
+    return f"{root}/boot/vmlinuz-{ver}", ver
 
 
-def missing_prerequisite(need_qemu=True):
+def missing_prerequisite(need_qemu=True, kernel_root="/"):
     if os.geteuid() != 0:
         return "not running as root"
     if need_qemu and not shutil.which("qemu-system-x86_64"):
         return "qemu-system-x86_64 not found (Debian package qemu-system-x86)"
-    if not find_kernel()[0]:
+    if kernel_root and not find_kernel(kernel_root)[0]:
+        if kernel_root != "/":
+            return f"no boot/vmlinuz-* with matching lib/modules under {kernel_root} (kernels.py fetch makes one)"
         return "no /boot/vmlinuz-* with matching /lib/modules (Debian package linux-image-amd64)"
     if not busybox_path():
         return "static busybox not found (Debian package busybox-static)"
@@ -150,15 +161,32 @@ def add_elf(cpio, binary, dest):
         cpio.copy(lib, lib, replace=False)
 
 
-def add_modules(cpio, kver):
-    """Copy BASE_MODULES + EXTRA_MODULES with their dependency closure and filtered module indexes."""
-    root = f"/lib/modules/{kver}"
+def module_names(paths):
+    return {os.path.basename(m).split(".ko")[0].replace("-", "_"): m for m in paths}
+
+
+def add_modules(cpio, kver, kernel_root="/"):
+    """Copy BASE_MODULES + EXTRA_MODULES with their dependency closure and filtered module indexes
+    from KERNEL_ROOT/lib/modules/KVER to the guest's /lib/modules/KVER. Returns (number copied,
+    the BASE_MODULES the guest's init loads: those neither built in nor absent). Raises
+    RuntimeError for an absent module that is not in OPTIONAL_MODULES."""
+    dest = f"/lib/modules/{kver}"
+    root = os.path.join(os.path.abspath(kernel_root), dest.lstrip("/"))
     deps = {}
     with open(f"{root}/modules.dep") as f:
         for line in f:
             mod, _, rest = line.partition(":")
             deps[mod] = rest.split()
-    by_name = {os.path.basename(m).split(".ko")[0].replace("-", "_"): m for m in deps}
+    by_name = module_names(deps)
+    builtin = set()
+    if os.path.isfile(f"{root}/modules.builtin"):
+        with open(f"{root}/modules.builtin") as f:
+            builtin = set(module_names(f.read().split()))
+    absent = [n for n in BASE_MODULES + EXTRA_MODULES if n.replace("-", "_") not in by_name.keys() | builtin]
+    for n in absent:
+        if n.replace("-", "_") not in OPTIONAL_MODULES:
+            raise RuntimeError(f"kernel {kver} has no module {n}, neither loadable nor built in")
+        say(f"kernel {kver} has no {n} (optional): the guest goes without it")
     todo = [by_name[n.replace("-", "_")] for n in BASE_MODULES + EXTRA_MODULES if n.replace("-", "_") in by_name]
     chosen = set()
     while todo:
@@ -171,19 +199,21 @@ def add_modules(cpio, kver):
     for mod in chosen:
         if mod.endswith(".ko.xz"):
             with lzma.open(f"{root}/{mod}") as f:
-                cpio.add(f"{root}/{plain(mod)}", f.read())
+                cpio.add(f"{dest}/{plain(mod)}", f.read())
         else:
-            cpio.copy(f"{root}/{mod}", f"{root}/{mod}")
-    cpio.add(f"{root}/modules.dep", "".join(
+            cpio.copy(f"{root}/{mod}", f"{dest}/{mod}")
+    cpio.add(f"{dest}/modules.dep", "".join(
         f"{plain(m)}: {' '.join(map(plain, deps[m]))}\n".replace(": \n", ":\n") for m in sorted(chosen)).encode())
     names = {os.path.basename(m).split(".ko")[0].replace("-", "_") for m in chosen}
     with open(f"{root}/modules.alias") as f:
         aliases = [l for l in f if l.startswith("alias ") and l.split()[-1].replace("-", "_") in names]
-    cpio.add(f"{root}/modules.alias", "".join(aliases).encode())
+    cpio.add(f"{dest}/modules.alias", "".join(aliases).encode())
     for extra in ("modules.builtin", "modules.builtin.modinfo", "modules.order", "modules.softdep"):
         if os.path.isfile(f"{root}/{extra}"):
-            cpio.copy(f"{root}/{extra}", f"{root}/{extra}")
-    return len(chosen)
+            cpio.copy(f"{root}/{extra}", f"{dest}/{extra}")
+    # A built-in module (6.12's crct10dif_generic, crc64_rocksoft_generic) is there from boot on.
+    load = [n for n in BASE_MODULES if n.replace("-", "_") in by_name]
+    return len(chosen), load
 
 
 def add_udev(cpio):
@@ -221,8 +251,8 @@ def add_logreplay(cpio):
     return True
 
 
-def build(out, daemon=None):
-    kernel, kver = find_kernel()
+def build(out, daemon=None, kernel_root="/"):
+    kernel, kver = find_kernel(kernel_root)
     cpio = Cpio()
     for d in ("proc", "sys", "dev", "tmp", "run", "root", "mnt", "etc"):
         cpio.mkdir(d)
@@ -244,7 +274,7 @@ def build(out, daemon=None):
     replay = add_logreplay(cpio)
     if replay:
         tools.append("logreplay")
-    nmods = add_modules(cpio, kver)
+    nmods, load = add_modules(cpio, kver, kernel_root)
     busybox = busybox_path()
     cpio.copy(busybox, "/bin/busybox")
     applets = subprocess.run([busybox, "--list-full"], capture_output=True, text=True).stdout.split()
@@ -254,7 +284,7 @@ def build(out, daemon=None):
     cpio.copy(os.path.join(HERE, "guest", "init"), "/init")
     cpio.copy(os.path.join(HERE, "guest", "lib.sh"), "/lib/vmtest/lib.sh")
     cpio.copy(os.path.join(HERE, "guest", "root-run"), "/lib/vmtest/root-run")
-    cpio.add("/etc/vmtest/modules", " ".join(BASE_MODULES).encode())
+    cpio.add("/etc/vmtest/modules", " ".join(load).encode())
     cpio.add("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
     cpio.add("/etc/group", b"root:x:0:\ndisk:x:6:\nnogroup:x:65534:\n")
     cpio.add("/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n")
@@ -393,7 +423,10 @@ def follow(path, stop):
 
 
 def run(args):
-    reason = missing_prerequisite()
+    # With a prebuilt initramfs the kernel is the one its .json names (checked in run_in); a
+    # --kernel-root given beside it is checked first, so that a matrix kernel that could not be
+    # fetched (and hence no initramfs built) skips the scenario rather than failing it.
+    reason = missing_prerequisite(kernel_root=args.kernel_root or (None if args.initramfs else "/"))
     if reason:
         skip(reason)
     name = os.path.splitext(os.path.basename(args.scenario))[0]
@@ -422,12 +455,19 @@ def run_in(args, name, spec, timeout, work):
     initramfs = args.initramfs
     if not initramfs:
         initramfs = os.path.join(work, "base.cpio")
-        build(initramfs, args.daemon)
+        try:
+            build(initramfs, args.daemon, args.kernel_root or "/")
+        except RuntimeError as e:
+            say(f"FAIL: {e}")
+            return 1
     elif not os.path.isfile(initramfs + ".json"):
         say(f"FAIL: {initramfs} was not built by vmtest.py build (no .json next to it)")
         return 1
     with open(initramfs + ".json") as f:
         meta = json.load(f)
+    if not os.path.isfile(meta["kernel"]):
+        say(f"FAIL: the kernel {meta['kernel']} that {initramfs} was built for is gone")
+        return 1
     # The scenario travels as a second cpio archive appended to the shared one.
     initrd = os.path.join(work, "initrd.cpio")
     shutil.copyfile(initramfs, initrd)
@@ -632,10 +672,13 @@ def main():
     b = sub.add_parser("build", help="build the shared guest initramfs")
     b.add_argument("--out", required=True)
     b.add_argument("--daemon", help="diskpulse binary to install as /bin/diskpulse")
+    b.add_argument("--kernel-root", default="/", help="boot/vmlinuz-VER and lib/modules/VER below it (default /)")
     r = sub.add_parser("run", help="boot a guest and run one scenario")
     r.add_argument("scenario")
     r.add_argument("--initramfs", help="prebuilt by `build` (else built into the temp dir)")
     r.add_argument("--daemon", help="diskpulse binary, when no --initramfs is given")
+    r.add_argument("--kernel-root",
+                   help="the kernel as for build (default /); with --initramfs only checked to be there")
     r.add_argument("--root-image", help="raw ext4 image of a root with systemd to boot (virtio disk vda)")
     r.add_argument("--timeout", type=int, help="seconds (default: scenario header or %d)" % DEFAULT_TIMEOUT)
     r.add_argument("--tail", type=int, default=80, help="console lines shown on failure")
@@ -646,13 +689,17 @@ def main():
     # ctest's timeout sends SIGTERM: unwind so that QEMU is killed and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if args.cmd == "build":
-        reason = missing_prerequisite(need_qemu=False)
+        reason = missing_prerequisite(need_qemu=False, kernel_root=args.kernel_root)
         if reason:
             skip(reason)
         if args.daemon and not os.access(args.daemon, os.X_OK):
             say(f"FAIL: daemon binary {args.daemon} is not executable")
             return 1
-        build(args.out, args.daemon)
+        try:
+            build(args.out, args.daemon, args.kernel_root)
+        except RuntimeError as e:
+            say(f"FAIL: {e}")
+            return 1
         return 0
     return run(args)
 
