@@ -8,6 +8,22 @@
 
 #include "biolatency_shared.h"
 
+bool biolatency_memlock_hint(const char *release, uint64_t limit_bytes, char *buf, size_t n)
+{
+        unsigned major, minor;
+
+        if (n)
+                buf[0] = 0;
+        if (limit_bytes == UINT64_MAX || sscanf(release, "%u.%u", &major, &minor) != 2 ||
+            major > 5 || (major == 5 && minor >= 11))
+                return false;
+        snprintf(buf, n,
+                 "kernel %s charges BPF programs and maps to RLIMIT_MEMLOCK (to the memory cgroup "
+                 "only from 5.11 on), here %llu KiB: raise it (LimitMEMLOCK=infinity in the unit)",
+                 release, (unsigned long long)(limit_bytes / 1024));
+        return true;
+}
+
 #ifndef DISKPULSE_HAVE_BPF
 
 int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *err, size_t errsz)
@@ -27,6 +43,8 @@ int biolatency_load(const void *arg, size_t len, int fds[], size_t *nfds, char *
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <bpf/btf.h>
@@ -134,12 +152,28 @@ static void biolat_close_fds(int fds[], size_t n)
                         close(fds[i]);
 }
 
+/* biolatency_memlock_hint() for this kernel and this process's limit. */
+static bool biolat_memlock_limited(char *buf, size_t n)
+{
+        struct utsname u;
+        struct rlimit rl;
+
+        if (uname(&u) < 0 || getrlimit(RLIMIT_MEMLOCK, &rl) < 0)
+                return false;
+        return biolatency_memlock_hint(
+            u.release, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur, buf, n);
+}
+
 /* The message and -errno of a failed step, from libbpf's r (-errno) and what it said. */
 static int biolat_fail(int r, const char *step, char *err, size_t errsz)
 {
+        char hint[192];
+
         if (r >= 0)
                 r = -EIO;
-        if (r == -EPERM) {
+        if (r == -EPERM && biolat_memlock_limited(hint, sizeof hint)) {
+                snprintf(err, errsz, "%s: %s: %s", step, strerror(-r), hint);
+        } else if (r == -EPERM) {
                 snprintf(err, errsz,
                          "%s: needs CAP_BPF/CAP_SYS_ADMIN (or CAP_PERFMON) to load and attach a "
                          "BPF program: %s",

@@ -87,10 +87,36 @@ static void test_bad_params(void **state)
 
 #endif
 
+/* -EPERM on a kernel before 5.11 with a limited RLIMIT_MEMLOCK names the limit, not the
+ * capabilities (5.10 refused the program so with its default 64 KiB, the daemon running as root). */
+static void test_memlock_hint(void **state)
+{
+        (void)state;
+        char buf[256];
+
+        assert_true(biolatency_memlock_hint("5.10.0-32-amd64", 65536, buf, sizeof buf));
+        assert_string_equal(buf, "kernel 5.10.0-32-amd64 charges BPF programs and maps to "
+                                 "RLIMIT_MEMLOCK (to the memory cgroup only from 5.11 on), here 64 "
+                                 "KiB: raise it (LimitMEMLOCK=infinity in the unit)");
+        assert_true(biolatency_memlock_hint("4.19.0-27-amd64", 8 << 20, buf, sizeof buf));
+        assert_non_null(strstr(buf, "here 8192 KiB"));
+        /* from 5.11 on, unlimited, or a release it cannot read: no hint, buf empty */
+        assert_false(biolatency_memlock_hint("5.11.0", 65536, buf, sizeof buf));
+        assert_string_equal(buf, "");
+        assert_false(biolatency_memlock_hint("6.1.0-57-amd64", 65536, buf, sizeof buf));
+        assert_false(biolatency_memlock_hint("5.10.0", UINT64_MAX, buf, sizeof buf));
+        assert_false(biolatency_memlock_hint("weird", 65536, buf, sizeof buf));
+        assert_string_equal(buf, "");
+        /* a small buffer is cut, never overrun */
+        assert_true(biolatency_memlock_hint("5.4.0", 65536, buf, 8));
+        assert_int_equal(strlen(buf), 7);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_bad_params),
+            cmocka_unit_test(test_memlock_hint),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
