@@ -115,10 +115,11 @@ static int setup_common(void **state, unsigned max_workers, usec_t worker_timeou
         return setup_restarting(state, max_workers, worker_timeout, 0, 0);
 }
 
-/* Only the device directory, no helper: for a test that forks and starts one in the child. A
- * process forked while another thread runs (the client thread of a started helper) may inherit a
- * lock that thread held, and a child that then starts threads and forks hangs on it: one run in
- * about thirty timed out so under load. The daemon starts its helper single-threaded. */
+/* Only the device directory, no helper: for a test that forks and runs a helper, a zygote or
+ * privsep_start() in the child. A process forked while another thread runs (the client thread of
+ * a started helper) may inherit a lock that thread held, and a child that then starts threads and
+ * forks hangs on it: one run in about thirty timed out so under load. The daemon starts its
+ * helper single-threaded. */
 static int setup_dir_only(void **state)
 {
         struct fixture *f = calloc(1, sizeof *f);
@@ -1192,7 +1193,7 @@ static void zygote_ignores_garbage(void **state)
         pid_t pid;
         ssize_t n;
 
-        kids = count_children(); /* the fixture's zygote and helper */
+        kids = count_children(); /* none: the fixture starts no helper */
         zygote_raw_start(&z, f->dir);
         assert_int_equal(privsep_proto_encode_spawn(spawn, sizeof spawn), (int)sizeof spawn);
         /* empty, short, random, oversized messages */
@@ -1726,9 +1727,10 @@ int main(void)
             cmocka_unit_test_setup_teardown(concurrent_callers_across_restarts, setup_restart_100ms,
                                             teardown),
             cmocka_unit_test_setup_teardown(waiter_across_restart, setup_restart_100ms, teardown),
-            cmocka_unit_test_setup_teardown(garbage_does_not_kill_the_helper, setup, teardown),
-            cmocka_unit_test_setup_teardown(zygote_ignores_garbage, setup, teardown),
-            cmocka_unit_test_setup_teardown(zygote_exits_at_eof, setup, teardown),
+            cmocka_unit_test_setup_teardown(garbage_does_not_kill_the_helper, setup_dir_only,
+                                            teardown),
+            cmocka_unit_test_setup_teardown(zygote_ignores_garbage, setup_dir_only, teardown),
+            cmocka_unit_test_setup_teardown(zygote_exits_at_eof, setup_dir_only, teardown),
             cmocka_unit_test(control_messages),
             cmocka_unit_test(fd_passing),
             cmocka_unit_test_setup_teardown(helper_capabilities, setup, teardown),
