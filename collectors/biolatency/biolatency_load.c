@@ -17,9 +17,10 @@ bool biolatency_memlock_hint(const char *release, uint64_t limit_bytes, char *bu
         if (limit_bytes == UINT64_MAX || sscanf(release, "%u.%u", &major, &minor) != 2 ||
             major > 5 || (major == 5 && minor >= 11))
                 return false;
+        /* short enough for the collector's 200-byte message with the step's words before it */
         snprintf(buf, n,
-                 "kernel %s charges BPF programs and maps to RLIMIT_MEMLOCK (to the memory cgroup "
-                 "only from 5.11 on), here %llu KiB: raise it (LimitMEMLOCK=infinity in the unit)",
+                 "kernel %s (before 5.11) charges BPF memory to RLIMIT_MEMLOCK, %llu KiB here: "
+                 "raise it (LimitMEMLOCK=infinity)",
                  release, (unsigned long long)(limit_bytes / 1024));
         return true;
 }

@@ -95,11 +95,13 @@ static void test_memlock_hint(void **state)
         char buf[256];
 
         assert_true(biolatency_memlock_hint("5.10.0-32-amd64", 65536, buf, sizeof buf));
-        assert_string_equal(buf, "kernel 5.10.0-32-amd64 charges BPF programs and maps to "
-                                 "RLIMIT_MEMLOCK (to the memory cgroup only from 5.11 on), here 64 "
-                                 "KiB: raise it (LimitMEMLOCK=infinity in the unit)");
+        assert_string_equal(buf, "kernel 5.10.0-32-amd64 (before 5.11) charges BPF memory to "
+                                 "RLIMIT_MEMLOCK, 64 KiB here: raise it (LimitMEMLOCK=infinity)");
+        /* with the loader's words before it, the whole message fits the collector's 200 bytes */
+        assert_true(strlen("loading the BPF program: Operation not permitted: ") + strlen(buf) <
+                    200);
         assert_true(biolatency_memlock_hint("4.19.0-27-amd64", 8 << 20, buf, sizeof buf));
-        assert_non_null(strstr(buf, "here 8192 KiB"));
+        assert_non_null(strstr(buf, "8192 KiB here"));
         /* from 5.11 on, unlimited, or a release it cannot read: no hint, buf empty */
         assert_false(biolatency_memlock_hint("5.11.0", 65536, buf, sizeof buf));
         assert_string_equal(buf, "");
