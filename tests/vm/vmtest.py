@@ -204,7 +204,7 @@ def add_modules(cpio, kver, kernel_root="/"):
             cpio.copy(f"{root}/{mod}", f"{dest}/{mod}")
     cpio.add(f"{dest}/modules.dep", "".join(
         f"{plain(m)}: {' '.join(map(plain, deps[m]))}\n".replace(": \n", ":\n") for m in sorted(chosen)).encode())
-    names = {os.path.basename(m).split(".ko")[0].replace("-", "_") for m in chosen}
+    names = set(module_names(chosen))
     with open(f"{root}/modules.alias") as f:
         aliases = [l for l in f if l.startswith("alias ") and l.split()[-1].replace("-", "_") in names]
     cpio.add(f"{dest}/modules.alias", "".join(aliases).encode())
