@@ -247,6 +247,7 @@ void *privsep_client_thread(void *arg)
         struct privsep *ps = arg;
         uint8_t *buf = xmalloc(PRIVSEP_PROTO_RESPONSE_MAX);
 
+        (void)pthread_setname_np(pthread_self(), "dp-privsep"); /* top -H */
         /* Created with capabilities if the caller kept them: this thread needs none. */
         (void)privsep_drop_all();
         for (;;) {

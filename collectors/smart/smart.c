@@ -299,6 +299,8 @@ static void *smart_thread(void *arg)
         struct smart *s = arg;
         usec_t last_enum = 0;
 
+        (void)pthread_setname_np(pthread_self(), "dp-smart"); /* top -H */
+
         for (;;) {
                 usec_t now = now_monotonic(), next = now + 60 * USEC_PER_SEC;
                 char name[DEVIO_NAME_MAX] = "";

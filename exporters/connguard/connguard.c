@@ -369,6 +369,7 @@ static void *guard_main(void *arg)
 {
         struct connguard *g = arg;
 
+        (void)pthread_setname_np(pthread_self(), "dp-connguard"); /* top -H */
         pthread_mutex_lock(&g->lock);
         g->guard_tid = gettid();
         pthread_mutex_unlock(&g->lock);

@@ -312,6 +312,7 @@ static void *worker(void *arg)
         struct crypt_data *cd = xmalloc(sizeof(*cd));
         uint64_t me;
 
+        (void)pthread_setname_np(pthread_self(), "dp-auth"); /* top -H */
         /* Started from libmicrohttpd's thread, which may be kept on one CPU while the load is
          * light (connguard_cpu.c), and the thread would keep that: the checks may run on every
          * CPU the process may use (the main thread's). */

@@ -291,7 +291,7 @@ def basic_auth():
         # with the guard's while few connections are open; the checks are not.
         if len(os.sched_getaffinity(0)) > 1:
             one = dp.shared_cpu_threads(d.proc.pid)
-            dp.check(len(one) <= 2 and all(n == "MHD-single" or n == "diskpulse" for n, _ in one) and
+            dp.check(len(one) <= 2 and all(n in ("MHD-single", "dp-connguard") for n, _ in one) and
                      len(dp.thread_cpus(d.proc.pid)) >= 5,
                      "only libmicrohttpd's thread and the guard's are kept on one CPU, not the password "
                      "checks' (%s of %d threads)" % (one, len(dp.thread_cpus(d.proc.pid))))
