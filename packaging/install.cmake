@@ -46,13 +46,6 @@ install(FILES README.md packaging/debian/copyright DESTINATION ${CMAKE_INSTALL_D
 
 # Compressed as Debian wants them (gzip -9n: no name or time stamp, so the bytes are reproducible).
 find_program(GZIP_PROGRAM gzip REQUIRED)
-set(_changelog_gz "${CMAKE_BINARY_DIR}/changelog.gz")
-add_custom_command(OUTPUT "${_changelog_gz}"
-  COMMAND sh -c "'${GZIP_PROGRAM}' -9n < '${CMAKE_SOURCE_DIR}/packaging/debian/changelog' > '${_changelog_gz}'"
-  DEPENDS packaging/debian/changelog VERBATIM)
-add_custom_target(changelog ALL DEPENDS "${_changelog_gz}")
-install(FILES "${_changelog_gz}" DESTINATION ${CMAKE_INSTALL_DOCDIR})
-
 # The time of every file in the package and of the manual page (SOURCE_DATE_EPOCH, as
 # reproducible-builds.org defines it): the environment's when set, else the commit's date, so that
 # two builds of one commit make the same bytes.
@@ -62,6 +55,32 @@ if(NOT DISKPULSE_SOURCE_DATE_EPOCH AND GIT_FOUND AND EXISTS "${CMAKE_SOURCE_DIR}
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE DISKPULSE_SOURCE_DATE_EPOCH
     OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
 endif()
+
+set(DISKPULSE_DEB_MAINTAINER "diskpulse maintainers <maintainers@diskpulse.example>"
+  CACHE STRING "Maintainer: field of the .deb")
+# The package's changelog: packaging/debian/changelog, whose newest entry is the release; a build
+# between releases (DISKPULSE_SNAPSHOT) adds an entry of its own version on top, dated with the
+# commit (SOURCE_DATE_EPOCH), as Debian's snapshot tools do.
+set(_changelog "${CMAKE_BINARY_DIR}/changelog")
+file(READ "${CMAKE_SOURCE_DIR}/packaging/debian/changelog" _released)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/packaging/debian/changelog")
+if(DISKPULSE_SNAPSHOT)
+  set(_env_sde "$ENV{SOURCE_DATE_EPOCH}")
+  set(ENV{SOURCE_DATE_EPOCH} "${DISKPULSE_SOURCE_DATE_EPOCH}")
+  string(TIMESTAMP _date "%a, %d %b %Y %H:%M:%S +0000" UTC)
+  set(ENV{SOURCE_DATE_EPOCH} "${_env_sde}")
+  string(PREPEND _released "diskpulse (${DISKPULSE_VERSION}) unstable; urgency=medium\n\n"
+    "  * Snapshot: ${DISKPULSE_SNAPSHOT} (revision ${DISKPULSE_REVISION}).\n\n"
+    " -- ${DISKPULSE_DEB_MAINTAINER}  ${_date}\n\n")
+endif()
+file(WRITE "${_changelog}.new" "${_released}")
+configure_file("${_changelog}.new" "${_changelog}" COPYONLY) # rewritten only when it changed
+set(_changelog_gz "${CMAKE_BINARY_DIR}/changelog.gz")
+add_custom_command(OUTPUT "${_changelog_gz}"
+  COMMAND sh -c "'${GZIP_PROGRAM}' -9n < '${_changelog}' > '${_changelog_gz}'"
+  DEPENDS "${_changelog}" VERBATIM)
+add_custom_target(changelog ALL DEPENDS "${_changelog_gz}")
+install(FILES "${_changelog_gz}" DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # diskpulse(8) from docs/diskpulse.8.scd. Hyphenation is turned off (after .TH, which turns it
 # back on) so that metric and flag names are never broken across lines.
@@ -87,11 +106,9 @@ endif()
 
 # cpack -G DEB: diskpulse_<version>_<arch>.deb. Depends: the libraries as dpkg-shlibdeps finds
 # them, plus what the maintainer scripts run (systemd-sysusers, as dh_installsysusers adds it).
-set(DISKPULSE_DEB_MAINTAINER "diskpulse maintainers <maintainers@diskpulse.example>"
-  CACHE STRING "Maintainer: field of the .deb")
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME diskpulse)
-set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
+set(CPACK_PACKAGE_VERSION "${DISKPULSE_VERSION}")
 set(CPACK_PACKAGE_VENDOR "diskpulse")
 set(CPACK_PACKAGE_CONTACT "${DISKPULSE_DEB_MAINTAINER}")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "block device health and fdatasync latency as Prometheus metrics")

@@ -32,7 +32,7 @@ def write(name, text):
 
 def help_and_version():
     r = run("--version")
-    dp.check(r.returncode == 0 and re.match(r"^diskpulse version \d+\.\d+\.\d+ \(revision \S+\)\n$", r.stdout),
+    dp.check(r.returncode == 0 and re.match(r"^diskpulse version \d+\.\d+\.\d+([+~]\d+\.g[0-9a-f]{12})? \(revision \S+\)\n$", r.stdout),
              "--version: %r" % r.stdout)
     r = run("--help")
     dp.check(r.returncode == 0, "--help exits 0")

@@ -169,10 +169,15 @@ def main():
     finally:
         shutil.rmtree(stage, ignore_errors=True)
 
-    # The changelog's version is the package's.
+    # The packaged changelog's newest entry is the package's version; below it (a snapshot's
+    # entry comes first), packaging/debian/changelog whole.
+    log = pkg.run(["sh", "-c", "dpkg-deb --fsys-tarfile '%s' | tar -xO ./usr/share/doc/diskpulse/changelog.gz | "
+                   "gzip -dc" % deb]).stdout
     with open(os.path.join(pkg.SOURCE, "packaging", "debian", "changelog")) as f:
-        top = f.readline()
-    pkg.check(top.startswith("diskpulse (%s) " % version), "packaging/debian/changelog starts with version %s: %s" % (version, top.strip()))
+        released = f.read()
+    pkg.check(log.startswith("diskpulse (%s) " % version) and log.endswith(released),
+              "the packaged changelog starts with version %s and holds packaging/debian/changelog: %s"
+              % (version, log.splitlines()[0] if log else "(none)"))
 
     # lintian.
     if shutil.which("lintian"):

@@ -88,7 +88,9 @@ def stage(build, dest):
 
 
 def project_version(build):
-    return cache_value(build, "CMAKE_PROJECT_VERSION")
+    """The version the build gives the daemon and the package (CMakeLists.txt: the release tag's,
+    a snapshot's after it, or project()'s VERSION)."""
+    return cache_value(build, "DISKPULSE_VERSION")
 
 
 def deb_path(build):
