@@ -17,7 +17,7 @@ endif()
 set(DISKPULSE_BPF_DIR ${CMAKE_CURRENT_LIST_DIR})
 # DISKPULSE_LIBBPF_STATIC: link libbpf.a and what its pkg-config file names for a static link
 # (libelf, zlib) instead of libbpf.so, for a release whose libbpf is too old for the program and
-# its loader (Debian 11's 0.3: packaging/bullseye builds Debian 12's libbpf 1.1 for it and points
+# its loader (Debian 11's 0.3: tests/package/build_bullseye.py builds Debian 12's libbpf 1.1 for it and points
 # PKG_CONFIG_PATH at it).
 option(DISKPULSE_LIBBPF_STATIC "Link libbpf statically (libbpf.a found by pkg-config)" OFF)
 
