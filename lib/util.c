@@ -273,9 +273,17 @@ int unhexchar(char c)
 
 void malloc_give_back(void)
 {
-        struct mallinfo2 mi = mallinfo2();
+#if defined(__GLIBC__) && !__GLIBC_PREREQ(2, 33)
+        /* glibc before 2.33 (Debian 11 has 2.31) has no mallinfo2(): mallinfo()'s int fields,
+         * which wrap only past 2 GiB, far beyond this heap. */
+        struct mallinfo m = mallinfo();
+        size_t free_bytes = (size_t)(unsigned)m.fordblks, used = (size_t)(unsigned)m.uordblks;
+#else
+        struct mallinfo2 m = mallinfo2();
+        size_t free_bytes = m.fordblks, used = m.uordblks;
+#endif
 
-        if (mi.fordblks > MALLOC_GIVE_BACK_SLACK && mi.fordblks > mi.uordblks)
+        if (free_bytes > MALLOC_GIVE_BACK_SLACK && free_bytes > used)
                 (void)malloc_trim(0);
 }
 

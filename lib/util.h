@@ -17,6 +17,16 @@ typedef uint64_t usec_t;
 #define NSEC_PER_USEC ((uint64_t)1000ULL)
 #define USEC_INFINITY ((usec_t)UINT64_MAX)
 
+/* glibc before 2.34 (Debian 11 has 2.31) has no close_range() wrapper: the system call itself
+ * (Linux 5.9 and later; on an older kernel it fails with ENOSYS, as the wrapper would). */
+#if defined(__GLIBC__) && !__GLIBC_PREREQ(2, 34)
+#include <sys/syscall.h>
+static inline int close_range(unsigned int first, unsigned int last, int flags)
+{
+        return (int)syscall(__NR_close_range, first, last, flags);
+}
+#endif
+
 #define ARRAY_SIZE(a)  (sizeof(a) / sizeof((a)[0]))
 #define _unused_       __attribute__((unused))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))

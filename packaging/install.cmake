@@ -120,6 +120,11 @@ on each filesystem. It serves everything as Prometheus metrics on port 9477.
 The package runs it as a hardened systemd service (diskpulse.service, with
 diskpulse.socket) under its own system user, and ships Prometheus rules, an
 Alertmanager routing and a Grafana dashboard in /usr/share/diskpulse.")
+# A package built for an older release carries a suffix that sorts below the plain version
+# (tests/package/build_bullseye.py: "~deb11", so 0.1.0~deb11 < 0.1.0 and an upgrade to Debian 12's build of the
+# same version replaces it).
+set(DISKPULSE_DEB_VERSION_SUFFIX "" CACHE STRING "appended to the .deb's version (~deb11)")
+set(CPACK_DEBIAN_PACKAGE_VERSION "${PROJECT_VERSION}${DISKPULSE_DEB_VERSION_SUFFIX}")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)

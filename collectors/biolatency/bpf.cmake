@@ -15,6 +15,11 @@ if(NOT DISKPULSE_BIOLATENCY MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "DISKPULSE_BIOLATENCY is ${DISKPULSE_BIOLATENCY}: AUTO, ON or OFF")
 endif()
 set(DISKPULSE_BPF_DIR ${CMAKE_CURRENT_LIST_DIR})
+# DISKPULSE_LIBBPF_STATIC: link libbpf.a and what its pkg-config file names for a static link
+# (libelf, zlib) instead of libbpf.so, for a release whose libbpf is too old for the program and
+# its loader (Debian 11's 0.3: tests/package/build_bullseye.py builds Debian 12's libbpf 1.1 for it and points
+# PKG_CONFIG_PATH at it).
+option(DISKPULSE_LIBBPF_STATIC "Link libbpf statically (libbpf.a found by pkg-config)" OFF)
 
 set(DISKPULSE_BPF OFF)
 set(_bpf_missing)
@@ -93,13 +98,20 @@ function(diskpulse_bpf_skeleton target)
       -Wall -Werror ${DISKPULSE_PREFIX_MAPS} ${incs} -c ${src} -o ${obj}
     DEPENDS ${src} ${DISKPULSE_BPF_DIR}/biolatency_kernel.h ${DISKPULSE_BPF_DIR}/biolatency_shared.h
     COMMENT "Compiling the BPF program biolatency.bpf.c" VERBATIM)
+  # No "name" argument (bpftool 5.10, Debian 11's, has none): the name comes from the object's,
+  # biolatency.bpf.o, as biolatency_bpf.
   add_custom_command(OUTPUT ${skel}
-    COMMAND ${DISKPULSE_BPFTOOL} gen skeleton ${obj} name biolatency_bpf > ${skel}.tmp
+    COMMAND ${DISKPULSE_BPFTOOL} gen skeleton ${obj} > ${skel}.tmp
     COMMAND ${CMAKE_COMMAND} -E rename ${skel}.tmp ${skel}
     DEPENDS ${obj}
     COMMENT "Generating the BPF skeleton biolatency.skel.h" VERBATIM)
   target_sources(${target} PRIVATE ${skel})
   target_include_directories(${target} PRIVATE ${gen})
   target_compile_definitions(${target} PRIVATE DISKPULSE_HAVE_BPF=1)
-  target_link_libraries(${target} PRIVATE PkgConfig::LIBBPF)
+  if(DISKPULSE_LIBBPF_STATIC)
+    target_include_directories(${target} PRIVATE ${LIBBPF_STATIC_INCLUDE_DIRS})
+    target_link_libraries(${target} PRIVATE ${LIBBPF_STATIC_LDFLAGS})
+  else()
+    target_link_libraries(${target} PRIVATE PkgConfig::LIBBPF)
+  endif()
 endfunction()

@@ -9,6 +9,50 @@
 #include "canary_internal.h"
 #include "log.h"
 
+#if defined(__GLIBC__) && !__GLIBC_PREREQ(2, 32)
+/* glibc before 2.32 (Debian 11 has 2.31) has no strerrorname_np(): the names a write, fsync or
+ * open of a canary target can fail with; any other is E<number>, as for an unknown one. */
+static const char *strerrorname_np(int err)
+{
+        switch (err) {
+#define NAME(e)                                                                                    \
+        case e:                                                                                    \
+                return #e
+                NAME(EPERM);
+                NAME(ENOENT);
+                NAME(EINTR);
+                NAME(EIO);
+                NAME(ENXIO);
+                NAME(EBADF);
+                NAME(EAGAIN);
+                NAME(ENOMEM);
+                NAME(EACCES);
+                NAME(EBUSY);
+                NAME(EEXIST);
+                NAME(EXDEV);
+                NAME(ENODEV);
+                NAME(ENOTDIR);
+                NAME(EISDIR);
+                NAME(EINVAL);
+                NAME(ENFILE);
+                NAME(EMFILE);
+                NAME(EFBIG);
+                NAME(ENOSPC);
+                NAME(EROFS);
+                NAME(ENAMETOOLONG);
+                NAME(ENOSYS);
+                NAME(ELOOP);
+                NAME(EOPNOTSUPP);
+                NAME(ETIMEDOUT);
+                NAME(ESTALE);
+                NAME(EDQUOT);
+                NAME(EUCLEAN);
+#undef NAME
+        }
+        return NULL;
+}
+#endif
+
 const char *canary_errno_name(int err, char *buf, size_t size)
 {
         const char *s = strerrorname_np(err);

@@ -20,6 +20,17 @@
 #include "runbook.h"
 #include "websec.h"
 
+/* libmicrohttpd before 0.9.75 (Debian 11 has 0.9.72): 413's older name, and no response that
+ * borrows a buffer with a free callback given a closure (the page is copied instead). */
+#ifndef MHD_HTTP_CONTENT_TOO_LARGE
+#define MHD_HTTP_CONTENT_TOO_LARGE MHD_HTTP_PAYLOAD_TOO_LARGE
+#endif
+#if MHD_VERSION < 0x00097500
+#define HTTP_BORROWS_PAGE 0
+#else
+#define HTTP_BORROWS_PAGE 1
+#endif
+
 struct http_server {
         struct http_config cfg;
         struct publisher *pub;
@@ -62,10 +73,12 @@ static enum MHD_Result reply(struct http_server *s, struct MHD_Connection *c, un
         return r;
 }
 
+#if HTTP_BORROWS_PAGE
 static void release_snapshot(void *cls)
 {
         snapshot_unref(cls);
 }
+#endif
 
 /* A page too big to keep whole is rendered into libmicrohttpd's buffer as it is sent. */
 static ssize_t read_page(void *cls, uint64_t pos, char *buf, size_t max)
@@ -74,8 +87,8 @@ static ssize_t read_page(void *cls, uint64_t pos, char *buf, size_t max)
 
         (void)pos;
         if (n < 0)
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-        return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : n;
+                return (ssize_t)MHD_CONTENT_READER_END_WITH_ERROR;
+        return n == 0 ? (ssize_t)MHD_CONTENT_READER_END_OF_STREAM : n;
 }
 
 static void free_page(void *cls)
@@ -173,6 +186,7 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
                         return MHD_NO;
                 }
         } else {
+#if HTTP_BORROWS_PAGE
                 /* The response borrows the snapshot's page and drops our reference when sent. */
                 resp = MHD_create_response_from_buffer_with_free_callback_cls(
                     len, (void *)body, release_snapshot, snap);
@@ -180,6 +194,12 @@ static enum MHD_Result serve_metrics(struct http_server *s, struct MHD_Connectio
                         snapshot_unref(snap);
                         return MHD_NO;
                 }
+#else
+                resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+                snapshot_unref(snap);
+                if (!resp)
+                        return MHD_NO;
+#endif
         }
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 fmt == EXPO_FORMAT_PROTOBUF      ? EXPO_PROTOBUF_CONTENT_TYPE
