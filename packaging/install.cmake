@@ -124,7 +124,7 @@ Alertmanager routing and a Grafana dashboard in /usr/share/diskpulse.")
 # (tests/package/build_bullseye.py: "~deb11", so 0.1.0~deb11 < 0.1.0 and an upgrade to Debian 12's build of the
 # same version replaces it).
 set(DISKPULSE_DEB_VERSION_SUFFIX "" CACHE STRING "appended to the .deb's version (~deb11)")
-set(CPACK_DEBIAN_PACKAGE_VERSION "${PROJECT_VERSION}${DISKPULSE_DEB_VERSION_SUFFIX}")
+set(CPACK_DEBIAN_PACKAGE_VERSION "${DISKPULSE_VERSION}${DISKPULSE_DEB_VERSION_SUFFIX}")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
