@@ -387,6 +387,25 @@ class Qmp:
                 self.events.append(msg)
 
 
+def expocheck_reply(data):
+    """The strict exposition check (tests/tools/expocheck.py) of a page the guest sent gzipped
+    and in base64: "ok SAMPLES FAMILIES" or "fail" and the first errors."""
+    sys.path.insert(0, os.path.join(HERE, "..", "tools"))
+    import base64
+    import gzip
+    import expocheck
+    try:
+        text = gzip.decompress(base64.b64decode(data.strip(), validate=True)).decode("utf-8")
+    except (ValueError, OSError, EOFError, UnicodeDecodeError) as e:
+        return "fail the page did not arrive whole: %s" % e
+    errors = expocheck.check(text)
+    if errors:
+        return "fail %d errors, the first: %s" % (len(errors), "; ".join(
+            "line %d: %s" % e for e in errors[:3]))
+    samples = sum(1 for l in text.splitlines() if l and not l.startswith("#"))
+    return "ok %d %d" % (samples, sum(1 for l in text.splitlines() if l.startswith("# TYPE ")))
+
+
 def accept(server, proc, deadline):
     server.settimeout(0.2)
     while time.monotonic() < deadline and proc.poll() is None:
@@ -589,6 +608,8 @@ def run_in(args, name, spec, timeout, work):
                     reply = ";".join("%s %s %s" % (path.strip("/"), body.get("status"), ",".join(
                         "%s@%s" % (a["labels"].get("alertname"), a["labels"].get("device", ""))
                         for a in body.get("alerts", []))) for path, body in (list(am.got) if am else [])) or "none"
+                elif verb == "expocheck":
+                    reply = expocheck_reply(rest)
                 elif verb in ("runbook", "rbresult"):
                     # the runbook's commands, run in the guest one at a time and checked here
                     if book is None:

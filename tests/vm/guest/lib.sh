@@ -202,6 +202,10 @@ diskstat() { awk -v d="$1" -v n="$2" '$3 == d { print $(n + 3); f = 1 } END { ex
 
 # --- the daemon ------------------------------------------------------------------------------
 
+# kernel_before MAJOR MINOR: true when the guest's kernel is older than MAJOR.MINOR.
+kernel_before() {
+	uname -r | awk -F'[.-]' -v M="$1" -v m="$2" '{ exit !($1 < M || ($1 == M && $2 < m)) }'
+}
 daemon_supports() { "$DAEMON" --help 2>&1 | grep -q -e "$1"; }
 daemon_alive() { [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; }
 # daemon_start [FLAGS...]: starts $DAEMON on $DAEMON_ADDR with state in /tmp/state and waits for
@@ -241,6 +245,20 @@ http_get() {
 }
 # scrape: GET /metrics into $METRICS, which the metric helpers read.
 scrape() { http_get /metrics "$METRICS"; }
+# check_exposition [WHAT]: scrapes, and the host checks the page with the strict exposition
+# checker (tests/tools/expocheck.py): one ok/fail result "exposition WHAT".
+check_exposition() {
+	if ! scrape; then
+		fail "exposition ${1:-}" "no page"
+		return 1
+	fi
+	vm_send expocheck "$(gzip -c "$METRICS" | base64 -w 0)"
+	case "$VM_REPLY" in
+	"ok "*) set -- "${1:-}" $VM_REPLY
+		ok "exposition $1: the strict check passes ($3 samples, $4 families)" ;;
+	*) fail "exposition ${1:-}" "${VM_REPLY:-no answer from the host}" ;;
+	esac
+}
 # metric 'NAME{label="value",...}' [FILE]: prints the value of the first sample of NAME that has
 # all the given labels (others may be present) in the last scrape; non-zero when there is none.
 metric() { _metric_awk 0 "$1" "${2:-$METRICS}"; }

@@ -92,6 +92,7 @@ for dev in $DEVS; do
 	check_metric "diskpulse_disk_utilization_ratio{device=\"$dev\"}" '<=' 1
 done
 
+check_exposition "after the write load"
 # SIGTERM ends it promptly and cleanly.
 t0=$(now)
 daemon_stop

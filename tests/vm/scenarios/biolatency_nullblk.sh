@@ -128,9 +128,6 @@ attached() { scrape && [ "$(metric diskpulse_io_latency_up)" = 1 ]; }
 # needs"): on an older kernel the daemon must run on without it, with diskpulse_io_latency_up 0
 # (so DiskpulseIoLatencyLost, which needs the programs attached once, stays quiet) and the reason
 # in its log; null_blk's own timing is checked as without the collector.
-kernel_before() {
-	uname -r | awk -F'[.-]' -v M="$1" -v m="$2" '{ exit !($1 < M || ($1 == M && $2 < m)) }'
-}
 if daemon_supports collector.biolatency && kernel_before 5 12; then
 	daemon_start --no-collector.smart --no-collector.canary --diskstats.interval=1s || exit 1
 	logged() { grep -q 'collector=biolatency' "$DAEMON_LOG"; }
@@ -148,6 +145,7 @@ if daemon_supports collector.biolatency && kernel_before 5 12; then
 	scrape
 	check_metric diskpulse_io_latency_up == 0
 	check "no latency histogram on a kernel before 5.12" sh -c '! grep -q "^diskpulse_io_device_latency_seconds" "$1"' sh "$METRICS"
+	check_exposition "without the latency collector"
 	daemon_stop
 	rmmod null_blk
 	exit 0
@@ -171,6 +169,7 @@ if [ -n "$have_collector" ]; then
 	scrape
 	check_metric 'diskpulse_io_latency_unslotted_total' == 0
 	note "untracked completions: $(metric diskpulse_io_latency_untracked_total)"
+	check_exposition "with the latency histograms"
 	daemon_stop
 fi
 rmmod null_blk

@@ -7,6 +7,8 @@ SD=/sys/bus/pseudo/drivers/scsi_debug
 N=300 # 4 KiB direct I/Os of each kind
 [ -e /sys/kernel/btf/vmlinux ] || skip "the guest kernel has no BTF (/sys/kernel/btf/vmlinux)"
 daemon_supports collector.biolatency || skip "no biolatency collector in this diskpulse"
+# (before 5.12 the collector does not load: biolatency_nullblk checks how the daemon runs on)
+kernel_before 5 12 && skip "kernel $(uname -r): the biolatency collector needs 5.12 or later"
 mountpoint -q $T || mount -t tracefs nodev $T 2>/dev/null || skip "no tracefs in the guest kernel"
 for e in block_rq_requeue block_rq_issue block_rq_complete; do
 	[ -e $T/events/block/$e/enable ] || skip "no block/$e trace event in the guest kernel"

@@ -37,5 +37,6 @@ back() {
 }
 check "up again on $DM after a fresh cycle" wait_for 30 back
 check_metric 'diskpulse_sync_errors_total{path="/mnt/f",mode="fdatasync",errno="EIO"}' '>=' 1
+check_exposition "after the canary's EIO"
 check "daemon exits 0" daemon_stop
 umount /mnt/f

@@ -54,5 +54,6 @@ check_metric "diskpulse_disk_writes_completed_total{device=\"$new\"}" '<=' "$(di
 for g in write_iops write_bytes_per_second read_iops read_bytes_per_second utilization_ratio queue_depth; do
 	check_metric "diskpulse_disk_$g{device=\"$new\"}" '>=' 0
 done
+check_exposition "after the unplug and a new disk"
 daemon_stop
 expect "exit status after SIGTERM" $? == 0

@@ -131,5 +131,6 @@ check_metric "diskpulse_smart_read_errors_total{device=\"$HDD\",reason=\"bad_dat
 check_metric "diskpulse_smart_up{device=\"$SSD\"}" == 1
 smartctl -q silent -s on /dev/$HDD
 check "$HDD smart_up 1 within 6 s of smartctl -s on" wait_for 6 smart_up $HDD
+check_exposition "with ATA SMART and its read errors"
 daemon_stop
 expect "exit status after SIGTERM" $? == 0

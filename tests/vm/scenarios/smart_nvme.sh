@@ -163,5 +163,6 @@ check "healthy again within 8 s after clearing the warning" wait_for 8 eval \
 	'scrape && [ "$(metric "diskpulse_smart_healthy{device=\"$NV\"}")" = 1 ]'
 check_metric "diskpulse_nvme_critical_warning{device=\"$NV\"}" == 0
 check_metric "diskpulse_smart_read_errors_total{device=\"$NV\"}" absent
+check_exposition "with NVMe SMART"
 daemon_stop
 expect "exit status after SIGTERM" $? == 0
