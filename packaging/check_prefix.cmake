@@ -14,3 +14,9 @@ if(NOT CPACK_DISKPULSE_BUILD_PREFIX STREQUAL "/usr" OR NOT CPACK_PACKAGING_INSTA
     "Configure the build directory again with -DCMAKE_INSTALL_PREFIX=/usr (the default, and "
     "the presets': cmake --preset default), or run scripts/package.sh.")
 endif()
+# A cross build (cmake/aarch64-linux-gnu.cmake sets the package's architecture): dpkg-shlibdeps
+# computes Depends: for that architecture, from its libraries' shlibs and symbols files and with
+# its objdump, as dpkg-buildpackage's environment would tell it.
+if(CPACK_DEBIAN_PACKAGE_ARCHITECTURE AND NOT DEFINED ENV{DEB_HOST_ARCH})
+  set(ENV{DEB_HOST_ARCH} "${CPACK_DEBIAN_PACKAGE_ARCHITECTURE}")
+endif()

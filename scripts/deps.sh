@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages diskpulse needs: "build" to build and run it, "package" to make
-# its .deb as well, "test" to run every test. Uses sudo only when not root; runs apt-get only when
-# something is missing.
+# its .deb as well, "test" to run every test, "arm64" to cross-build it and its .deb for arm64
+# (the arm64 preset). Uses sudo only when not root; runs apt-get only when something is missing.
 set -euo pipefail
 
 # protobuf-c-compiler (protoc-c) and libprotobuf-c-dev build the protobuf exposition; the unit
@@ -12,9 +12,10 @@ set -euo pipefail
 # python3 turns docs/runbook.md into the HTML page the daemon serves at /runbook
 # (docs/runbook_html.py, run by the build). xfsprogs (xfs_db) and libbpf-tools (biolatency) are
 # the runbook's own commands, which tests/runbook runs.
-build_pkgs=(gcc make cmake pkg-config python3 libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev
-            libyaml-dev libgnutls28-dev libcrypt-dev libpcre2-dev scdoc clang libbpf-dev bpftool
-            protobuf-c-compiler libprotobuf-c-dev)
+# build_libs are the libraries' -dev packages, the ones the arm64 mode installs for arm64 as well.
+build_libs=(libsystemd-dev libmicrohttpd-dev libudev-dev zlib1g-dev libyaml-dev libgnutls28-dev libcrypt-dev
+            libpcre2-dev libbpf-dev libprotobuf-c-dev)
+build_pkgs=(gcc make cmake pkg-config python3 scdoc clang bpftool protobuf-c-compiler "${build_libs[@]}")
 package_pkgs=(dpkg-dev file)
 test_pkgs=(libcmocka-dev libprotobuf-c-dev python3 clang-format valgrind sysstat fio systemd util-linux e2fsprogs
            procps qemu-system-x86 linux-image-amd64 busybox-static smartmontools nvme-cli dmsetup sdparm
@@ -23,9 +24,16 @@ test_pkgs=(libcmocka-dev libprotobuf-c-dev python3 clang-format valgrind sysstat
            prometheus-node-exporter lintian man-db debootstrap systemd-container xfsprogs libbpf-tools
            "${package_pkgs[@]}")
 
+# arm64: Debian's cross toolchain (aarch64-linux-gnu-gcc) and the libraries' arm64 -dev packages
+# beside the amd64 ones (multiarch), whose shlibs and symbols files dpkg-shlibdeps reads for the
+# .deb's Depends:; the programs run at build time (clang, bpftool, protoc-c, scdoc) stay the build
+# machine's. lintian checks the arm64 .deb as tests/package/check_arm64.py does.
+arm64_pkgs=(crossbuild-essential-arm64 "${build_libs[@]/%/:arm64}" lintian "${package_pkgs[@]}")
+
 want=("${build_pkgs[@]}")
 [ "${1:-build}" = package ] && want+=("${package_pkgs[@]}")
 [ "${1:-build}" = test ] && want+=("${test_pkgs[@]}")
+[ "${1:-build}" = arm64 ] && want+=("${arm64_pkgs[@]}")
 
 missing=()
 for p in "${want[@]}"; do
@@ -60,6 +68,11 @@ apt_get() {
         echo "deps: apt stayed locked for 10 minutes" >&2
         return 1
 }
+# The arm64 packages come from the same archive once dpkg knows the architecture.
+if [ "${1:-build}" = arm64 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+        echo "deps: adding the arm64 architecture to dpkg (multiarch)"
+        "${sudo[@]}" dpkg --add-architecture arm64
+fi
 echo "deps: installing ${missing[*]}"
 apt_get update -q
 apt_get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 # Fetches Debian's own kernels (image and modules) for the guest kernel matrix and caches them.
 """Usage:
-  kernels.py fetch --cache DIR SERIES     SERIES: 5.10 (bullseye), 6.1 (bookworm), 6.12 (bookworm-backports)
+  kernels.py fetch --cache DIR [--arch ARCH] SERIES
+      SERIES: 5.10 (bullseye), 6.1 (bookworm), 6.12 (bookworm-backports); ARCH: amd64 (default), arm64
 
-Downloads the linux-image package that Debian's linux-image-amd64 of the series' suite depends on,
+Downloads the linux-image package that Debian's linux-image-ARCH of the series' suite depends on,
 with `apt-get download` from the Debian mirror this machine's apt uses, and unpacks it (dpkg-deb
--x) into DIR/SERIES: DIR/SERIES/boot/vmlinuz-VER and DIR/SERIES/lib/modules/VER, which
+-x) into DIR/SERIES (amd64) or DIR/SERIES-ARCH (another architecture: arm64's kernel for a guest
+under qemu-system-aarch64): DIR/SERIES/boot/vmlinuz-VER and DIR/SERIES/lib/modules/VER, which
 `vmtest.py build --kernel-root DIR/SERIES` takes. apt runs on a source list and state of its own
 under DIR, so the host's apt configuration and lists stay untouched. A series already unpacked is
 not fetched again. Prints the kernel root on its last line.
@@ -29,6 +31,8 @@ SKIP = 77
 # the 6.12 of trixie that bookworm-backports carries for Debian 12 hosts.
 SERIES = {"5.10": "bullseye", "6.1": "bookworm", "6.12": "bookworm-backports"}
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+# The Debian architectures whose kernels are fetched: the build machine's and arm64's.
+ARCHES = ("amd64", "arm64")
 
 
 def say(msg):
@@ -40,12 +44,14 @@ def skip(reason):
     sys.exit(SKIP)
 
 
-def apt_options(state):
+def apt_options(state, arch="amd64"):
     """apt-get options that confine apt to STATE: its own one-suite source list, lists, cache and an
-    empty dpkg status (the host's installed packages have no say in what is downloaded)."""
+    empty dpkg status (the host's installed packages have no say in what is downloaded), and to
+    ARCH's packages (another architecture's whatever the host's dpkg knows)."""
     return ["-o", f"Dir::Etc::sourcelist={state}/sources.list", "-o", "Dir::Etc::sourceparts=-",
             "-o", f"Dir::State::Lists={state}/lists", "-o", f"Dir::State::status={state}/status",
-            "-o", f"Dir::Cache={state}/cache", "-o", "Debug::NoLocking=1", "-q"]
+            "-o", f"Dir::Cache={state}/cache", "-o", "Debug::NoLocking=1", "-o", f"APT::Architecture={arch}",
+            "-o", f"APT::Architectures={arch}", "-q"]
 
 
 def kernel_root_complete(root):
@@ -57,37 +63,39 @@ def kernel_root_complete(root):
     return None
 
 
-def fetch(cache, series):
+def fetch(cache, series, arch="amd64"):
     suite = SERIES[series]
-    root = os.path.join(os.path.abspath(cache), series)
+    # amd64's kernels keep the directories they always had (DIR/SERIES, apt/SUITE).
+    tag = "" if arch == "amd64" else f"-{arch}"
+    root = os.path.join(os.path.abspath(cache), series + tag)
     ver = kernel_root_complete(root)
     if ver:
-        say(f"{series}: {ver} already in the cache")
+        say(f"{series} {arch}: {ver} already in the cache")
         return root
     if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
         skip("apt-get or dpkg-deb not found: the kernels come from Debian's archive")
     mirror = pkg.apt_mirror()
     if not mirror:
         skip("no bookworm main source in this machine's apt configuration to fetch Debian's kernels from")
-    state = os.path.join(os.path.abspath(cache), "apt", suite)
+    state = os.path.join(os.path.abspath(cache), "apt", suite + tag)
     for d in ("lists/partial", "cache/archives/partial"):
         os.makedirs(f"{state}/{d}", exist_ok=True)
     with open(f"{state}/sources.list", "w") as f:
         f.write(f"deb [signed-by={KEYRING}] {mirror} {suite} main\n")
     open(f"{state}/status", "a").close()
-    apt = ["apt-get"] + apt_options(state)
+    apt = ["apt-get"] + apt_options(state, arch)
     env = dict(os.environ, **pkg.apt_proxy_env(), LANG="C")
     t = time.monotonic()
     p = subprocess.run(apt + ["update"], capture_output=True, text=True, env=env, timeout=600)
     if p.returncode != 0 or "Err:" in p.stdout:
         skip(f"apt-get update of {mirror} {suite} failed: {(p.stdout + p.stderr).strip()[-400:]}")
     # The metapackage names the release's current ABI (linux-image-5.10.0-32-amd64 ...).
-    p = subprocess.run(["apt-cache"] + apt_options(state) + ["show", "linux-image-amd64"],
+    p = subprocess.run(["apt-cache"] + apt_options(state, arch) + ["show", f"linux-image-{arch}"],
                        capture_output=True, text=True, env=env)
     depends = [line.split(":", 1)[1] for line in p.stdout.splitlines() if line.startswith("Depends:")]
     image = depends[0].split("(")[0].strip() if depends else None
     if not image or not image.startswith("linux-image-"):
-        say(f"FAIL: no linux-image-amd64 in {suite}: {(p.stdout + p.stderr).strip()[-400:]}")
+        say(f"FAIL: no linux-image-{arch} in {suite}: {(p.stdout + p.stderr).strip()[-400:]}")
         sys.exit(1)
     debs = os.path.join(state, "debs")
     os.makedirs(debs, exist_ok=True)
@@ -123,7 +131,7 @@ def fetch(cache, series):
     shutil.rmtree(root, ignore_errors=True)
     os.rename(tmp, root)
     os.unlink(deb)  # unpacked now; the .deb would double the cache
-    say(f"{series}: {os.path.basename(deb)} ({size >> 20} MiB) from {mirror} {suite} in {took:.0f} s -> {ver}")
+    say(f"{series} {arch}: {os.path.basename(deb)} ({size >> 20} MiB) from {mirror} {suite} in {took:.0f} s -> {ver}")
     return root
 
 
@@ -132,9 +140,10 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fetch", help="download and unpack one series' kernel (once)")
     f.add_argument("--cache", required=True, help="cache directory (one subdirectory per series)")
+    f.add_argument("--arch", choices=ARCHES, default="amd64", help="the kernel's Debian architecture")
     f.add_argument("series", choices=sorted(SERIES))
     args = ap.parse_args()
-    print(fetch(args.cache, args.series))
+    print(fetch(args.cache, args.series, args.arch))
     return 0
 
 
