@@ -8,7 +8,7 @@ linking the same libraries (NEEDED) and naming no amd64 path; the BPF object it 
 compiled for the BPF target with the arm64 __TARGET_ARCH; Depends: names the same packages and is
 what dpkg-shlibdeps computes for arm64; the same paths with the same modes, every other file the
 same bytes; and lintian reports exactly the tags it reports for the amd64 package, no error and no
-warning.
+warning. The daemon it built is kept as BUILD/diskpulse-arm64 for the arm64 guest (vm/arm64).
 Skips when the cross toolchain or the arm64 libraries are not installed
 (`scripts/deps.sh arm64` installs them).
 Usage: check_arm64.py BUILD_DIR"""
@@ -61,6 +61,8 @@ def needed(binary):
 
 def main():
     build = sys.argv[1]
+    if os.path.exists(os.path.join(build, "diskpulse-arm64")):
+        os.unlink(os.path.join(build, "diskpulse-arm64"))  # an earlier run's: only this one's is kept
     if pkg.sanitized(build):
         pkg.skip("a sanitizer build: no package is made from it (the plain build's is tested)")
     gcc = shutil.which(TRIPLET + "-gcc")
@@ -215,6 +217,8 @@ def main():
         host_arch, " ".join("%s:%s" % t for t in mine),
         "" if mine == theirs else " (%s: %s)" % (host_arch, " ".join("%s:%s" % t for t in theirs))))
     if not pkg.failures():
+        # the arm64 guest's daemon (tests/vm, vm/arm64/initramfs): the binary this package ships
+        shutil.copy2(os.path.join(out, "diskpulse"), os.path.join(build, "diskpulse-arm64"))
         shutil.rmtree(out, ignore_errors=True)
     pkg.finish()
 

@@ -54,6 +54,32 @@ def apt_options(state, arch="amd64"):
             "-o", f"APT::Architectures={arch}", "-q"]
 
 
+def apt_state(cache, suite, arch="amd64", refresh=True):
+    """apt-get confined to SUITE's ARCH packages with its state under CACHE/apt, updated (always
+    with REFRESH, else when never updated): (apt-get command, environment, state directory,
+    mirror). Skips when there is no apt or mirror, or the update fails."""
+    if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
+        skip("apt-get or dpkg-deb not found: the kernels come from Debian's archive")
+    mirror = pkg.apt_mirror()
+    if not mirror:
+        skip("no bookworm main source in this machine's apt configuration to fetch Debian's kernels from")
+    tag = "" if arch == "amd64" else f"-{arch}"
+    state = os.path.join(os.path.abspath(cache), "apt", suite + tag)
+    for d in ("lists/partial", "cache/archives/partial"):
+        os.makedirs(f"{state}/{d}", exist_ok=True)
+    with open(f"{state}/sources.list", "w") as f:
+        f.write(f"deb [signed-by={KEYRING}] {mirror} {suite} main\n")
+    open(f"{state}/status", "a").close()
+    apt = ["apt-get"] + apt_options(state, arch)
+    env = dict(os.environ, **pkg.apt_proxy_env(), LANG="C")
+    if refresh or not os.path.isfile(f"{state}/.updated"):
+        p = subprocess.run(apt + ["update"], capture_output=True, text=True, env=env, timeout=600)
+        if p.returncode != 0 or "Err:" in p.stdout:
+            skip(f"apt-get update of {mirror} {suite} failed: {(p.stdout + p.stderr).strip()[-400:]}")
+        open(f"{state}/.updated", "w").close()
+    return apt, env, state, mirror
+
+
 def kernel_root_complete(root):
     """VER when ROOT holds an unpacked kernel (boot/vmlinuz-VER and its modules.dep), else None."""
     for image in glob.glob(f"{root}/boot/vmlinuz-*"):
@@ -72,23 +98,8 @@ def fetch(cache, series, arch="amd64"):
     if ver:
         say(f"{series} {arch}: {ver} already in the cache")
         return root
-    if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
-        skip("apt-get or dpkg-deb not found: the kernels come from Debian's archive")
-    mirror = pkg.apt_mirror()
-    if not mirror:
-        skip("no bookworm main source in this machine's apt configuration to fetch Debian's kernels from")
-    state = os.path.join(os.path.abspath(cache), "apt", suite + tag)
-    for d in ("lists/partial", "cache/archives/partial"):
-        os.makedirs(f"{state}/{d}", exist_ok=True)
-    with open(f"{state}/sources.list", "w") as f:
-        f.write(f"deb [signed-by={KEYRING}] {mirror} {suite} main\n")
-    open(f"{state}/status", "a").close()
-    apt = ["apt-get"] + apt_options(state, arch)
-    env = dict(os.environ, **pkg.apt_proxy_env(), LANG="C")
     t = time.monotonic()
-    p = subprocess.run(apt + ["update"], capture_output=True, text=True, env=env, timeout=600)
-    if p.returncode != 0 or "Err:" in p.stdout:
-        skip(f"apt-get update of {mirror} {suite} failed: {(p.stdout + p.stderr).strip()[-400:]}")
+    apt, env, state, mirror = apt_state(cache, suite, arch)
     # The metapackage names the release's current ABI (linux-image-5.10.0-32-amd64 ...).
     p = subprocess.run(["apt-cache"] + apt_options(state, arch) + ["show", f"linux-image-{arch}"],
                        capture_output=True, text=True, env=env)
@@ -132,6 +143,41 @@ def fetch(cache, series, arch="amd64"):
     os.rename(tmp, root)
     os.unlink(deb)  # unpacked now; the .deb would double the cache
     say(f"{series} {arch}: {os.path.basename(deb)} ({size >> 20} MiB) from {mirror} {suite} in {took:.0f} s -> {ver}")
+    return root
+
+
+def fetch_packages(cache, series, arch, packages):
+    """PACKAGES of the series' suite for ARCH, downloaded with `apt-get download` and unpacked
+    (dpkg-deb -x, never installed) together into DIR/SERIES-ARCH-packages, once for the same list:
+    the guest's own programs of another architecture (arm64's static busybox, smartctl and its
+    libraries). Returns that directory."""
+    suite = SERIES[series]
+    root = os.path.join(os.path.abspath(cache), f"{series}-{arch}-packages")
+    want = " ".join(sorted(packages)) + "\n"
+    if os.path.isfile(f"{root}/.complete") and open(f"{root}/.complete").read() == want:
+        return root
+    apt, env, state, mirror = apt_state(cache, suite, arch, refresh=False)
+    debs = os.path.join(state, "packages")
+    shutil.rmtree(debs, ignore_errors=True)
+    os.makedirs(debs)
+    p = subprocess.run(apt + ["download"] + sorted(packages), capture_output=True, text=True, env=env, cwd=debs,
+                       timeout=1200)
+    if p.returncode != 0:
+        # lists of an earlier day may name versions the mirror no longer has
+        apt, env, state, mirror = apt_state(cache, suite, arch, refresh=True)
+        p = subprocess.run(apt + ["download"] + sorted(packages), capture_output=True, text=True, env=env,
+                           cwd=debs, timeout=1200)
+    if p.returncode != 0:
+        skip(f"apt-get download {' '.join(packages)} ({arch}) failed: {(p.stdout + p.stderr).strip()[-400:]}")
+    tmp = root + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for deb in sorted(glob.glob(f"{debs}/*.deb")):
+        subprocess.run(["dpkg-deb", "-x", deb, tmp], check=True)
+    open(f"{tmp}/.complete", "w").write(want)
+    shutil.rmtree(root, ignore_errors=True)
+    os.rename(tmp, root)
+    shutil.rmtree(debs, ignore_errors=True)
+    say(f"{series} {arch}: {len(packages)} packages from {mirror} {suite} unpacked in {root}")
     return root
 
 

@@ -2,7 +2,8 @@
 """The README's kernel support table, every cell from a guest test run now: the scenarios of the
 kernel matrix (label matrix: Debian's own 5.10 and 6.12 kernels) and the same scenarios on the
 host's kernel (the vm tests), run with ctest in BUILD_DIR, which must be configured with
--DDISKPULSE_MATRIX=ON. Each row says what works on that kernel and what degrades, with the date
+-DDISKPULSE_MATRIX=ON; with -DDISKPULSE_ARM64=ON as well, a row for Debian 12's arm64 kernel in the
+arm64 guest (vm/arm64/*, the scenarios that need no SATA disk). Each row says what works on that kernel and what degrades, with the date
 and commit of the run.
 
   support_table.py BUILD_DIR                 run them and print the table
@@ -36,13 +37,16 @@ COLUMNS = [("diskstats against the kernel's, under writes", "basic"),
 SCENARIOS = [s for _, s in COLUMNS]
 # What the biolatency scenarios do on a kernel before 5.12 (tests/vm/scenarios/biolatency_*.sh):
 # the first checks that the daemon runs on without the collector and passes, the second skips.
+# The arm64 guest (qemu-system-aarch64's virt machine) runs those of its scenarios that need
+# neither the SATA disk (virt has no AHCI) nor scsi_debug (Debian's arm64 kernel has none).
+ARM64_SCENARIOS = {"basic", "smart_nvme", "biolatency_nullblk"}
 DEGRADED = {"biolatency_nullblk": ((5, 12), "degrades: `diskpulse_io_latency_up 0`, the reason logged "
                                    "(BPF compare-and-swap is 5.12+)"),
             "biolatency_requeue": ((5, 12), "no collector before 5.12 (see the column before)")}
 
 
 def run_ctest(build):
-    regex = "^(vm/initramfs|vm/(%s)|matrix/.*)$" % "|".join(SCENARIOS)
+    regex = "^(vm/initramfs|vm/(%s)|matrix/.*|vm/arm64/.*)$" % "|".join(SCENARIOS)
     with tempfile.NamedTemporaryFile(suffix=".xml", delete=False) as f:
         junit = f.name
     try:
@@ -68,8 +72,8 @@ def run_ctest(build):
 def kernel_of(build, series):
     """The kernel release a series' initramfs booted (vmtest writes it beside the cpio)."""
     vm = os.path.join(build, "tests", "vm")
-    path = os.path.join(vm, "initramfs.cpio.json" if series == "host" else
-                        os.path.join("matrix-%s" % series, "initramfs.cpio.json"))
+    path = os.path.join(vm, "initramfs.cpio.json" if series == "host" else "arm64/initramfs.cpio.json"
+                        if series == "arm64" else os.path.join("matrix-%s" % series, "initramfs.cpio.json"))
     try:
         with open(path) as f:
             return json.load(f).get("kver")
@@ -83,6 +87,8 @@ def version(release):
 
 
 def cell(results, name, scenario, release):
+    if name.startswith("vm/arm64/") and scenario not in ARM64_SCENARIOS:
+        return "not in the arm64 guest"
     status, secs = results.get(name, ("not run", 0))
     deg = DEGRADED.get(scenario)
     v = version(release)
@@ -99,16 +105,20 @@ def table(build, results):
     date = datetime.date.today().isoformat()
     series = sorted({n.split("/")[1] for n in results if n.startswith("matrix/")})
     rows = [("host", "vm/%s")] + [(s, "matrix/" + s + "/%s") for s in series]
+    if any(n.startswith("vm/arm64/") for n in results):
+        rows.append(("arm64", "vm/arm64/%s"))
     out = ["| kernel | " + " | ".join(c for c, _ in COLUMNS) + " |",
            "|---" * (len(COLUMNS) + 1) + "|"]
     for s, pattern in rows:
         release = kernel_of(build, s)
-        label = "%s (%s)" % (release or "?", "the build machine's" if s == "host" else "Debian's " + s)
+        label = "%s (%s)" % (release or "?", "the build machine's" if s == "host" else
+                             "Debian 12's, arm64 guest" if s == "arm64" else "Debian's " + s)
         out.append("| " + label + " | " + " | ".join(cell(results, pattern % sc, sc, release)
                                                      for sc in SCENARIOS) + " |")
     out.append("")
-    out.append("Run on %s at commit %s: `cmake --preset ci -DDISKPULSE_MATRIX=ON && "
-               "python3 tests/vm/support_table.py build-ci --write-readme`." % (date, commit))
+    arm64 = " -DDISKPULSE_ARM64=ON" if any(s == "arm64" for s, _ in rows) else ""
+    out.append("Run on %s at commit %s: `cmake --preset ci -DDISKPULSE_MATRIX=ON%s && "
+               "python3 tests/vm/support_table.py build-ci --write-readme`." % (date, commit, arm64))
     return "\n".join(out)
 
 

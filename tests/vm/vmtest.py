@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
 # Host side of the diskpulse VM tests: builds the guest initramfs and runs one scenario under QEMU/TCG.
 """Usage:
-  vmtest.py build --out DIR/initramfs.cpio [--daemon BIN] [--kernel-root DIR]
-  vmtest.py run [--initramfs FILE | --daemon BIN [--kernel-root DIR]] [--root-image IMG] [-v] scenarios/NAME.sh
+  vmtest.py build --out DIR/initramfs.cpio [--daemon BIN] [--kernel-root DIR] [--arch arm64]
+  vmtest.py run [--initramfs FILE | --daemon BIN [--kernel-root DIR]] [--root-image IMG] [--arch arm64] [-v]
+                scenarios/NAME.sh
 
 The guest boots the host's newest /boot/vmlinuz-VER with the modules of /lib/modules/VER, or with
 --kernel-root DIR the same below DIR (a Debian kernel unpacked by kernels.py): `build` records the
 kernel in the initramfs's .json and `run` boots that one.
+
+With --arch arm64 (the default is amd64, the build machine's), the guest is an arm64 one under
+qemu-system-aarch64 (the virt machine, TCG): --kernel-root is then required (the arm64 kernel that
+`kernels.py fetch --arch arm64` unpacks), the daemon is an arm64 build, and the guest's busybox,
+smartctl and smartctl's libraries are Debian's arm64 packages, downloaded with `apt-get download`
+into the kernel's cache (the kernel root's parent) and unpacked there, never installed. The guest
+has the NVMe disk only (virt has no AHCI) and no udev or other host tools.
 
 With --root-image, the guest boots IMG (a raw ext4 image of a Debian root, as a virtio disk,
 never written) with its own systemd as PID 1, and the scenario runs as a service there.
@@ -54,6 +62,16 @@ UDEV_RULES = ["50-udev-default.rules", "60-block.rules", "60-persistent-storage.
               "60-persistent-storage-dm.rules", "55-dm.rules", "95-dm-notify.rules"]
 UDEV_HELPERS = ["/lib/udev/ata_id", "/lib/udev/scsi_id"]
 DEFAULT_TIMEOUT = 120
+# The arm64 guest. Its programs are Debian's arm64 packages of the kernel's release (kernels.py
+# fetch_packages): busybox-static, and smartmontools with the libraries its smartctl needs (the
+# ELF NEEDED closure, found first among these, then among the host's arm64 libraries).
+ARM64_PACKAGES = ["busybox-static", "smartmontools", "libc6", "libcap-ng0", "libgcc-s1", "libselinux1",
+                  "libpcre2-8-0", "libstdc++6", "libsystemd0", "libcap2", "libgcrypt20", "libgpg-error0",
+                  "liblz4-1", "liblzma5", "libzstd1"]
+ARM64_LIBDIRS = ["usr/lib/aarch64-linux-gnu", "lib/aarch64-linux-gnu"]
+# Debian's arm64 kernel builds no scsi_debug.
+ARM64_OPTIONAL_MODULES = {"scsi_debug"}
+ARM64_TOOLS = ["smartctl"]
 
 
 def say(msg):
@@ -80,9 +98,17 @@ def find_kernel(root="/"):
     return f"{root}/boot/vmlinuz-{ver}", ver
 
 
-def missing_prerequisite(need_qemu=True, kernel_root="/"):
+def missing_prerequisite(need_qemu=True, kernel_root="/", arch="amd64"):
     if os.geteuid() != 0:
         return "not running as root"
+    if arch == "arm64":
+        if need_qemu and not shutil.which("qemu-system-aarch64"):
+            return "qemu-system-aarch64 not found (Debian package qemu-system-arm)"
+        if kernel_root and not find_kernel(kernel_root)[0]:
+            return f"no arm64 kernel under {kernel_root} (kernels.py fetch --arch arm64 makes one)"
+        if not shutil.which("dpkg-deb"):
+            return "dpkg-deb not found: the arm64 guest's programs are unpacked from Debian's packages"
+        return None
     if need_qemu and not shutil.which("qemu-system-x86_64"):
         return "qemu-system-x86_64 not found (Debian package qemu-system-x86)"
     if kernel_root and not find_kernel(kernel_root)[0]:
@@ -161,11 +187,46 @@ def add_elf(cpio, binary, dest):
         cpio.copy(lib, lib, replace=False)
 
 
+def readelf(binary):
+    """(NEEDED libraries, program interpreter or None) of an ELF file of any architecture."""
+    tool = shutil.which("aarch64-linux-gnu-readelf") or shutil.which("readelf")
+    if not tool:
+        raise RuntimeError("readelf not found (Debian package binutils): the arm64 libraries are followed with it")
+    out = subprocess.run([tool, "-W", "-d", "-l", binary], capture_output=True, text=True, check=True).stdout
+    interp = re.search(r"\[Requesting program interpreter: (\S+)\]", out)
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[(\S+)\]", out), interp and interp.group(1)
+
+
+def add_elf_cross(cpio, binary, dest, roots):
+    """Copy an ELF binary of another architecture and its NEEDED closure (readelf; ldd cannot load
+    it): each library from the first of ROOTS holding it in ARM64_LIBDIRS, to the guest's
+    /usr/lib/aarch64-linux-gnu, and the program interpreter at the path the binary names."""
+    cpio.copy(binary, dest)
+    todo, seen = [binary], set()
+    while todo:
+        needed, interp = readelf(todo.pop())
+        if interp and interp not in seen:
+            seen.add(interp)
+            found = [f"{r}{interp}" for r in roots if os.path.isfile(f"{r}{interp}")]
+            if not found:
+                raise RuntimeError(f"{binary}: no program interpreter {interp} in {' '.join(roots)}")
+            cpio.copy(found[0], interp, replace=False)
+        for lib in needed:
+            if lib in seen:
+                continue
+            seen.add(lib)
+            found = [f"{r}/{d}/{lib}" for r in roots for d in ARM64_LIBDIRS if os.path.isfile(f"{r}/{d}/{lib}")]
+            if not found:
+                raise RuntimeError(f"{binary}: library {lib} not found in {' '.join(roots)}")
+            cpio.copy(found[0], f"/usr/lib/aarch64-linux-gnu/{lib}", replace=False)
+            todo.append(found[0])
+
+
 def module_names(paths):
     return {os.path.basename(m).split(".ko")[0].replace("-", "_"): m for m in paths}
 
 
-def add_modules(cpio, kver, kernel_root="/"):
+def add_modules(cpio, kver, kernel_root="/", optional=OPTIONAL_MODULES):
     """Copy BASE_MODULES + EXTRA_MODULES with their dependency closure and filtered module indexes
     from KERNEL_ROOT/lib/modules/KVER to the guest's /lib/modules/KVER. Returns (number copied,
     the BASE_MODULES the guest's init loads: those neither built in nor absent). Raises
@@ -184,7 +245,7 @@ def add_modules(cpio, kver, kernel_root="/"):
             builtin = set(module_names(f.read().split()))
     absent = [n for n in BASE_MODULES + EXTRA_MODULES if n.replace("-", "_") not in by_name.keys() | builtin]
     for n in absent:
-        if n.replace("-", "_") not in OPTIONAL_MODULES:
+        if n.replace("-", "_") not in optional:
             raise RuntimeError(f"kernel {kver} has no module {n}, neither loadable nor built in")
         say(f"kernel {kver} has no {n} (optional): the guest goes without it")
     todo = [by_name[n.replace("-", "_")] for n in BASE_MODULES + EXTRA_MODULES if n.replace("-", "_") in by_name]
@@ -251,7 +312,9 @@ def add_logreplay(cpio):
     return True
 
 
-def build(out, daemon=None, kernel_root="/"):
+def build(out, daemon=None, kernel_root="/", arch="amd64"):
+    if arch == "arm64":
+        return build_arm64(out, daemon, kernel_root)
     kernel, kver = find_kernel(kernel_root)
     cpio = Cpio()
     for d in ("proc", "sys", "dev", "tmp", "run", "root", "mnt", "etc"):
@@ -301,6 +364,53 @@ def build(out, daemon=None, kernel_root="/"):
     say(f"built {out} ({os.path.getsize(out) >> 20} MiB, kernel {kver}, {nmods} modules, "
         f"daemon {'yes' if daemon else 'no'}, tools {' '.join(tools) or 'none'}, udev {'yes' if udev else 'no'}, "
         f"runbook tools {' '.join(runbook_tools) or 'none'})")
+    return meta
+
+
+def build_arm64(out, daemon, kernel_root):
+    """The arm64 guest's initramfs: the same init, lib.sh and module set as amd64's, with Debian's
+    arm64 busybox and smartctl; /init is a prelude that installs busybox's applets (the arm64
+    busybox cannot be run here to list them) and then runs the shared init."""
+    sys.path.insert(0, HERE)
+    import kernels
+    kernel, kver = find_kernel(kernel_root)
+    series = next((s for s in kernels.SERIES if kver.startswith(s + ".")), None)
+    if not series:
+        raise RuntimeError(f"kernel {kver} is of no series kernels.py knows")
+    packages = kernels.fetch_packages(os.path.dirname(os.path.abspath(kernel_root)), series, "arm64", ARM64_PACKAGES)
+    busybox = f"{packages}/bin/busybox"
+    if not os.path.isfile(busybox):
+        raise RuntimeError(f"busybox-static (arm64) has no bin/busybox in {packages}")
+    cpio = Cpio()
+    for d in ("proc", "sys", "dev", "tmp", "run", "root", "mnt", "etc"):
+        cpio.mkdir(d)
+    if daemon:
+        add_elf_cross(cpio, daemon, "/bin/diskpulse", ["/", packages])
+    tools = []
+    for tool in ARM64_TOOLS:
+        path = f"{packages}/usr/sbin/{tool}"
+        if os.path.isfile(path):
+            add_elf_cross(cpio, path, f"/usr/sbin/{tool}", [packages, "/"])
+            tools.append(tool)
+    nmods, load = add_modules(cpio, kver, kernel_root, OPTIONAL_MODULES | ARM64_OPTIONAL_MODULES)
+    cpio.copy(busybox, "/bin/busybox")
+    cpio.add("/init", b"#!/bin/busybox sh\n/bin/busybox --install -s\nexec /lib/vmtest/init\n", 0o100755)
+    cpio.copy(os.path.join(HERE, "guest", "init"), "/lib/vmtest/init")
+    cpio.copy(os.path.join(HERE, "guest", "lib.sh"), "/lib/vmtest/lib.sh")
+    cpio.add("/etc/vmtest/modules", " ".join(load).encode())
+    cpio.add("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
+    cpio.add("/etc/group", b"root:x:0:\ndisk:x:6:\nnogroup:x:65534:\n")
+    cpio.add("/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out + ".tmp", "wb") as f:
+        cpio.write(f)
+    os.replace(out + ".tmp", out)
+    meta = {"kernel": kernel, "kver": kver, "daemon": daemon, "tools": tools, "udev": False,
+            "runbook_tools": [], "arch": "arm64"}
+    with open(out + ".json", "w") as f:
+        json.dump(meta, f)
+    say(f"built {out} ({os.path.getsize(out) >> 20} MiB, arm64, kernel {kver}, {nmods} modules, "
+        f"daemon {'yes' if daemon else 'no'}, tools {' '.join(tools) or 'none'}, udev no)")
     return meta
 
 
@@ -445,9 +555,13 @@ def run(args):
     # With a prebuilt initramfs the kernel is the one its .json names (checked in run_in); a
     # --kernel-root given beside it is checked first, so that a matrix kernel that could not be
     # fetched (and hence no initramfs built) skips the scenario rather than failing it.
-    reason = missing_prerequisite(kernel_root=args.kernel_root or (None if args.initramfs else "/"))
+    reason = missing_prerequisite(kernel_root=args.kernel_root or (None if args.initramfs else "/"), arch=args.arch)
     if reason:
         skip(reason)
+    if args.arch == "arm64" and args.root_image:
+        skip("--root-image is for the amd64 guest only")
+    if args.arch == "arm64" and not args.initramfs and not args.kernel_root:
+        raise SystemExit("vmtest: --arch arm64 needs --initramfs or --kernel-root (an arm64 kernel)")
     name = os.path.splitext(os.path.basename(args.scenario))[0]
     spec = parse_scenario(args.scenario)
     timeout = args.timeout or spec["timeout"]
@@ -470,12 +584,31 @@ def run(args):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def arm64_qemu(qemu, spec):
+    """The amd64 command line made arm64's: qemu-system-aarch64's virt machine (TCG, the "max"
+    CPU), its PL011 as the console (ttyAMA0), and the NVMe disk alone (virt has no AHCI). The host
+    channel stays the guest's /dev/ttyS1: QEMU 7.2's virt has one PL011 only, so a second "-serial"
+    goes nowhere; a pci-serial-2x card (two 16550 UARTs on PCI, which Debian's arm64 kernel drives
+    with its built-in 8250_pci, no module to load first) gives ttyS0 (unused, null) and ttyS1.
+    No clocksource=hpet (there is no HPET): arm64 keeps time with the architected timer, whose
+    frequency is fixed, not calibrated."""
+    append = qemu[qemu.index("-append") + 1].replace("console=ttyS0 clocksource=hpet ", "console=ttyAMA0 ")
+    append = append.replace(" vmtest.wait=nvme0n1,sda", " vmtest.wait=nvme0n1")
+    out = ["qemu-system-aarch64", "-M", "virt", "-cpu", "max"] + qemu[1:]
+    out[out.index("-append") + 1] = append
+    ctl = out.index("chardev:ctl")
+    out[ctl - 1:ctl + 1] = ["-chardev", "null,id=unused", "-device", "pci-serial-2x,chardev1=unused,chardev2=ctl"]
+    if spec["defaults"]:
+        out += ["-device", "nvme,id=nvme0,serial=DPNVME0,drive=nvme0disk"]
+    return out
+
+
 def run_in(args, name, spec, timeout, work):
     initramfs = args.initramfs
     if not initramfs:
         initramfs = os.path.join(work, "base.cpio")
         try:
-            build(initramfs, args.daemon, args.kernel_root or "/")
+            build(initramfs, args.daemon, args.kernel_root or "/", args.arch)
         except RuntimeError as e:
             say(f"FAIL: {e}")
             return 1
@@ -484,6 +617,9 @@ def run_in(args, name, spec, timeout, work):
         return 1
     with open(initramfs + ".json") as f:
         meta = json.load(f)
+    if meta.get("arch", "amd64") != args.arch:
+        say(f"FAIL: {initramfs} is an {meta.get('arch', 'amd64')} guest's, not {args.arch}'s")
+        return 1
     if not os.path.isfile(meta["kernel"]):
         say(f"FAIL: the kernel {meta['kernel']} that {initramfs} was built for is gone")
         return 1
@@ -496,6 +632,8 @@ def run_in(args, name, spec, timeout, work):
         extra.write(f)
 
     disks = [("nvme0disk", "64M"), ("sata0disk", "64M")] if spec["defaults"] else []
+    if args.arch == "arm64":
+        disks = disks[:1]
     # clocksource=hpet: under TCG the guest calibrates its TSC against the emulated PIT while
     # the host is busy, and a wrong calibration made the guest's clock run several times too
     # fast (timeouts and intervals in the guest then mean nothing); the HPET is emulated from
@@ -512,10 +650,12 @@ def run_in(args, name, spec, timeout, work):
         with open(img, "wb") as f:
             f.truncate(parse_size(size))
         qemu += ["-drive", f"if=none,id={disk_id},file={img},format=raw,cache=unsafe"]
-    if spec["defaults"]:
+    if spec["defaults"] and args.arch == "amd64":
         qemu += ["-device", "nvme,id=nvme0,serial=DPNVME0,drive=nvme0disk",
                  "-device", "ahci,id=ahci",
                  "-device", "ide-hd,id=sata0,bus=ahci.0,drive=sata0disk,serial=DPSATA0,rotation_rate=7200"]
+    if args.arch == "arm64":
+        qemu = arm64_qemu(qemu, spec)
     qemu += spec["qemu"]
     if args.root_image:
         # Read-only for the guest's purposes: its writes go to a temporary overlay.
@@ -694,12 +834,14 @@ def main():
     b.add_argument("--out", required=True)
     b.add_argument("--daemon", help="diskpulse binary to install as /bin/diskpulse")
     b.add_argument("--kernel-root", default="/", help="boot/vmlinuz-VER and lib/modules/VER below it (default /)")
+    b.add_argument("--arch", choices=("amd64", "arm64"), default="amd64", help="the guest's architecture")
     r = sub.add_parser("run", help="boot a guest and run one scenario")
     r.add_argument("scenario")
     r.add_argument("--initramfs", help="prebuilt by `build` (else built into the temp dir)")
     r.add_argument("--daemon", help="diskpulse binary, when no --initramfs is given")
     r.add_argument("--kernel-root",
                    help="the kernel as for build (default /); with --initramfs only checked to be there")
+    r.add_argument("--arch", choices=("amd64", "arm64"), default="amd64", help="the guest's architecture")
     r.add_argument("--root-image", help="raw ext4 image of a root with systemd to boot (virtio disk vda)")
     r.add_argument("--timeout", type=int, help="seconds (default: scenario header or %d)" % DEFAULT_TIMEOUT)
     r.add_argument("--tail", type=int, default=80, help="console lines shown on failure")
@@ -710,14 +852,18 @@ def main():
     # ctest's timeout sends SIGTERM: unwind so that QEMU is killed and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if args.cmd == "build":
-        reason = missing_prerequisite(need_qemu=False, kernel_root=args.kernel_root)
+        if args.arch == "arm64" and args.kernel_root == "/":
+            skip("--arch arm64 needs --kernel-root (an arm64 kernel: kernels.py fetch --arch arm64)")
+        reason = missing_prerequisite(need_qemu=False, kernel_root=args.kernel_root, arch=args.arch)
         if reason:
             skip(reason)
+        if args.arch == "arm64" and args.daemon and not os.path.exists(args.daemon):
+            skip(f"no arm64 daemon {args.daemon} (package/arm64 cross-builds it)")
         if args.daemon and not os.access(args.daemon, os.X_OK):
             say(f"FAIL: daemon binary {args.daemon} is not executable")
             return 1
         try:
-            build(args.out, args.daemon, args.kernel_root)
+            build(args.out, args.daemon, args.kernel_root, args.arch)
         except RuntimeError as e:
             say(f"FAIL: {e}")
             return 1
