@@ -28,6 +28,8 @@ BUILD = r"""set -eu
 cd /root/src
 apt-get source --download-only libbpf/bookworm linux/bookworm >/dev/null
 dpkg-source -x libbpf_*.dsc libbpf >/dev/null
+# libbpf's Makefile may write libbpf.pc before it makes OBJDIR (seen with -j2)
+mkdir -p /root/libbpf-obj
 make -C libbpf/src -j"$(nproc)" BUILD_STATIC_ONLY=1 OBJDIR=/root/libbpf-obj PREFIX=/opt/libbpf \
     LIBDIR=/opt/libbpf/lib install >/root/libbpf.log 2>&1
 v=$(ls linux_*.orig.tar.xz | sed 's/linux_\(.*\)\.orig\.tar\.xz/\1/')

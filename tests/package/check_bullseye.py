@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Debian 11 package under Debian 11's systemd (247): diskpulse_<version>~deb11_<arch>.deb,
 built from this tree in a Debian 11 root (build_bullseye.py; about 1.5 GB while it builds, removed
-after) or taken from BUILD/package-bullseye/ when one was built there from the same commit and
+after, kept for a look when the build fails) or taken from BUILD/package-bullseye/ when one was built there from the same commit and
 the same uncommitted changes, installs with `dpkg -i` into a fresh Debian 11 root holding only its
 dependencies, as Debian 11's archive gives them (a dependency Debian 11 cannot satisfy fails the
 install), and boots under systemd-nspawn (check_nspawn's Container). There, as on Debian 12:
