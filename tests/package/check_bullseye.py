@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """The Debian 11 package under Debian 11's systemd (247): diskpulse_<version>~deb11_<arch>.deb,
 built from this tree in a Debian 11 root (build_bullseye.py; about 1.5 GB while it builds, removed
-after, kept for a look when the build fails) or taken from BUILD/package-bullseye/ when one was built there from the same commit and
-the same uncommitted changes, installs with `dpkg -i` into a fresh Debian 11 root holding only its
-dependencies, as Debian 11's archive gives them (a dependency Debian 11 cannot satisfy fails the
-install), and boots under systemd-nspawn (check_nspawn's Container). There, as on Debian 12:
-diskpulse.service is active after boot, /metrics answers on 127.0.0.1:9477 and [::1]:9477 with
-diskpulse_build_info of the package's version, the canary probes /var/lib/diskpulse, the serving
-process holds no capability under the unit's seccomp filter (systemd 247's @system-service) and
-the helper exactly its three, `systemd-analyze security` of the loaded unit is at most 2.0 as on
-Debian 12, and `dpkg -r` stops the service and leaves nothing of it running or listening.
+after, kept for a look when the build fails) or taken from BUILD/package-bullseye/ when one was
+built there from the same commit and the same uncommitted changes, installs with `dpkg -i` into a
+fresh Debian 11 root holding only its dependencies, as Debian 11's archive gives them (a
+dependency Debian 11 cannot satisfy fails the install), and boots under systemd-nspawn
+(check_nspawn's Container). There, as on Debian 12: diskpulse.service is active after boot,
+/metrics answers on 127.0.0.1:9477 and [::1]:9477 with diskpulse_build_info of the package's
+version, the canary probes /var/lib/diskpulse, the serving process holds no capability under the
+unit's seccomp filter (systemd 247's @system-service) and the helper exactly its three,
+`systemd-analyze security` of the loaded unit is at most 2.0 as on Debian 12, and `dpkg -r` stops
+the service and leaves nothing of it running or listening.
 Usage: check_bullseye.py BUILD_DIR"""
 import glob
 import hashlib
@@ -90,7 +91,15 @@ def main():
         root = pkg.copy_root(base, os.path.join(tmp, "root"))
         shutil.copy(deb, os.path.join(root, "root", "diskpulse.deb"))
         release = open(os.path.join(root, "etc/debian_version")).read().strip()
-        p = pkg.chroot(root, "dpkg", "-i", "/root/diskpulse.deb")
+        # /proc mounted as on a running host: systemd 247's systemd-sysusers (the postinst's) sets
+        # the mode of the files it writes through /proc/self/fd and fails without it ("Failed to
+        # write files: Function not implemented"); Debian 12's needs no /proc.
+        proc = os.path.join(root, "proc")
+        pkg.run(["mount", "-t", "proc", "proc", proc], check_rc=True)
+        try:
+            p = pkg.chroot(root, "dpkg", "-i", "/root/diskpulse.deb")
+        finally:
+            pkg.run(["umount", proc], check_rc=True)
         if not pkg.check(p.returncode == 0 and release.startswith("11"),
                          "dpkg -i into a fresh Debian %s root (offline, its dependencies from Debian 11)" % release):
             print(p.stdout + p.stderr)
