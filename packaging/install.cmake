@@ -29,7 +29,10 @@ foreach(unit diskpulse.service diskpulse.socket)
   file(READ "${CMAKE_SOURCE_DIR}/systemd/${unit}" _text)
   string(REPLACE "/usr/sbin/diskpulse" "${CMAKE_INSTALL_FULL_SBINDIR}/diskpulse" _text "${_text}")
   string(REPLACE "/etc/diskpulse/" "${DISKPULSE_CONFDIR}/" _text "${_text}")
-  file(CONFIGURE OUTPUT "${_unit_build}/${unit}" CONTENT "${_text}" @ONLY)
+  # Written, then copied where it changed (configure_file): CMake 3.18's file(CONFIGURE), Debian
+  # 11's, drops every newline of CONTENT (a unit systemd 247 then refuses: no ExecStart=).
+  file(WRITE "${_unit_build}/${unit}.in" "${_text}")
+  configure_file("${_unit_build}/${unit}.in" "${_unit_build}/${unit}" @ONLY)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/systemd/${unit}")
 endforeach()
 install(FILES "${_unit_build}/diskpulse.service" "${_unit_build}/diskpulse.socket"

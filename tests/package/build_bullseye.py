@@ -21,13 +21,15 @@ SUITE = "bullseye"
 BUILD_PKGS = ("gcc", "make", "cmake", "pkg-config", "python3", "libsystemd-dev", "libmicrohttpd-dev", "libudev-dev",
               "zlib1g-dev", "libyaml-dev", "libgnutls28-dev", "libcrypt-dev", "libpcre2-dev", "scdoc", "clang-16",
               "llvm-16", "protobuf-c-compiler", "libprotobuf-c-dev", "libelf-dev", "dpkg-dev", "file", "systemd",
-              "xz-utils")
+              "xz-utils", "git")
 SOURCES = ("deb {m} bullseye main\ndeb {m} bullseye-updates main\n"
            "deb-src {m} bookworm main\n")
 BUILD = r"""set -eu
 cd /root/src
 apt-get source --download-only libbpf/bookworm linux/bookworm >/dev/null
 dpkg-source -x libbpf_*.dsc libbpf >/dev/null
+# libbpf's Makefile may write libbpf.pc before it makes OBJDIR (seen with -j2)
+mkdir -p /root/libbpf-obj
 make -C libbpf/src -j"$(nproc)" BUILD_STATIC_ONLY=1 OBJDIR=/root/libbpf-obj PREFIX=/opt/libbpf \
     LIBDIR=/opt/libbpf/lib install >/root/libbpf.log 2>&1
 v=$(ls linux_*.orig.tar.xz | sed 's/linux_\(.*\)\.orig\.tar\.xz/\1/')
@@ -45,7 +47,9 @@ cd /root/build && cpack -G DEB
 """
 
 
-def build(out):
+def build(out, keep_root=True):
+    """Builds the package in OUT/bullseye-build-root and copies it to out; returns its path. The
+    root (about 1.5 GB) is removed afterwards unless keep_root."""
     pkg.need_root()
     debootstrap = pkg.need_tool("debootstrap", "debootstrap")
     mirror = pkg.apt_mirror()
@@ -66,6 +70,14 @@ def build(out):
         raise RuntimeError("apt-get in the %s root: %s" % (SUITE, (p.stdout + p.stderr)[-2000:]))
     os.makedirs(os.path.join(root, "root/src"))
     pkg.copy_source(pkg.SOURCE, os.path.join(root, "root/diskpulse"))
+    # The version (git describe) and the package's dates (the commit's) come from git, as in the
+    # host's build: the copy gets the repository too, at the source's commit.
+    head = pkg.run(["git", "-C", pkg.SOURCE, "rev-parse", "HEAD"])
+    if head.returncode == 0 and os.path.lexists(os.path.join(pkg.SOURCE, ".git")):
+        repo = os.path.join(root, "root/diskpulse/.git")
+        pkg.run(["git", "clone", "--quiet", "--bare", "--no-local", pkg.SOURCE, repo], check_rc=True)
+        pkg.run(["git", "-C", repo, "config", "core.bare", "false"], check_rc=True)
+        pkg.run(["git", "-C", repo, "update-ref", "--no-deref", "HEAD", head.stdout.strip()], check_rc=True)
     p = pkg.chroot(root, "nice", "sh", "-c", BUILD, timeout=3600)
     if p.returncode != 0:
         raise RuntimeError("the build in the %s root: %s" % (SUITE, (p.stdout + p.stderr)[-3000:]))
@@ -73,6 +85,8 @@ def build(out):
     if len(debs) != 1:
         raise RuntimeError("no single ~deb11 package: %s" % debs)
     deb = shutil.copy(debs[0], out)
+    if not keep_root:
+        shutil.rmtree(root, ignore_errors=True)
     pkg.note("%s built in %.0f s: %s" % (os.path.basename(deb), time.monotonic() - t, pkg.deb_field(deb, "Depends")))
     return deb
 

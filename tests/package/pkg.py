@@ -1,5 +1,5 @@
 """Shared helpers of the package tests: results, the staged `cmake --install`, the .deb, a fresh
-Debian 12 root made by debootstrap (built once per build directory and kept), containers."""
+Debian 12 (or 11) root made by debootstrap (built once per build directory and kept), containers."""
 import glob
 import hashlib
 import io
@@ -252,33 +252,34 @@ def apt_proxy_env():
 ROOT_EXTRA = ("udev", "curl", "sysstat", "ioping", "procps", "iproute2", "bpftool")
 
 
-def fresh_root(build, extra=ROOT_EXTRA):
-    """A minimal Debian 12 root (debootstrap --variant=minbase) with the .deb's dependencies and
-    extra packages preinstalled, so that `dpkg -i` needs no network. Built once per build
-    directory and package list, under BUILD/package-roots/; returns its path (read-only use:
-    copy it before changing anything). Skips when it cannot be built."""
+def fresh_root(build, extra=ROOT_EXTRA, suite="bookworm", deb=None):
+    """A minimal Debian root of suite (debootstrap --variant=minbase; Debian 12 unless told) with
+    the dependencies of deb (package/deb's .deb unless told) and extra packages preinstalled, so
+    that `dpkg -i` needs no network. Built once per build directory, suite and package list, under
+    BUILD/package-roots/; returns its path (read-only use: copy it before changing anything).
+    Skips when it cannot be built."""
     need_root()
     debootstrap = need_tool("debootstrap", "debootstrap")
-    deb = deb_path(build)
+    deb = deb or deb_path(build)
     if not deb:
         raise RuntimeError("no .deb in %s: the package/deb test makes it" % build)
     include = sorted(set(deb_depends_packages(deb)) | set(extra))
     key = hashlib.sha256(" ".join(include).encode()).hexdigest()[:12]
     base = os.path.join(build, "package-roots")
-    root = os.path.join(base, "bookworm-" + key)
+    root = os.path.join(base, "%s-%s" % (suite, key))
     if os.path.isfile(os.path.join(root, ".complete")):
         return root
     mirror = apt_mirror()
     if not mirror:
         skip("no bookworm main source in this machine's apt configuration for debootstrap")
     os.makedirs(base, exist_ok=True)
-    for old in glob.glob(os.path.join(base, "bookworm-*")):  # other package lists, interrupted runs
+    for old in glob.glob(os.path.join(base, suite + "-*")):  # other package lists, interrupted runs
         shutil.rmtree(old, ignore_errors=True)
     tmp = root + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     t = time.monotonic()
-    note("debootstrap --variant=minbase --include=%s bookworm (from this machine's apt source)" % ",".join(include))
-    p = run(["nice", debootstrap, "--variant=minbase", "--include=" + ",".join(include), "bookworm", tmp, mirror],
+    note("debootstrap --variant=minbase --include=%s %s (from this machine's apt source)" % (",".join(include), suite))
+    p = run(["nice", debootstrap, "--variant=minbase", "--include=" + ",".join(include), suite, tmp, mirror],
             timeout=1200, env=dict(os.environ, **apt_proxy_env()))
     if p.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
