@@ -64,7 +64,7 @@ set(DISKPULSE_DEB_MAINTAINER "diskpulse maintainers <maintainers@diskpulse.examp
 # The package's changelog: packaging/debian/changelog, whose newest entry is the release; a build
 # between releases (DISKPULSE_SNAPSHOT) adds an entry of its own version on top, dated with the
 # commit (SOURCE_DATE_EPOCH), as Debian's snapshot tools do.
-set(_changelog "${CMAKE_BINARY_DIR}/changelog")
+set(_changelog "${CMAKE_BINARY_DIR}/debian-changelog") # not "changelog": the target of that name
 file(READ "${CMAKE_SOURCE_DIR}/packaging/debian/changelog" _released)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${CMAKE_SOURCE_DIR}/packaging/debian/changelog")
 if(DISKPULSE_SNAPSHOT)
