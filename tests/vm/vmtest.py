@@ -347,16 +347,10 @@ def build(out, daemon=None, kernel_root="/", arch="amd64"):
     cpio.copy(os.path.join(HERE, "guest", "init"), "/init")
     cpio.copy(os.path.join(HERE, "guest", "lib.sh"), "/lib/vmtest/lib.sh")
     cpio.copy(os.path.join(HERE, "guest", "root-run"), "/lib/vmtest/root-run")
-    cpio.add("/etc/vmtest/modules", " ".join(load).encode())
-    cpio.add("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
-    cpio.add("/etc/group", b"root:x:0:\ndisk:x:6:\nnogroup:x:65534:\n")
-    cpio.add("/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n")
+    add_etc(cpio, load)
     # for the runbook's glibc tools (curl localhost:9477): names from /etc/hosts, no DNS
     cpio.add("/etc/nsswitch.conf", b"passwd: files\ngroup: files\nhosts: files\n")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out + ".tmp", "wb") as f:
-        cpio.write(f)
-    os.replace(out + ".tmp", out)
+    write_initramfs(cpio, out)
     meta = {"kernel": kernel, "kver": kver, "daemon": daemon, "tools": tools, "udev": udev,
             "runbook_tools": runbook_tools}
     with open(out + ".json", "w") as f:
@@ -365,6 +359,22 @@ def build(out, daemon=None, kernel_root="/", arch="amd64"):
         f"daemon {'yes' if daemon else 'no'}, tools {' '.join(tools) or 'none'}, udev {'yes' if udev else 'no'}, "
         f"runbook tools {' '.join(runbook_tools) or 'none'})")
     return meta
+
+
+def add_etc(cpio, load):
+    """The guest's /etc: the modules init loads, in order, and the users, groups and hosts."""
+    cpio.add("/etc/vmtest/modules", " ".join(load).encode())
+    cpio.add("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
+    cpio.add("/etc/group", b"root:x:0:\ndisk:x:6:\nnogroup:x:65534:\n")
+    cpio.add("/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n")
+
+
+def write_initramfs(cpio, out):
+    """Writes the archive to out, whole or not at all."""
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out + ".tmp", "wb") as f:
+        cpio.write(f)
+    os.replace(out + ".tmp", out)
 
 
 def build_arm64(out, daemon, kernel_root):
@@ -397,14 +407,8 @@ def build_arm64(out, daemon, kernel_root):
     cpio.add("/init", b"#!/bin/busybox sh\n/bin/busybox --install -s\nexec /lib/vmtest/init\n", 0o100755)
     cpio.copy(os.path.join(HERE, "guest", "init"), "/lib/vmtest/init")
     cpio.copy(os.path.join(HERE, "guest", "lib.sh"), "/lib/vmtest/lib.sh")
-    cpio.add("/etc/vmtest/modules", " ".join(load).encode())
-    cpio.add("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
-    cpio.add("/etc/group", b"root:x:0:\ndisk:x:6:\nnogroup:x:65534:\n")
-    cpio.add("/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n")
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out + ".tmp", "wb") as f:
-        cpio.write(f)
-    os.replace(out + ".tmp", out)
+    add_etc(cpio, load)
+    write_initramfs(cpio, out)
     meta = {"kernel": kernel, "kver": kver, "daemon": daemon, "tools": tools, "udev": False,
             "runbook_tools": [], "arch": "arm64"}
     with open(out + ".json", "w") as f:
