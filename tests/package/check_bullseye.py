@@ -17,14 +17,13 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import time
 
 import build_bullseye
 import pkg
-from check_nspawn import HELPER_CAPS, Container, caps, check_serving, metric, wait
+from check_nspawn import Container, check_privileges, check_serving, metric, preconditions, wait
 
 
 def source_key():
@@ -69,13 +68,7 @@ def bullseye_deb(build):
 
 def main():
     build = sys.argv[1]
-    # ctest's timeout sends SIGTERM: unwind, so that the container is powered off.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    pkg.need_root()
-    if pkg.sanitized(build):
-        pkg.skip("a sanitizer build: the package is tested from the plain build")
-    pkg.need_tool("systemd-nspawn", "systemd-container")
-    pkg.need_tool("nsenter", "util-linux")
+    preconditions()
     pkg.need_tool("debootstrap", "debootstrap")
     deb = bullseye_deb(build)
     version = pkg.deb_field(deb, "Version")
@@ -143,20 +136,7 @@ def main():
         pkg.check(metric(body, "diskpulse_sync_errors_total") is None, "no canary errors (no EROFS under ProtectSystem=strict)")
         pkg.check(metric(body, "diskpulse_helper_up") == 1, "the SMART helper is up")
 
-        procs = c.processes()
-        print("processes: %s" % procs)
-        st = c.status_file(main_pid)
-        pkg.check(st.get("Uid", "").split()[:1] == [uid], "the daemon runs as diskpulse (uid %s)" % st.get("Uid"))
-        for f in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
-            pkg.check(caps(st, f) == 0, "the serving process: %s %s" % (f, st.get(f)))
-        pkg.check(st.get("NoNewPrivs") == "1" and st.get("Seccomp") == "2", "the serving process: NoNewPrivs 1, Seccomp 2")
-        helpers = [pid for pid, comm in procs.items() if comm == "diskpulse-priv"]
-        pkg.check(len(helpers) == 1, "one helper diskpulse-priv (%s)" % helpers)
-        if helpers:
-            hs = c.status_file(helpers[0])
-            pkg.check(caps(hs, "CapEff") == HELPER_CAPS and caps(hs, "CapPrm") == HELPER_CAPS,
-                      "the helper holds CAP_SYS_ADMIN, CAP_SYS_RAWIO, CAP_DAC_READ_SEARCH only (CapEff %s)" % hs.get("CapEff"))
-            pkg.check(caps(hs, "CapAmb") == 0 and hs.get("NoNewPrivs") == "1", "the helper: CapAmb 0, NoNewPrivs 1")
+        check_privileges(c, main_pid, uid)
         # Nothing the seccomp filter refused on the way: a denied call is EPERM (the unit's
         # SystemCallErrorNumber=), which the daemon would log.
         denied = [e.get("MESSAGE", "") for e in c.journal("diskpulse.service")

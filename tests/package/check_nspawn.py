@@ -246,6 +246,37 @@ def caps(status, field):
     return int(status.get(field, "-1"), 16)
 
 
+def check_privileges(c, main_pid, uid):
+    """The serving process holds no capability and the helper exactly its three, as the kernel
+    shows them; returns the helper's pids (one when all is well)."""
+    procs = c.processes()
+    print("processes: %s" % procs)
+    st = c.status_file(main_pid)
+    pkg.check(st.get("Uid", "").split()[:1] == [uid], "the daemon runs as diskpulse (uid %s)" % st.get("Uid"))
+    for f in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
+        pkg.check(caps(st, f) == 0, "the serving process: %s %s" % (f, st.get(f)))
+    pkg.check(st.get("NoNewPrivs") == "1" and st.get("Seccomp") == "2", "the serving process: NoNewPrivs 1, Seccomp 2")
+    helpers = [pid for pid, comm in procs.items() if comm == "diskpulse-priv"]
+    pkg.check(len(helpers) == 1, "one helper diskpulse-priv (%s)" % helpers)
+    if helpers:
+        hs = c.status_file(helpers[0])
+        pkg.check(caps(hs, "CapEff") == HELPER_CAPS and caps(hs, "CapPrm") == HELPER_CAPS,
+                  "the helper holds CAP_SYS_ADMIN, CAP_SYS_RAWIO, CAP_DAC_READ_SEARCH only (CapEff %s)" % hs.get("CapEff"))
+        pkg.check(caps(hs, "CapAmb") == 0 and hs.get("NoNewPrivs") == "1", "the helper: CapAmb 0, NoNewPrivs 1")
+    return helpers
+
+
+def preconditions():
+    """What a test booting the package under nspawn needs: root, the plain build, the tools; a
+    SIGTERM (ctest's timeout) unwinds, so that the container is powered off."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    pkg.need_root()
+    if pkg.sanitized(sys.argv[1]):
+        pkg.skip("a sanitizer build: the package is tested from the plain build")
+    pkg.need_tool("systemd-nspawn", "systemd-container")
+    pkg.need_tool("nsenter", "util-linux")
+
+
 def check_serving(c, label):
     st4, body = c.http("127.0.0.1")
     st6, body6 = c.http("::1")
@@ -388,13 +419,7 @@ def check_reset_recipe(c):
 
 def main():
     build = sys.argv[1]
-    # ctest's timeout sends SIGTERM: unwind, so that the container is powered off.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    pkg.need_root()
-    if pkg.sanitized(build):
-        pkg.skip("a sanitizer build: the package is tested from the plain build")
-    pkg.need_tool("systemd-nspawn", "systemd-container")
-    pkg.need_tool("nsenter", "util-linux")
+    preconditions()
     deb = pkg.deb_path(build)
     if not deb:
         pkg.skip("no .deb in %s (made by the package/deb test)" % build)
@@ -453,20 +478,7 @@ def main():
         pkg.check(devices is not None and devices >= 1, "diskstats sees the host's disks (%s)" % devices)
 
         # Privileges as the kernel shows them.
-        procs = c.processes()
-        print("processes: %s" % procs)
-        st = c.status_file(main_pid)
-        pkg.check(st.get("Uid", "").split()[:1] == [uid], "the daemon runs as diskpulse (uid %s)" % st.get("Uid"))
-        for f in ("CapEff", "CapPrm", "CapInh", "CapAmb"):
-            pkg.check(caps(st, f) == 0, "the serving process: %s %s" % (f, st.get(f)))
-        pkg.check(st.get("NoNewPrivs") == "1" and st.get("Seccomp") == "2", "the serving process: NoNewPrivs 1, Seccomp 2")
-        helpers = [pid for pid, comm in procs.items() if comm == "diskpulse-priv"]
-        pkg.check(len(helpers) == 1, "one helper diskpulse-priv (%s)" % helpers)
-        if helpers:
-            hs = c.status_file(helpers[0])
-            pkg.check(caps(hs, "CapEff") == HELPER_CAPS and caps(hs, "CapPrm") == HELPER_CAPS,
-                      "the helper holds CAP_SYS_ADMIN, CAP_SYS_RAWIO, CAP_DAC_READ_SEARCH only (CapEff %s)" % hs.get("CapEff"))
-            pkg.check(caps(hs, "CapAmb") == 0 and hs.get("NoNewPrivs") == "1", "the helper: CapAmb 0, NoNewPrivs 1")
+        helpers = check_privileges(c, main_pid, uid)
         fds = c.out("ls -l /proc/%s/fd/ | grep -c socket:" % main_pid)
         pkg.note("sockets of the serving process: %s" % fds)
         # The canary's prober runs at best-effort 7 as documented: the unit sets the class, since its

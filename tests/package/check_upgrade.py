@@ -37,7 +37,7 @@ import tempfile
 import time
 
 import pkg
-from check_nspawn import Container, metric, wait
+from check_nspawn import Container, metric, preconditions, wait
 
 OLD = "9ee0d9ede758f5c562ee08f65d1e0f52e86017e6"
 TEST_MODE = ("--canary.baseline-period=1s", "--canary.interval=150ms", "--canary.burst=2")
@@ -188,12 +188,7 @@ def upgrade_under_scrapes(c, deb, label):
 
 def main():
     build = sys.argv[1]
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    pkg.need_root()
-    if pkg.sanitized(build):
-        pkg.skip("a sanitizer build: the package is tested from the plain build")
-    pkg.need_tool("systemd-nspawn", "systemd-container")
-    pkg.need_tool("nsenter", "util-linux")
+    preconditions()
     pkg.need_tool("cpack", "cmake")
     new = pkg.deb_path(build)
     if not new:
