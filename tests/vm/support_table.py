@@ -38,8 +38,9 @@ SCENARIOS = [s for _, s in COLUMNS]
 # What the biolatency scenarios do on a kernel before 5.12 (tests/vm/scenarios/biolatency_*.sh):
 # the first checks that the daemon runs on without the collector and passes, the second skips.
 # The arm64 guest (qemu-system-aarch64's virt machine) runs those of its scenarios that need
-# neither the SATA disk (virt has no AHCI) nor scsi_debug (Debian's arm64 kernel has none).
-ARM64_SCENARIOS = {"basic", "smart_nvme", "biolatency_nullblk"}
+# neither the SATA disk (virt has no AHCI) nor scsi_debug (Debian's arm64 kernel has none), nor
+# dmsetup (canary_eio); canary_nobarrier puts its nobarrier filesystem on a second NVMe disk there.
+ARM64_SCENARIOS = {"basic", "smart_nvme", "biolatency_nullblk", "canary_nobarrier"}
 DEGRADED = {"biolatency_nullblk": ((5, 12), "degrades: `diskpulse_io_latency_up 0`, the reason logged "
                                    "(BPF compare-and-swap is 5.12+)"),
             "biolatency_requeue": ((5, 12), "no collector before 5.12 (see the column before)")}

@@ -12,7 +12,7 @@ kernel in the initramfs's .json and `run` boots that one.
 With --arch arm64 (the default is amd64, the build machine's), the guest is an arm64 one under
 qemu-system-aarch64 (the virt machine, TCG): --kernel-root is then required (the arm64 kernel that
 `kernels.py fetch --arch arm64` unpacks), the daemon is an arm64 build, and the guest's busybox,
-smartctl and smartctl's libraries are Debian's arm64 packages, downloaded with `apt-get download`
+smartctl, mkfs.ext4 and their libraries are Debian's arm64 packages, downloaded with `apt-get download`
 into the kernel's cache (the kernel root's parent) and unpacked there, never installed. The guest
 has the NVMe disk only (virt has no AHCI) and no udev or other host tools.
 
@@ -63,15 +63,19 @@ UDEV_RULES = ["50-udev-default.rules", "60-block.rules", "60-persistent-storage.
 UDEV_HELPERS = ["/lib/udev/ata_id", "/lib/udev/scsi_id"]
 DEFAULT_TIMEOUT = 120
 # The arm64 guest. Its programs are Debian's arm64 packages of the kernel's release (kernels.py
-# fetch_packages): busybox-static, and smartmontools with the libraries its smartctl needs (the
-# ELF NEEDED closure, found first among these, then among the host's arm64 libraries).
+# fetch_packages): busybox-static, smartmontools and e2fsprogs with the libraries their smartctl
+# and mkfs.ext4 need (the ELF NEEDED closure, found first among these, then among the host's arm64
+# libraries).
 ARM64_PACKAGES = ["busybox-static", "smartmontools", "libc6", "libcap-ng0", "libgcc-s1", "libselinux1",
                   "libpcre2-8-0", "libstdc++6", "libsystemd0", "libcap2", "libgcrypt20", "libgpg-error0",
-                  "liblz4-1", "liblzma5", "libzstd1"]
+                  "liblz4-1", "liblzma5", "libzstd1", "e2fsprogs", "libext2fs2", "libcom-err2", "libblkid1",
+                  "libuuid1", "libss2"]
 ARM64_LIBDIRS = ["usr/lib/aarch64-linux-gnu", "lib/aarch64-linux-gnu"]
 # Debian's arm64 kernel builds no scsi_debug.
 ARM64_OPTIONAL_MODULES = {"scsi_debug"}
-ARM64_TOOLS = ["smartctl"]
+ARM64_TOOLS = ["smartctl", "mkfs.ext4"]
+# where those packages put programs (bookworm's e2fsprogs still ships /sbin)
+ARM64_TOOL_DIRS = ["usr/sbin", "sbin", "usr/bin", "bin"]
 
 
 def say(msg):
@@ -379,7 +383,7 @@ def write_initramfs(cpio, out):
 
 def build_arm64(out, daemon, kernel_root):
     """The arm64 guest's initramfs: the same init, lib.sh and module set as amd64's, with Debian's
-    arm64 busybox and smartctl; /init is a prelude that installs busybox's applets (the arm64
+    arm64 busybox, smartctl and mkfs.ext4; /init is a prelude that installs busybox's applets (the arm64
     busybox cannot be run here to list them) and then runs the shared init."""
     sys.path.insert(0, HERE)
     import kernels
@@ -398,9 +402,10 @@ def build_arm64(out, daemon, kernel_root):
         add_elf_cross(cpio, daemon, "/bin/diskpulse", ["/", packages])
     tools = []
     for tool in ARM64_TOOLS:
-        path = f"{packages}/usr/sbin/{tool}"
-        if os.path.isfile(path):
-            add_elf_cross(cpio, path, f"/usr/sbin/{tool}", [packages, "/"])
+        path = next((f"{packages}/{d}/{tool}" for d in ARM64_TOOL_DIRS if os.path.isfile(f"{packages}/{d}/{tool}")),
+                    None)
+        if path:
+            add_elf_cross(cpio, os.path.realpath(path), f"/usr/sbin/{tool}", [packages, "/"])
             tools.append(tool)
     nmods, load = add_modules(cpio, kver, kernel_root, OPTIONAL_MODULES | ARM64_OPTIONAL_MODULES)
     cpio.copy(busybox, "/bin/busybox")
