@@ -20,15 +20,7 @@ package tests use, twice:
 Both must pass: every test passes or skips with its reason. The packages come from
 scripts/deps.sh inside the root (as the README's command installs them), the source is this
 tree's files (tracked and untracked, not ignored ones), so uncommitted edits are tested too.
-
-Three steps, three ctest tests sharing the root under BUILD_DIR/suite-root (a fixture):
-  chroot     (package/suite-root-chroot) makes the root, copies the source and runs the chroot
-             pass: the packages and the build, five minutes of which nothing is timed, so it runs
-             beside other tests;
-  container  (package/suite-root) the container pass, alone: the suite inside holds
-             load-sensitive tests;
-  clean      (package/suite-root-clean) removes the root, whatever the others did.
-Usage: check_suite_root.py BUILD_DIR SOURCE_DIR chroot|container|clean"""
+Usage: check_suite_root.py BUILD_DIR SOURCE_DIR"""
 import os
 import re
 import shutil
@@ -121,8 +113,8 @@ def run_pass(name, root, setup, timeout, env):
     return out
 
 
-def preconditions(build):
-    """Skips (exit 77) where neither pass can run."""
+def main():
+    build, source = sys.argv[1], sys.argv[2]
     pkg.need_root()
     if pkg.sanitized(build):
         pkg.skip("a sanitizer build: the suite's own sanitizer run inside the root is driven from the plain build")
@@ -139,42 +131,23 @@ def preconditions(build):
         pkg.skip("cannot make a private mount namespace and mount in it here (in a chroot / is "
                  "not a mount point; a container has no CAP_SYS_ADMIN): %s"
                  % (probe.stdout + probe.stderr).strip()[-200:])
-
-
-def main():
-    build, source, step = sys.argv[1], sys.argv[2], sys.argv[3]
+    base = pkg.fresh_root(build)
     work = os.path.join(build, "suite-root")
-    root = os.path.join(work, "root")
-    if step == "clean":  # the logs stay
-        shutil.rmtree(root, ignore_errors=True)
-        if os.path.exists(os.path.join(work, "chroot-passed")):
-            os.unlink(os.path.join(work, "chroot-passed"))
-        print("removed %s" % root)
-        return
-    preconditions(build)
-    env = {"PATH": pkg.SBIN_PATH, "HOME": "/root", "LANG": "C.UTF-8",
-           "DEBIAN_FRONTEND": "noninteractive"}
-    env.update(pkg.apt_proxy_env())
-    if step == "chroot":
-        base = pkg.fresh_root(build)
-        shutil.rmtree(work, ignore_errors=True)
-        os.makedirs(work)
-        root = pkg.copy_root(base, root)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    root = pkg.copy_root(base, os.path.join(work, "root"))
+    try:
         pkg.copy_source(source, os.path.join(root, "root", "diskpulse"))
         with open(os.path.join(root, "root", "suite.sh"), "w") as f:
             f.write(SUITE)
         shutil.copy("/etc/resolv.conf", os.path.join(root, "etc", "resolv.conf"))
+        env = {"PATH": pkg.SBIN_PATH, "HOME": "/root", "LANG": "C.UTF-8",
+               "DEBIAN_FRONTEND": "noninteractive"}
+        env.update(pkg.apt_proxy_env())
         run_pass("chroot", root, chroot_setup(root), 2400, env)
-        if not pkg.failures():  # the container pass starts only from a root whose chroot pass passed
-            open(os.path.join(work, "chroot-passed"), "w").close()
-    elif step == "container":
-        if not os.path.isfile(os.path.join(work, "chroot-passed")):
-            pkg.check(False, "the chroot pass (package/suite-root-chroot) left no root that passed in %s" % work)
-        else:
-            run_pass("container", root, container_setup(root), 2400, env)
+        run_pass("container", root, container_setup(root), 2400, env)
+    finally:
         shutil.rmtree(root, ignore_errors=True)
-    else:
-        raise SystemExit("check_suite_root.py: unknown step %r (chroot, container or clean)" % step)
     pkg.finish()
 
 
