@@ -112,7 +112,7 @@ def table(build, results):
            "|---" * (len(COLUMNS) + 1) + "|"]
     for s, pattern in rows:
         release = kernel_of(build, s)
-        label = "%s (%s)" % (release or "?", "the build machine's" if s == "host" else
+        label = "%s (%s)" % (release or "?", "Debian 12's, installed in the build machine's /boot" if s == "host" else
                              "Debian 12's, arm64 guest" if s == "arm64" else "Debian's " + s)
         out.append("| " + label + " | " + " | ".join(cell(results, pattern % sc, sc, release)
                                                      for sc in SCENARIOS) + " |")
