@@ -68,7 +68,7 @@ def bullseye_deb(build):
 
 def main():
     build = sys.argv[1]
-    preconditions()
+    preconditions(build)
     pkg.need_tool("debootstrap", "debootstrap")
     deb = bullseye_deb(build)
     version = pkg.deb_field(deb, "Version")

@@ -266,12 +266,12 @@ def check_privileges(c, main_pid, uid):
     return helpers
 
 
-def preconditions():
+def preconditions(build):
     """What a test booting the package under nspawn needs: root, the plain build, the tools; a
     SIGTERM (ctest's timeout) unwinds, so that the container is powered off."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     pkg.need_root()
-    if pkg.sanitized(sys.argv[1]):
+    if pkg.sanitized(build):
         pkg.skip("a sanitizer build: the package is tested from the plain build")
     pkg.need_tool("systemd-nspawn", "systemd-container")
     pkg.need_tool("nsenter", "util-linux")
@@ -419,7 +419,7 @@ def check_reset_recipe(c):
 
 def main():
     build = sys.argv[1]
-    preconditions()
+    preconditions(build)
     deb = pkg.deb_path(build)
     if not deb:
         pkg.skip("no .deb in %s (made by the package/deb test)" % build)

@@ -188,7 +188,7 @@ def upgrade_under_scrapes(c, deb, label):
 
 def main():
     build = sys.argv[1]
-    preconditions()
+    preconditions(build)
     pkg.need_tool("cpack", "cmake")
     new = pkg.deb_path(build)
     if not new:
